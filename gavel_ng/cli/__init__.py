@@ -1,0 +1,43 @@
+"""The `gavel-ng` command: one subcommand a module, each with add_parser() and run()."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from ..errors import InputError
+from . import policies_cmd, solve_cmd
+
+COMMANDS = (solve_cmd, policies_cmd)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gavel-ng",
+        description="Heterogeneity-aware scheduling for mixed-GPU deep-learning clusters.",
+    )
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for module in COMMANDS:
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    level = (logging.WARNING, logging.INFO, logging.DEBUG)[min(args.verbose, 2)]
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    try:
+        return int(args.run(args) or 0)
+    except InputError as exc:
+        print(f"gavel-ng {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

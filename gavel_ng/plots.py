@@ -1,0 +1,41 @@
+"""Plots written as PNG files (matplotlib, no display needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from .allocation import Allocation  # noqa: E402
+
+
+def plot_allocation(allocations: Allocation | dict[str, Allocation], path: str | Path, title: str = "") -> Path:
+    """Stacked bars of each job's time share per worker type; one panel per allocation."""
+    if isinstance(allocations, Allocation):
+        allocations = {"": allocations}
+    fig, axes = plt.subplots(1, len(allocations), figsize=(max(5, 4 * len(allocations)), 3.6),
+                             squeeze=False, sharey=True)
+    for ax, (name, alloc) in zip(axes[0], allocations.items()):
+        labels = [Allocation.label(r) for r in alloc.rows]
+        bottom = np.zeros(len(labels))
+        for j, w in enumerate(alloc.worker_types):
+            ax.bar(labels, alloc.values[:, j], bottom=bottom, label=w)
+            bottom += alloc.values[:, j]
+        ax.set_title(name)
+        ax.set_xlabel("job")
+        ax.set_ylim(0, 1.05)
+        ax.tick_params(axis="x", labelrotation=60 if len(labels) > 8 else 0)
+    axes[0][0].set_ylabel("fraction of wall-clock time")
+    axes[0][-1].legend(title="worker type", loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

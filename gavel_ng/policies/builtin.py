@@ -1,0 +1,3 @@
+"""Imports every built-in policy module so that each registers itself."""
+
+from . import allox, cost, fairness, ftf, hierarchical, makespan, order  # noqa: F401

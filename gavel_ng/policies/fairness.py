@@ -1,0 +1,30 @@
+"""Least attained service (weighted max-min fairness) and the isolated baseline."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from .problem import Problem
+from .registry import policy
+from .solve import finish
+
+
+@policy("las", "maximize min_m sf_m thr_m / (w_m thr_equal_m)",
+        aliases=("max_min_fairness_perf",), agnostic_aliases=("max_min_fairness",))
+def las(p: Problem):
+    """Weighted max-min fairness over normalized effective throughput (Gavel §4.1)."""
+    return p.maximize_min(p.normalized_thr / p.input.weights)
+
+
+def _min_normalized(p: Problem, x: np.ndarray) -> float:
+    v = (p.normalized_thr / p.input.weights).value(x)
+    return float(v.min()) if len(v) else 0.0
+
+
+@policy("isolated", "X_isolated: every job gets 1/n of every worker type", evaluate=_min_normalized,
+        agnostic=False)
+def isolated(p: Problem):
+    """No optimization: the static equal split that sharing incentive is measured against."""
+    return finish(p, None, p.fallback_x(), "none", "optimal", time.perf_counter())

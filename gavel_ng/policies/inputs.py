@@ -1,0 +1,128 @@
+"""What a policy decides from: jobs, the cluster and throughputs, as aligned arrays."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from ..cluster import Cluster
+from ..errors import InputError
+from ..jobs import Job
+from ..throughputs import ThroughputTable
+
+ENTITY_POLICIES = ("fairness", "fifo")
+
+
+@dataclass(frozen=True)
+class Entity:
+    weight: float = 1.0
+    policy: str = "fairness"
+
+
+@dataclass(frozen=True)
+class Combinations:
+    """Rows of the allocation when jobs may share a GPU.
+
+    members[k] lists the job indices of row k (one job, or a pair). throughputs[k, j, i]
+    is member i's steps/s in row k on worker type j (0 for absent members).
+    """
+
+    members: list[tuple[int, ...]]
+    throughputs: np.ndarray  # (K, J, max members)
+
+
+@dataclass(frozen=True)
+class SchedulingProblem:
+    """Jobs, cluster and throughputs in job order: the whole input of a policy."""
+
+    job_ids: list[str]
+    worker_types: list[str]
+    capacity: np.ndarray            # (J,) GPUs per type
+    throughputs: np.ndarray         # (M, J) isolated steps/s
+    scale_factors: np.ndarray       # (M,)
+    weights: np.ndarray             # (M,)
+    steps_remaining: np.ndarray     # (M,)
+    steps_total: np.ndarray         # (M,)
+    time_since_arrival: np.ndarray  # (M,) seconds
+    slo_s: np.ndarray               # (M,) deadline in seconds after arrival, inf = none
+    entities: list[str | None] = field(default_factory=list)
+    entity_specs: dict[str, Entity] = field(default_factory=dict)
+    prices: np.ndarray | None = None  # (J,) $/GPU-hour
+    combinations: Combinations | None = None
+
+    @property
+    def num_jobs(self) -> int:
+        return len(self.job_ids)
+
+    def with_throughputs(self, throughputs: np.ndarray) -> "SchedulingProblem":
+        """The same problem seen through other throughputs (used for agnostic variants)."""
+        return replace(self, throughputs=throughputs, combinations=None)
+
+    @classmethod
+    def build(cls, job_ids, worker_types, capacity, throughputs, *, scale_factors=None, weights=None,
+              steps_remaining=None, steps_total=None, time_since_arrival=None, slo_s=None,
+              entities=None, entity_specs=None, prices=None, combinations=None) -> "SchedulingProblem":
+        m = len(job_ids)
+
+        def arr(v, default):
+            return np.full(m, default, dtype=float) if v is None else np.asarray(v, dtype=float)
+
+        remaining = arr(steps_remaining, math.inf)
+        problem = cls(
+            job_ids=list(job_ids), worker_types=list(worker_types),
+            capacity=np.asarray(capacity, dtype=float), throughputs=np.asarray(throughputs, dtype=float),
+            scale_factors=arr(scale_factors, 1), weights=arr(weights, 1.0), steps_remaining=remaining,
+            steps_total=remaining.copy() if steps_total is None else np.asarray(steps_total, dtype=float),
+            time_since_arrival=arr(time_since_arrival, 0.0), slo_s=arr(slo_s, math.inf),
+            entities=list(entities) if entities is not None else [None] * m,
+            entity_specs=dict(entity_specs or {}),
+            prices=None if prices is None else np.asarray(prices, dtype=float),
+            combinations=combinations,
+        )
+        problem.validate()
+        return problem
+
+    @classmethod
+    def from_jobs(cls, cluster: Cluster, jobs: list[Job], table: ThroughputTable, now: float = 0.0,
+                  entity_specs: dict[str, Entity] | None = None) -> "SchedulingProblem":
+        """Look each job's throughputs up in a table (the simulator's and service's path)."""
+        workers = cluster.worker_types
+        keys = [(j.job_type, j.scale_factor) for j in jobs]
+        return cls.build(
+            [j.id for j in jobs], workers, cluster.capacity(), table.matrix(keys, workers),
+            scale_factors=[j.scale_factor for j in jobs], weights=[j.weight for j in jobs],
+            steps_remaining=[j.steps_remaining for j in jobs], steps_total=[j.steps_total for j in jobs],
+            time_since_arrival=[max(0.0, now - j.arrival_time) for j in jobs],
+            slo_s=[math.inf if j.slo_s is None else j.slo_s for j in jobs],
+            entities=[j.entity for j in jobs], entity_specs=entity_specs, prices=cluster.prices(),
+        )
+
+    def validate(self) -> None:
+        """Reject inputs no allocation can serve, naming the job."""
+        m, n = self.throughputs.shape if self.throughputs.ndim == 2 else (-1, -1)
+        if (m, n) != (self.num_jobs, len(self.worker_types)):
+            raise InputError("throughputs", self.throughputs.shape, "must be jobs x worker types")
+        if len(set(self.job_ids)) != m:
+            dup = next(j for j in self.job_ids if self.job_ids.count(j) > 1)
+            raise InputError("jobs.id", dup, "duplicate job id")
+        bad = ~np.isfinite(self.throughputs) | (self.throughputs < 0)
+        if bad.any():
+            i, j = np.argwhere(bad)[0]
+            raise InputError(f"jobs[{self.job_ids[i]}].throughputs.{self.worker_types[j]}",
+                             self.throughputs[i, j], "must be a finite non-negative number")
+        runnable = (self.throughputs > 0) & (self.scale_factors[:, None] <= self.capacity[None, :])
+        nowhere = ~runnable.any(axis=1)
+        if nowhere.any():
+            i = int(np.argmax(nowhere))
+            raise InputError(f"jobs[{self.job_ids[i]}]", self.job_ids[i],
+                             f"fits on no worker type (scale_factor {int(self.scale_factors[i])}, "
+                             "zero throughput or too few GPUs everywhere)")
+        for name in {e for e in self.entities if e is not None} - set(self.entity_specs):
+            raise InputError("entity", name, "job names an entity that is not declared in 'entities'")
+        for name, spec in self.entity_specs.items():
+            if spec.policy not in ENTITY_POLICIES:
+                raise InputError(f"entities.{name}.policy", spec.policy, f"must be one of {ENTITY_POLICIES}")
+            if not spec.weight > 0:
+                raise InputError(f"entities.{name}.weight", spec.weight, "must be positive")

@@ -1,0 +1,100 @@
+"""A thin, reusable LP around highspy.
+
+cvxpy's canonicalization costs more than HiGHS's solve on our LPs, so built-in
+linear policies hand HiGHS a sparse matrix directly. The object stays alive so
+that iterative policies (bisection, water filling) change bounds or costs and
+re-run from the previous basis instead of starting cold.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import highspy
+import numpy as np
+import scipy.sparse as sp
+
+log = logging.getLogger(__name__)
+INF = highspy.kHighsInf
+
+
+@dataclass
+class LPResult:
+    ok: bool
+    status: str
+    x: np.ndarray
+    row_duals: np.ndarray
+    objective: float
+
+
+class LinearProgram:
+    """maximize or minimize c @ x subject to lo <= A x <= hi, col_lo <= x <= col_hi."""
+
+    def __init__(self, c, A, row_lo, row_hi, col_lo, col_hi, maximize: bool = True,
+                 method: str = "simplex", time_limit: float | None = None):
+        A = sp.csc_matrix(A)
+        lp = highspy.HighsLp()
+        lp.num_col_, lp.num_row_ = A.shape[1], A.shape[0]
+        lp.col_cost_ = np.asarray(c, dtype=float)
+        lp.col_lower_ = np.asarray(col_lo, dtype=float)
+        lp.col_upper_ = np.asarray(col_hi, dtype=float)
+        lp.row_lower_ = _clip_inf(row_lo)
+        lp.row_upper_ = _clip_inf(row_hi)
+        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+        lp.a_matrix_.start_ = A.indptr.astype(np.int32)
+        lp.a_matrix_.index_ = A.indices.astype(np.int32)
+        lp.a_matrix_.value_ = A.data.astype(float)
+        lp.sense_ = highspy.ObjSense.kMaximize if maximize else highspy.ObjSense.kMinimize
+        self.highs = highspy.Highs()
+        self.highs.silent()
+        self.highs.setOptionValue("solver", method)
+        # presolve costs more than it saves on these sparse, well-scaled LPs (solver_bench/)
+        self.highs.setOptionValue("presolve", "off")
+        if time_limit is not None:
+            self.highs.setOptionValue("time_limit", float(time_limit))
+        self.highs.passModel(lp)
+        self.num_col, self.num_row = A.shape[1], A.shape[0]
+
+    def run(self) -> LPResult:
+        self.highs.run()
+        status = self.highs.getModelStatus()
+        ok = status == highspy.HighsModelStatus.kOptimal
+        sol = self.highs.getSolution()
+        x = np.asarray(sol.col_value, dtype=float) if ok else np.zeros(self.num_col)
+        duals = np.asarray(sol.row_dual, dtype=float) if ok else np.zeros(self.num_row)
+        obj = self.highs.getInfo().objective_function_value if ok else float("nan")
+        return LPResult(ok, self.highs.modelStatusToString(status), x, duals, obj)
+
+    def set_col_bounds(self, cols, lo, hi) -> None:
+        cols = np.atleast_1d(np.asarray(cols, dtype=np.int32))
+        self.highs.changeColsBounds(len(cols), cols, _broad(lo, len(cols)), _broad(hi, len(cols)))
+
+    def set_row_bounds(self, rows, lo, hi) -> None:
+        rows = np.atleast_1d(np.asarray(rows, dtype=np.int32))
+        for r, a, b in zip(rows, _broad(lo, len(rows)), _broad(hi, len(rows))):
+            self.highs.changeRowBounds(int(r), float(a), float(b))
+
+    def set_costs(self, c) -> None:
+        c = np.asarray(c, dtype=float)
+        self.highs.changeColsCost(len(c), np.arange(len(c), dtype=np.int32), c)
+
+    def add_rows(self, A, lo, hi) -> np.ndarray:
+        """Append rows; returns their indices."""
+        A = sp.csr_matrix(A)
+        first = self.num_row
+        self.highs.addRows(A.shape[0], _clip_inf(lo), _clip_inf(hi), A.nnz,
+                           A.indptr.astype(np.int32), A.indices.astype(np.int32), A.data.astype(float))
+        self.num_row += A.shape[0]
+        return np.arange(first, self.num_row)
+
+
+def _clip_inf(v) -> np.ndarray:
+    v = np.asarray(v, dtype=float).copy()
+    v[v >= 1e30] = INF
+    v[v <= -1e30] = -INF
+    return v
+
+
+def _broad(v, n: int) -> np.ndarray:
+    return _clip_inf(np.broadcast_to(np.asarray(v, dtype=float), (n,)))

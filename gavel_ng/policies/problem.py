@@ -1,0 +1,200 @@
+"""The problem builder: allocation variables, validity constraints, effective throughput.
+
+A policy receives a `Problem`, states an objective over `p.thr` (and the
+normalizers), optionally adds constraints, and the builder solves it: linear
+objectives go to HiGHS as one sparse LP, anything else through cvxpy.
+Rows are job combinations (single jobs, or pairs under space sharing); only
+(row, type) entries that can run are variables, so the LP grows with useful rows.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..allocation import Allocation
+from .affine import Affine, LinearConstraint
+from .inputs import SchedulingProblem
+from .lp import LinearProgram
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Objective:
+    """What to optimize. `kind` is one of maxmin, max, ratio, cvxpy."""
+
+    kind: str
+    expr: Affine | None = None
+    den: Affine | None = None
+    cvx: object = None
+    report: Callable[[float], float] = float
+    fill: bool = True
+    problem: "Problem | None" = None
+
+    def value(self, x: np.ndarray) -> float:
+        """The objective at allocation vector x, in the units the policy reports."""
+        if self.kind == "maxmin":
+            v = self.expr.value(x)
+            return self.report(float(v.min()) if len(v) else 0.0)
+        if self.kind == "max":
+            return self.report(float(self.expr.value(x).sum()))
+        if self.kind == "ratio":
+            den = float(self.den.value(x).sum())
+            return self.report(float(self.expr.value(x).sum()) / den if den > 0 else 0.0)
+        self.problem.cvx_variable.value = x
+        return self.report(float(self.cvx.value))
+
+
+@dataclass
+class Solution:
+    allocation: Allocation
+    x: np.ndarray
+    objective: float | None
+    solver: str
+    solve_seconds: float
+    warnings: list[str] = field(default_factory=list)
+    ok: bool = True
+
+
+class Problem:
+    """Variables and validity constraints for one scheduling problem."""
+
+    def __init__(self, inp: SchedulingProblem):
+        self.input = inp
+        T = inp.throughputs
+        M, J = T.shape
+        cap = inp.capacity
+        if inp.combinations is None:
+            members = np.arange(M)[:, None]
+            Tk = T[:, :, None]
+        else:
+            width = max(len(m) for m in inp.combinations.members)
+            members = np.full((len(inp.combinations.members), width), -1)
+            for k, mem in enumerate(inp.combinations.members):
+                members[k, :len(mem)] = mem
+            Tk = inp.combinations.throughputs
+        present = members >= 0
+        self.members = members
+        self.row_scale = inp.scale_factors[members[:, 0]]
+        usable = np.where(present[:, None, :], Tk > 0, True).all(axis=2)
+        usable &= self.row_scale[:, None] <= cap[None, :]
+        self.var_row, self.var_col = np.nonzero(usable)
+        n = len(self.var_row)
+        self.num_vars = n
+        # job-by-variable incidence, and each member's throughput in that variable
+        mem_v = members[self.var_row]                      # (n, width)
+        thr_v = Tk[self.var_row, self.var_col]             # (n, width)
+        keep = mem_v >= 0
+        vidx = np.broadcast_to(np.arange(n)[:, None], mem_v.shape)
+        self.job_rows = sp.csr_matrix((np.ones(keep.sum()), (mem_v[keep], vidx[keep])), shape=(M, n))
+        self.thr = Affine(self, sp.csr_matrix((thr_v[keep], (mem_v[keep], vidx[keep])), shape=(M, n)))
+        self.capacity_rows = sp.csr_matrix((self.row_scale[self.var_row], (self.var_col, np.arange(n))),
+                                           shape=(J, n))
+        self._normalizers(T, cap)
+        self.constraints: list = []
+        self._cvx_variable = None
+
+    # ----- normalizers (Gavel §3.1) ----------------------------------------------
+    def _normalizers(self, T: np.ndarray, cap: np.ndarray) -> None:
+        inp = self.input
+        M = len(T)
+        sf = inp.scale_factors
+        runnable = (T > 0) & (sf[:, None] <= cap[None, :])
+        if M == 0:
+            self.x_equal = self.x_isolated = np.zeros((0, len(cap)))
+        else:
+            eq = np.broadcast_to(cap / M, T.shape)
+            self.x_equal = eq / max(eq.sum(axis=1).max(), 1e-12)
+            iso = np.where(runnable, cap[None, :] / (M * sf[:, None]), 0.0)
+            self.x_isolated = iso / np.maximum(iso.sum(axis=1, keepdims=True), 1.0)
+        self.thr_equal = (T * self.x_equal).sum(axis=1)
+        self.thr_isolated = (T * self.x_isolated).sum(axis=1)
+        self.thr_fastest = np.where(runnable, T, 0.0).max(axis=1, initial=0.0)
+
+    # ----- what policies use ---------------------------------------------------------
+    @property
+    def num_jobs(self) -> int:
+        return self.input.num_jobs
+
+    @property
+    def cvx_variable(self):
+        if self._cvx_variable is None:
+            import cvxpy as cp
+
+            self._cvx_variable = cp.Variable(self.num_vars, name="X")
+        return self._cvx_variable
+
+    @property
+    def normalized_thr(self) -> Affine:
+        """sf_m * thr_m / thr_equal_m: 1.0 is what an equal share of every type gives."""
+        return self.thr * (self.input.scale_factors / self.thr_equal)
+
+    def add_constraint(self, constraint) -> None:
+        """A linear constraint built from `p.thr` etc., or any cvxpy constraint."""
+        self.constraints.append(constraint)
+
+    def maximize_min(self, expr: Affine, report=float, fill: bool = True) -> Objective:
+        """max_X min_i expr_i; `fill` then spends leftover capacity without lowering the min."""
+        return Objective("maxmin", expr, report=report, fill=fill)
+
+    def minimize_max(self, expr: Affine, report=None) -> Objective:
+        return Objective("maxmin", -expr, report=report or (lambda t: -t))
+
+    def maximize(self, expr: Affine) -> Objective:
+        return Objective("max", expr)
+
+    def minimize(self, expr: Affine) -> Objective:
+        return Objective("max", -expr, report=lambda v: -v)
+
+    def maximize_ratio(self, num: Affine, den: Affine) -> Objective:
+        """max sum(num) / sum(den), a linear-fractional program (Charnes-Cooper)."""
+        return Objective("ratio", num, den)
+
+    def cost_per_hour(self, prices: np.ndarray) -> Affine:
+        """$/h of the allocation: each row pays for its GPUs once, shared or not."""
+        coef = prices[self.var_col] * self.row_scale[self.var_row]
+        return Affine(self, sp.csr_matrix(coef[None, :]))
+
+    # ----- solving -------------------------------------------------------------------
+    def validity_rows(self) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray]:
+        """Rows of `lo <= A x <= hi` for validity and linear extra constraints."""
+        blocks = [self.job_rows, self.capacity_rows]
+        lo = [np.full(self.num_jobs, -np.inf), np.full(len(self.input.capacity), -np.inf)]
+        hi = [np.ones(self.num_jobs), self.input.capacity.astype(float)]
+        for c in self.constraints:
+            if isinstance(c, LinearConstraint):
+                a, b = c.bounds()
+                blocks.append(c.expr.A)
+                lo.append(a)
+                hi.append(b)
+        return sp.vstack(blocks, format="csr"), np.concatenate(lo), np.concatenate(hi)
+
+    def solve(self, objective: Objective, solver: str | None = None) -> Solution:
+        from .solve import solve_objective
+
+        return solve_objective(self, objective, solver)
+
+    def allocation(self, x: np.ndarray) -> Allocation:
+        inp = self.input
+        rows_used = self.members.shape[0]
+        values = np.zeros((rows_used, len(inp.worker_types)))
+        values[self.var_row, self.var_col] = np.clip(x, 0.0, 1.0)
+        labels = [tuple(inp.job_ids[m] for m in row if m >= 0) for row in self.members]
+        return Allocation(labels, list(inp.worker_types), values, self.row_scale.astype(float),
+                          inp.capacity.astype(float))
+
+    def fallback_x(self) -> np.ndarray:
+        """The isolated allocation (1/n of every type): always valid."""
+        single = (self.members[:, 1:] < 0).all(axis=1) if self.members.shape[1] > 1 else \
+            np.ones(len(self.members), bool)
+        x = np.zeros(self.num_vars)
+        is_single = single[self.var_row]
+        jobs = self.members[self.var_row[is_single], 0]
+        x[is_single] = self.x_isolated[jobs, self.var_col[is_single]]
+        return x

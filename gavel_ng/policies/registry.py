@@ -1,0 +1,153 @@
+"""Policies by name. A policy is a function of a Problem that returns its objective.
+
+    @policy("proportional", "maximize sum_m log(thr_m / thr_equal_m)")
+    def proportional(p):
+        return cp.Maximize(cp.sum(cp.log(p.normalized_thr.cvx)))
+
+Registering `name` also registers `name_agnostic`, which decides as if every worker
+type were equally fast for each job, and reports its objective under the true
+throughputs so the two variants compare directly.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import InputError
+from .inputs import SchedulingProblem
+from .problem import Objective, Problem, Solution
+
+log = logging.getLogger(__name__)
+PolicyFn = Callable[[Problem], object]
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    name: str
+    fn: PolicyFn
+    summary: str
+    agnostic: bool = False
+    evaluate: Callable[[Problem, np.ndarray], float] | None = None
+    spread: bool = True
+
+
+_REGISTRY: dict[str, PolicySpec] = {}
+_ALIASES: dict[str, str] = {}
+
+
+def policy(name: str, summary: str = "", *, aliases: tuple[str, ...] = (),
+           agnostic_aliases: tuple[str, ...] = (), evaluate=None, agnostic: bool = True, spread: bool = True):
+    """Register `fn(problem) -> Objective | cvxpy objective | Solution` under `name`.
+
+    `spread=False` keeps an agnostic variant's per-type choices instead of spreading
+    each job's share over the types in proportion to their GPU counts.
+    """
+
+    def register(fn: PolicyFn) -> PolicyFn:
+        text = summary or (fn.__doc__ or "").strip().splitlines()[0] if (summary or fn.__doc__) else ""
+        _REGISTRY[name] = PolicySpec(name, fn, text, False, evaluate)
+        for a in aliases:
+            _ALIASES[a] = name
+        if agnostic:
+            _REGISTRY[f"{name}_agnostic"] = PolicySpec(f"{name}_agnostic", fn, f"{text} (heterogeneity-agnostic)",
+                                                       True, evaluate, spread)
+            for a in agnostic_aliases:
+                _ALIASES[a] = f"{name}_agnostic"
+        return fn
+
+    return register
+
+
+def get_policy(name: str) -> PolicySpec:
+    _load_builtins()
+    key = _ALIASES.get(name, name)
+    if key not in _REGISTRY:
+        raise InputError("policy", name, f"unknown policy; known: {', '.join(list_policies())}")
+    return _REGISTRY[key]
+
+
+def list_policies(include_aliases: bool = False) -> list[str]:
+    _load_builtins()
+    names = sorted(_REGISTRY)
+    return names + sorted(_ALIASES) if include_aliases else names
+
+
+def aliases() -> dict[str, str]:
+    _load_builtins()
+    return dict(_ALIASES)
+
+
+def agnostic_throughputs(T: np.ndarray) -> np.ndarray:
+    """Each job equally fast on every type it can run on (its mean throughput there)."""
+    pos = T > 0
+    mean = np.where(pos, T, 0.0).sum(axis=1) / np.maximum(pos.sum(axis=1), 1)
+    return np.where(pos, mean[:, None], 0.0)
+
+
+def spread_over_types(p: Problem, x: np.ndarray) -> np.ndarray:
+    """Type-blind placement: each row's total share split over its usable types by GPU count."""
+    from .solve import repair
+
+    K = p.members.shape[0]
+    share = np.bincount(p.var_row, weights=x, minlength=K)
+    cap = p.input.capacity[p.var_col]
+    pool = np.bincount(p.var_row, weights=cap, minlength=K)
+    return repair(p, share[p.var_row] * cap / np.maximum(pool[p.var_row], 1e-300))
+
+
+def solve(inp: SchedulingProblem, name: str, solver: str | None = None) -> Solution:
+    """Solve a registered policy on a scheduling problem."""
+    spec = get_policy(name)
+    real = Problem(inp)
+    if not spec.agnostic:
+        return _run(spec, real, solver)
+    blind = Problem(inp.with_throughputs(agnostic_throughputs(inp.throughputs)))
+    sol = _run(spec, blind, solver)
+    if spec.spread:
+        sol.x = spread_over_types(real, sol.x)
+    sol.allocation = real.allocation(sol.x)
+    sol.objective = objective_value(spec, real, sol.x)
+    return sol
+
+
+def _run(spec: PolicySpec, p: Problem, solver: str | None) -> Solution:
+    out = spec.fn(p)
+    if isinstance(out, Solution):
+        if out.objective is None and spec.evaluate is not None:
+            out.objective = spec.evaluate(p, out.x)
+        return out
+    return p.solve(as_objective(p, out), solver)
+
+
+def as_objective(p: Problem, out: object) -> Objective:
+    if isinstance(out, Objective):
+        return out
+    import cvxpy as cp
+
+    if isinstance(out, (cp.Maximize, cp.Minimize)):
+        return Objective("cvxpy", cvx=out, problem=p)
+    raise TypeError(f"a policy must return an objective, got {type(out).__name__}")
+
+
+def objective_value(spec: PolicySpec, p: Problem, x: np.ndarray) -> float | None:
+    """The policy's objective at x under p's throughputs."""
+    if spec.evaluate is not None:
+        return spec.evaluate(p, x)
+    out = spec.fn(p)
+    if isinstance(out, Solution):
+        return None
+    return as_objective(p, out).value(x)
+
+
+_loaded = False
+
+
+def _load_builtins() -> None:
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        from . import builtin  # noqa: F401  (registers the built-in policies)

@@ -1,0 +1,179 @@
+"""Turn an Objective over a Problem into a valid allocation.
+
+Linear objectives are compiled to one sparse LP for HiGHS (dual simplex unless
+told otherwise: it measured fastest on these max-min LPs, see solver_bench/);
+cvxpy objectives go through cvxpy (Clarabel by default). A failure never escapes:
+the solution carries a warning and the isolated allocation, which is always valid.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+import scipy.sparse as sp
+
+from .lp import LinearProgram
+from .problem import Objective, Problem, Solution
+
+log = logging.getLogger(__name__)
+LP_SOLVERS = {"highs": "simplex", "highs-simplex": "simplex", "highs-ipm": "ipm", "highs-pdlp": "pdlp"}
+
+
+def solve_objective(p: Problem, objective: Objective, solver: str | None = None) -> Solution:
+    start = time.perf_counter()
+    if p.num_vars == 0:
+        x = np.zeros(0)
+        return Solution(p.allocation(x), x, None, "none", time.perf_counter() - start)
+    try:
+        if objective.kind == "cvxpy" or (solver is not None and solver not in LP_SOLVERS):
+            x, name, status = _solve_cvxpy(p, objective, solver)
+        else:
+            x, name, status = _solve_lp(p, objective, LP_SOLVERS[solver or "highs"])
+    except Exception as exc:  # a solver crash must not take the scheduler down
+        log.exception("solver raised")
+        x, name, status = None, solver or "highs", f"{type(exc).__name__}: {exc}"
+    return finish(p, objective, x, name, status, start)
+
+
+def finish(p: Problem, objective: Objective | None, x, name: str, status: str, start: float) -> Solution:
+    """Repair rounding noise, or fall back to the isolated allocation with a warning."""
+    warnings: list[str] = []
+    ok = x is not None and np.isfinite(x).all()
+    if not ok:
+        warnings.append(f"solver {name} failed ({status}); using the isolated allocation (1/n of each type)")
+        log.warning(warnings[-1])
+        x = p.fallback_x()
+    x = repair(p, x)
+    value = objective.value(x) if objective is not None else None
+    return Solution(p.allocation(x), x, value, name, time.perf_counter() - start, warnings, ok)
+
+
+def repair(p: Problem, x: np.ndarray) -> np.ndarray:
+    """Clip solver noise so the allocation passes check() exactly."""
+    x = np.clip(x, 0.0, 1.0)
+    x[x < 1e-9] = 0.0
+    totals = p.job_rows @ x
+    job_scale = 1.0 / np.maximum(totals, 1.0)
+    var_scale = np.ones(p.num_vars)
+    for i in range(p.members.shape[1]):
+        mem = p.members[p.var_row, i]
+        has = mem >= 0
+        var_scale[has] = np.minimum(var_scale[has], job_scale[mem[has]])
+    x = x * var_scale
+    used = p.capacity_rows @ x
+    cap = p.input.capacity
+    type_scale = np.where(used > cap, cap / np.maximum(used, 1e-300), 1.0)
+    return x * type_scale[p.var_col]
+
+
+def fill_leftover(p: Problem, x: np.ndarray) -> np.ndarray:
+    """Give idle GPU time to jobs with idle time, fastest-relative first.
+
+    Only ever adds time, so a max-min optimum stays optimal; a greedy pass costs far
+    less than a second LP (measured in solver_bench/).
+    """
+    x = x.copy()
+    single = (p.members[p.var_row, 1:] < 0).all(axis=1)
+    job = p.members[p.var_row, 0]
+    slack = 1.0 - p.job_rows @ x
+    left = p.input.capacity - p.capacity_rows @ x
+    T = p.thr.A.sum(axis=0).A1  # a single row's coefficient is its job's throughput there
+    gain = T / np.maximum(p.thr_fastest[job], 1e-300)
+    sf = p.row_scale[p.var_row]
+    for j in np.argsort(-left):
+        cand = np.flatnonzero(single & (p.var_col == j))
+        cand = cand[np.argsort(-gain[cand], kind="stable")]
+        want = np.maximum(slack[job[cand]], 0.0) * sf[cand]           # GPUs each would use
+        before = np.cumsum(want) - want
+        gpus = np.clip(np.minimum(want, left[j] - before), 0.0, None)
+        add = gpus / sf[cand]
+        x[cand] += add
+        np.subtract.at(slack, job[cand], add)
+        left[j] -= gpus.sum()
+    return x
+
+
+def _solve_lp(p: Problem, objective: Objective, method: str):
+    A, lo, hi = p.validity_rows()
+    n = p.num_vars
+    if objective.kind == "maxmin":
+        e = objective.expr
+        k = len(e)
+        full = sp.vstack([sp.hstack([A, sp.csr_matrix((A.shape[0], 1))]),
+                          sp.hstack([e.A, -np.ones((k, 1))])], format="csc")
+        c = np.zeros(n + 1)
+        c[-1] = 1.0
+        lp = LinearProgram(c, full, np.concatenate([lo, -e.b]), np.concatenate([hi, np.full(k, np.inf)]),
+                           np.r_[np.zeros(n), -np.inf], np.r_[np.ones(n), np.inf], True, method)
+        res = lp.run()
+        if not res.ok:
+            return None, f"highs-{method}", res.status
+        x = res.x[:n]
+        if objective.fill:
+            x = fill_leftover(p, repair(p, x))
+        return x, f"highs-{method}", "optimal"
+    if objective.kind == "max":
+        c = np.asarray(objective.expr.A.sum(axis=0)).ravel()
+        lp = LinearProgram(c, A, lo, hi, np.zeros(n), np.ones(n), True, method)
+        res = lp.run()
+        return (res.x if res.ok else None), f"highs-{method}", res.status
+    if objective.kind == "ratio":
+        return _solve_ratio(p, objective, A, lo, hi, method)
+    raise ValueError(f"unknown objective kind {objective.kind}")
+
+
+def _solve_ratio(p: Problem, objective: Objective, A, lo, hi, method: str):
+    """Charnes-Cooper: y = s x, s = 1 / den(x); maximize num(y) s.t. den(y) = 1."""
+    n = p.num_vars
+    rows, rlo, rhi = [], [], []
+    for bound, is_upper in ((hi, True), (lo, False)):
+        fin = np.isfinite(bound)
+        if fin.any():
+            rows.append(sp.hstack([A[fin], sp.csr_matrix(-bound[fin][:, None])]))
+            rlo.append(np.full(fin.sum(), -np.inf) if is_upper else np.zeros(fin.sum()))
+            rhi.append(np.zeros(fin.sum()) if is_upper else np.full(fin.sum(), np.inf))
+    rows.append(sp.hstack([sp.identity(n), -np.ones((n, 1))]))  # y <= s  (x <= 1)
+    rlo.append(np.full(n, -np.inf))
+    rhi.append(np.zeros(n))
+    den = objective.den.sum()
+    rows.append(sp.hstack([den.A, sp.csr_matrix([[den.b[0]]])]))
+    rlo.append(np.ones(1))
+    rhi.append(np.ones(1))
+    num = objective.expr.sum()
+    c = np.r_[np.asarray(num.A.todense()).ravel(), num.b[0]]
+    lp = LinearProgram(c, sp.vstack(rows, format="csc"), np.concatenate(rlo), np.concatenate(rhi),
+                       np.zeros(n + 1), np.full(n + 1, np.inf), True, method)
+    res = lp.run()
+    if not res.ok or res.x[-1] <= 1e-12:
+        return None, f"highs-{method}", res.status if not res.ok else "zero scale (no cost incurred)"
+    return res.x[:n] / res.x[-1], f"highs-{method}", "optimal"
+
+
+def _solve_cvxpy(p: Problem, objective: Objective, solver: str | None):
+    import cvxpy as cp
+
+    from .affine import LinearConstraint
+
+    x = p.cvx_variable
+    cons = [x >= 0, x <= 1, p.job_rows @ x <= 1, p.capacity_rows @ x <= p.input.capacity]
+    for c in p.constraints:
+        cons.append(c.cvx if isinstance(c, LinearConstraint) else c)
+    cvx_obj = objective.cvx if objective.kind == "cvxpy" else _as_cvxpy(objective)
+    prob = cp.Problem(cvx_obj, cons)
+    name = (solver or "CLARABEL").upper()
+    prob.solve(solver=name)
+    if prob.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) or x.value is None:
+        return None, name.lower(), str(prob.status)
+    return np.asarray(x.value, dtype=float), name.lower(), str(prob.status)
+
+
+def _as_cvxpy(objective: Objective):
+    import cvxpy as cp
+
+    if objective.kind == "maxmin":
+        return cp.Maximize(cp.min(objective.expr.cvx))
+    if objective.kind == "max":
+        return cp.Maximize(cp.sum(objective.expr.cvx))
+    raise ValueError("ratio objectives are solved with HiGHS only")
