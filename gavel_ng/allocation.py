@@ -44,7 +44,7 @@ class Allocation:
                 totals[job] = totals.get(job, 0.0) + float(self.values[i].sum())
         return totals
 
-    def check(self, tol: float = 1e-6) -> "Allocation":
+    def check(self, tol: float = 1e-6) -> Allocation:
         """Raise AllocationError naming the first broken validity constraint; return self."""
         x = self.values
         if x.shape != (len(self.rows), len(self.worker_types)):

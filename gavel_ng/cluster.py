@@ -50,7 +50,7 @@ class Cluster:
         return self.gpus_per_server.get(worker_type, max(1, min(4, self.gpus[worker_type])))
 
     @classmethod
-    def parse(cls, spec: str, gpus_per_server: int | None = None) -> "Cluster":
+    def parse(cls, spec: str, gpus_per_server: int | None = None) -> Cluster:
         """Parse 'v100=36,p100=36,k80=36' (the CLI form)."""
         gpus: dict[str, int] = {}
         for part in spec.split(","):

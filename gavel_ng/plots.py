@@ -28,7 +28,8 @@ def plot_allocation(allocations: Allocation | dict[str, Allocation], path: str |
         ax.set_title(name)
         ax.set_xlabel("job")
         ax.set_ylim(0, 1.05)
-        ax.tick_params(axis="x", labelrotation=60 if len(labels) > 8 else 0)
+        if max(len(s) for s in labels) * len(labels) > 40:
+            ax.set_xticks(range(len(labels)), labels, rotation=40, ha="right", fontsize="small")
     axes[0][0].set_ylabel("fraction of wall-clock time")
     axes[0][-1].legend(title="worker type", loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
     if title:

@@ -73,7 +73,7 @@ class ThroughputTable:
 
     # ----- Gavel JSON ---------------------------------------------------------------
     @classmethod
-    def from_gavel_dict(cls, data: object, source: str = "throughputs") -> "ThroughputTable":
+    def from_gavel_dict(cls, data: object, source: str = "throughputs") -> ThroughputTable:
         """Parse the Gavel format: {worker: {"('Type', sf)": {"null": x, "('Other', sf)": [a, b]}}}."""
         if not isinstance(data, dict) or not data:
             raise InputError(source, type(data).__name__, "expected an object of worker types")
@@ -104,7 +104,7 @@ class ThroughputTable:
         return table
 
     @classmethod
-    def load(cls, path: str | Path) -> "ThroughputTable":
+    def load(cls, path: str | Path) -> ThroughputTable:
         """Load a Gavel-format JSON file, with errors naming the file and entry."""
         path = Path(path)
         try:

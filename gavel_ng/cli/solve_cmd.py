@@ -27,6 +27,8 @@ def add_parser(sub) -> None:
                                     "see `gavel-ng policies`")
     p.add_argument("--solver", help="highs (default), highs-ipm, highs-pdlp, or a cvxpy solver name "
                                     "such as clarabel")
+    p.add_argument("--plugin", action="append", default=[], metavar="FILE.py|MODULE",
+                   help="import user policies (files or modules that call @gavel_ng.policy) before solving")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.add_argument("--plot", metavar="PNG", help="also draw the allocation as a bar chart")
     p.set_defaults(run=run)
@@ -41,6 +43,8 @@ def example_path(name: str) -> Path:
 
 
 def run(args) -> int:
+    for plugin in args.plugin:
+        load_plugin(plugin)
     path = args.problem or example_path(args.example)
     inp, file_policy = load_problem(path)
     name = args.policy or file_policy or "las"
@@ -67,6 +71,27 @@ def run(args) -> int:
     else:
         print(_table(result, sol))
     return 0
+
+
+def load_plugin(spec: str) -> None:
+    """Import a policy module by file path or dotted name, so its @policy calls register."""
+    import importlib
+    import importlib.util
+
+    try:
+        if spec.endswith(".py"):
+            path = Path(spec)
+            if not path.is_file():
+                raise InputError("--plugin", spec, "no such file")
+            module_spec = importlib.util.spec_from_file_location(path.stem, path)
+            module = importlib.util.module_from_spec(module_spec)
+            module_spec.loader.exec_module(module)
+        else:
+            importlib.import_module(spec)
+    except InputError:
+        raise
+    except Exception as exc:  # a user's module failing to import is bad input, not a crash
+        raise InputError("--plugin", spec, f"failed to import: {type(exc).__name__}: {exc}") from None
 
 
 def _effective(inp, sol) -> np.ndarray:

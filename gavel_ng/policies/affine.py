@@ -22,7 +22,7 @@ class Affine:
 
     __array_ufunc__ = None  # numpy operands defer to our reflected operators
 
-    def __init__(self, problem: "Problem", A, b=None):
+    def __init__(self, problem: Problem, A, b=None):
         self.problem = problem
         self.A = sp.csr_matrix(A)
         self.b = np.zeros(self.A.shape[0]) if b is None else np.broadcast_to(
@@ -36,47 +36,47 @@ class Affine:
         return (len(self),)
 
     # arithmetic -------------------------------------------------------------
-    def _scaled(self, c) -> "Affine":
+    def _scaled(self, c) -> Affine:
         c = np.asarray(c, dtype=float)
         if c.ndim == 0:
             return Affine(self.problem, self.A * float(c), self.b * float(c))
         return Affine(self.problem, sp.diags(c) @ self.A, self.b * c)
 
-    def __mul__(self, c) -> "Affine":
+    def __mul__(self, c) -> Affine:
         return self._scaled(c)
 
     __rmul__ = __mul__
 
-    def __truediv__(self, c) -> "Affine":
+    def __truediv__(self, c) -> Affine:
         return self._scaled(1.0 / np.asarray(c, dtype=float))
 
-    def __neg__(self) -> "Affine":
+    def __neg__(self) -> Affine:
         return self._scaled(-1.0)
 
-    def __add__(self, other) -> "Affine":
+    def __add__(self, other) -> Affine:
         if isinstance(other, Affine):
             return Affine(self.problem, self.A + other.A, self.b + other.b)
         return Affine(self.problem, self.A, self.b + np.asarray(other, dtype=float))
 
     __radd__ = __add__
 
-    def __sub__(self, other) -> "Affine":
+    def __sub__(self, other) -> Affine:
         return self + (-other)
 
-    def __rsub__(self, other) -> "Affine":
+    def __rsub__(self, other) -> Affine:
         return (-self) + other
 
-    def __getitem__(self, idx) -> "Affine":
+    def __getitem__(self, idx) -> Affine:
         return Affine(self.problem, self.A[idx], self.b[idx])
 
-    def sum(self) -> "Affine":
+    def sum(self) -> Affine:
         return Affine(self.problem, sp.csr_matrix(self.A.sum(axis=0)), [self.b.sum()])
 
     # constraints ------------------------------------------------------------
-    def __ge__(self, other) -> "LinearConstraint":
+    def __ge__(self, other) -> LinearConstraint:
         return LinearConstraint(self - other, lower=True)
 
-    def __le__(self, other) -> "LinearConstraint":
+    def __le__(self, other) -> LinearConstraint:
         return LinearConstraint(self - other, lower=False)
 
     # evaluation -------------------------------------------------------------

@@ -1,10 +1,11 @@
 """AlloX baseline (Le et al., EuroSys'20): jobs matched to (worker type, queue position) slots.
 
-A job in position k of a GPU's queue delays itself and the k-1 jobs behind it, so the
-cost of that slot is k times its running time there; the minimum-cost matching
-minimizes the sum of completion times. GPUs of one type are interchangeable, so the
-matching is a transportation LP over (type, position) with n_j slots each, whose
-simplex vertices are integral. Jobs matched to a first position run now.
+Positions count from the back of a GPU's queue: the job k-th from last delays itself
+and the k-1 jobs after it, so that slot costs k times its running time there, and the
+minimum-cost matching minimizes the sum of completion times. GPUs of one type are
+interchangeable, so the matching is a transportation LP over (type, position) with
+n_j slots each, whose simplex vertices are integral. The job at the front of each
+queue (its highest occupied position) runs now.
 """
 
 from __future__ import annotations
@@ -19,7 +20,23 @@ from .common import require_remaining
 from .lp import LinearProgram
 from .problem import Problem
 from .registry import policy
-from .solve import finish
+from .solving import finish
+
+
+def _front_of_queues(assigned, m_idx, j_idx, dur, sf, cap, shape) -> np.ndarray:
+    """Per type, n_j queues hold c_k jobs at position k; c_k - c_(k+1) of them are at a front."""
+    X = np.zeros(shape)
+    P = assigned.shape[0]
+    for j in range(shape[1]):
+        free = float(cap[j])
+        at = [np.flatnonzero(assigned[k] & (j_idx == j)) for k in range(P)]
+        for k in range(P - 1, -1, -1):
+            fronts = len(at[k]) - (len(at[k + 1]) if k + 1 < P else 0)
+            for e in at[k][np.argsort(dur[at[k]])][:max(fronts, 0)]:
+                if free >= sf[m_idx[e]]:
+                    X[m_idx[e], j] = 1.0
+                    free -= sf[m_idx[e]]
+    return X
 
 
 def _mean_duration(p: Problem, x: np.ndarray) -> float:
@@ -41,29 +58,25 @@ def allox(p: Problem):
     slots_per_pos = np.floor(cap / 1.0)
     if M == 0 or slots_per_pos.sum() == 0:
         return finish(p, None, np.zeros(p.num_vars), "none", "optimal", start)
-    P = math.ceil(M / slots_per_pos.sum()) + 1
+    P = math.ceil(sf.sum() / slots_per_pos.sum()) + 1
     m_idx, j_idx = np.nonzero(runnable)
     dur = np.maximum(R[m_idx], 1e-9) / T[m_idx, j_idx]
-    # variables y[(m, j), k] for k = 0..P-1, laid out k-major
+    # variables y[(m, j), k] for k = 0..P-1 laid out k-major, then one "still waiting" slack per
+    # job that costs more than any slot, so the LP stays feasible when slots run short
     E = len(m_idx)
-    cost = np.concatenate([(k + 1) * dur for k in range(P)])
+    cost = np.concatenate([(k + 1) * dur for k in range(P)] + [np.full(M, (P + 1) * dur.max() * 2)])
     cols = np.arange(E * P)
-    job_rows = sp.csr_matrix((np.ones(E * P), (np.tile(m_idx, P), cols)), shape=(M, E * P))
+    job_rows = sp.csr_matrix((np.ones(E * P + M), (np.r_[np.tile(m_idx, P), np.arange(M)],
+                                                    np.r_[cols, E * P + np.arange(M)])), shape=(M, E * P + M))
     slot_rows = sp.csr_matrix((np.tile(sf[m_idx], P), (np.repeat(np.arange(P), E) * J + np.tile(j_idx, P), cols)),
-                              shape=(P * J, E * P))
+                              shape=(P * J, E * P + M))
     lp = LinearProgram(cost, sp.vstack([job_rows, slot_rows], format="csc"),
                        np.r_[np.ones(M), np.full(P * J, -np.inf)], np.r_[np.ones(M), np.tile(cap, P)],
-                       np.zeros(E * P), np.ones(E * P), maximize=False)
+                       np.zeros(E * P + M), np.ones(E * P + M), maximize=False)
     res = lp.run()
     if not res.ok:
         return finish(p, None, None, "highs-simplex (transportation)", res.status, start)
-    first = res.x[:E] > 0.5
-    X = np.zeros_like(T)
-    free = cap.astype(float).copy()
-    for e in np.flatnonzero(first)[np.argsort(dur[first])]:   # round any fractional leftovers safely
-        m, j = m_idx[e], j_idx[e]
-        if free[j] >= sf[m]:
-            X[m, j], free[j] = 1.0, free[j] - sf[m]
+    X = _front_of_queues(res.x[:E * P].reshape(P, E) > 0.5, m_idx, j_idx, dur, sf, cap, T.shape)
     single = (p.members[p.var_row, 1:] < 0).all(axis=1)
     x = np.zeros(p.num_vars)
     x[single] = X[p.members[p.var_row[single], 0], p.var_col[single]]

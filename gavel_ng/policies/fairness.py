@@ -8,7 +8,7 @@ import numpy as np
 
 from .problem import Problem
 from .registry import policy
-from .solve import finish
+from .solving import finish
 
 
 @policy("las", "maximize min_m sf_m thr_m / (w_m thr_equal_m)",

@@ -18,7 +18,7 @@ from .common import require_remaining
 from .lp import LinearProgram
 from .problem import Problem
 from .registry import policy
-from .solve import finish
+from .solving import finish
 
 REL_TOL = 1e-4
 

@@ -26,7 +26,7 @@ from .inputs import Entity
 from .lp import LinearProgram
 from .problem import Problem
 from .registry import policy
-from .solve import finish
+from .solving import finish
 
 log = logging.getLogger(__name__)
 DUAL_TOL = 1e-9
@@ -60,21 +60,25 @@ def hierarchical(p: Problem):
     units, specs = _units(p)
     U = len(units)
     N = p.normalized_thr
-    # rows: validity | one per job (monotonic) | one per unit (water level)
+    fifo_jobs = np.concatenate([jobs for jobs, _, f in units if f] or [np.zeros(0, int)])
+    F = len(fifo_jobs)
+    # rows: validity | one per unit (water level) | one per FIFO job (never lose throughput);
+    # a fairness unit's row is its job's own monotonic constraint
     A, lo, hi = p.validity_rows()
-    unit_A = sp.vstack([sp.csr_matrix(N.A[jobs].sum(axis=0)) for jobs, _, _ in units], format="csr")
+    sizes = [len(jobs) for jobs, _, _ in units]
+    member = sp.csr_matrix((np.ones(sum(sizes)), (np.repeat(np.arange(U), sizes),
+                                                  np.concatenate([jobs for jobs, _, _ in units]))), shape=(U, M))
+    unit_A = (member @ N.A).tocsr()
     base = A.shape[0]
-    job_rows = np.arange(base, base + M)
-    unit_rows = np.arange(base + M, base + M + U)
+    unit_rows = np.arange(base, base + U)
+    job_rows = np.arange(base + U, base + U + F)
     mat = sp.vstack([sp.hstack([A, sp.csr_matrix((A.shape[0], 1))]),
-                     sp.hstack([N.A, sp.csr_matrix((M, 1))]),
-                     sp.hstack([unit_A, sp.csr_matrix((U, 1))])], format="csc")
+                     sp.hstack([unit_A, sp.csr_matrix((U, 1))]),
+                     sp.hstack([N.A[fifo_jobs], sp.csr_matrix((F, 1))])], format="csc")
     c = np.zeros(n + 1)
     c[-1] = 1.0
-    lp = LinearProgram(c, mat, np.concatenate([lo, np.zeros(M), np.zeros(U)]),
-                       np.concatenate([hi, np.full(M + U, np.inf)]),
-                       np.r_[np.zeros(n), 0.0], np.r_[np.ones(n), np.inf], maximize=True)
-    fifo_jobs = np.concatenate([jobs for jobs, _, f in units if f] or [np.zeros(0, int)])
+    lp = LinearProgram(c, mat, np.concatenate([lo, np.zeros(U + F)]), np.concatenate([hi, np.full(U + F, np.inf)]),
+                       np.r_[np.zeros(n), 0.0], np.r_[np.ones(n), np.inf], maximize=True, devex=False)
     fifo_cost = np.zeros(n + 1)
     if len(fifo_jobs):
         prio = np.zeros(M)
@@ -83,14 +87,18 @@ def hierarchical(p: Problem):
                 prio[jobs] = (len(jobs) - ranks(-inp.time_since_arrival[jobs])) / len(jobs)
         fifo_cost[:n] = np.asarray((N * prio).A.sum(axis=0)).ravel()
     frozen = np.zeros(U, bool)
+    prev_weights = np.full(U, np.nan)
     x = np.zeros(n)
-    for _ in range(U + 1):
+    for rounds in range(1, U + 2):
         weights = _unit_weights(units, specs, frozen, inp.weights)
-        for u in range(U):
+        for u in np.flatnonzero(weights != prev_weights):
             lp.highs.changeCoeff(int(unit_rows[u]), n, -float(weights[u]))
+        prev_weights = weights
         res = lp.run()
         if not res.ok:
             return finish(p, None, None, "highs-simplex (water filling)", res.status, start)
+        # later rounds start primal feasible from this basis: primal simplex re-solves faster
+        lp.highs.setOptionValue("simplex_strategy", 4)
         t = res.x[-1]
         x = res.x[:n]
         binding = (np.abs(res.row_duals[unit_rows]) > DUAL_TOL) & ~frozen
@@ -106,10 +114,12 @@ def hierarchical(p: Problem):
             lp.set_col_bounds([n], 0.0, np.inf)
             lp.set_costs(c)
         frozen |= binding if binding.any() else ~frozen
-        lp.set_row_bounds(job_rows, N.value(x) * (1 - 1e-9), np.inf)
+        if F:
+            lp.set_row_bounds(job_rows, N[fifo_jobs].value(x) * (1 - 1e-9), np.inf)
         lp.set_row_bounds(unit_rows, (unit_A @ x) * (1 - 1e-9), np.inf)
         if frozen.all():
             break
+    log.debug("water filling: %d rounds for %d units", rounds, U)
     return finish(p, None, x, "highs-simplex (water filling)", "optimal", start)
 
 

@@ -56,14 +56,14 @@ class SchedulingProblem:
     def num_jobs(self) -> int:
         return len(self.job_ids)
 
-    def with_throughputs(self, throughputs: np.ndarray) -> "SchedulingProblem":
+    def with_throughputs(self, throughputs: np.ndarray) -> SchedulingProblem:
         """The same problem seen through other throughputs (used for agnostic variants)."""
         return replace(self, throughputs=throughputs, combinations=None)
 
     @classmethod
     def build(cls, job_ids, worker_types, capacity, throughputs, *, scale_factors=None, weights=None,
               steps_remaining=None, steps_total=None, time_since_arrival=None, slo_s=None,
-              entities=None, entity_specs=None, prices=None, combinations=None) -> "SchedulingProblem":
+              entities=None, entity_specs=None, prices=None, combinations=None) -> SchedulingProblem:
         m = len(job_ids)
 
         def arr(v, default):
@@ -86,7 +86,7 @@ class SchedulingProblem:
 
     @classmethod
     def from_jobs(cls, cluster: Cluster, jobs: list[Job], table: ThroughputTable, now: float = 0.0,
-                  entity_specs: dict[str, Entity] | None = None) -> "SchedulingProblem":
+                  entity_specs: dict[str, Entity] | None = None) -> SchedulingProblem:
         """Look each job's throughputs up in a table (the simulator's and service's path)."""
         workers = cluster.worker_types
         keys = [(j.job_type, j.scale_factor) for j in jobs]

@@ -32,7 +32,7 @@ class LinearProgram:
     """maximize or minimize c @ x subject to lo <= A x <= hi, col_lo <= x <= col_hi."""
 
     def __init__(self, c, A, row_lo, row_hi, col_lo, col_hi, maximize: bool = True,
-                 method: str = "simplex", time_limit: float | None = None):
+                 method: str = "simplex", time_limit: float | None = None, devex: bool = True):
         A = sp.csc_matrix(A)
         lp = highspy.HighsLp()
         lp.num_col_, lp.num_row_ = A.shape[1], A.shape[0]
@@ -51,6 +51,10 @@ class LinearProgram:
         self.highs.setOptionValue("solver", method)
         # presolve costs more than it saves on these sparse, well-scaled LPs (solver_bench/)
         self.highs.setOptionValue("presolve", "off")
+        # devex pricing halves a cold dual simplex against steepest edge here; warm-started
+        # sequences (water filling) do better with HiGHS's default choice (solver_bench/)
+        if devex:
+            self.highs.setOptionValue("simplex_dual_edge_weight_strategy", 1)
         if time_limit is not None:
             self.highs.setOptionValue("time_limit", float(time_limit))
         self.highs.passModel(lp)
@@ -72,8 +76,7 @@ class LinearProgram:
 
     def set_row_bounds(self, rows, lo, hi) -> None:
         rows = np.atleast_1d(np.asarray(rows, dtype=np.int32))
-        for r, a, b in zip(rows, _broad(lo, len(rows)), _broad(hi, len(rows))):
-            self.highs.changeRowBounds(int(r), float(a), float(b))
+        self.highs.changeRowsBounds(len(rows), rows, _broad(lo, len(rows)), _broad(hi, len(rows)))
 
     def set_costs(self, c) -> None:
         c = np.asarray(c, dtype=float)

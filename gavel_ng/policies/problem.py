@@ -10,7 +10,6 @@ Rows are job combinations (single jobs, or pairs under space sharing); only
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -20,7 +19,6 @@ import scipy.sparse as sp
 from ..allocation import Allocation
 from .affine import Affine, LinearConstraint
 from .inputs import SchedulingProblem
-from .lp import LinearProgram
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +33,7 @@ class Objective:
     cvx: object = None
     report: Callable[[float], float] = float
     fill: bool = True
-    problem: "Problem | None" = None
+    problem: Problem | None = None
 
     def value(self, x: np.ndarray) -> float:
         """The objective at allocation vector x, in the units the policy reports."""
@@ -176,7 +174,7 @@ class Problem:
         return sp.vstack(blocks, format="csr"), np.concatenate(lo), np.concatenate(hi)
 
     def solve(self, objective: Objective, solver: str | None = None) -> Solution:
-        from .solve import solve_objective
+        from .solving import solve_objective
 
         return solve_objective(self, objective, solver)
 

@@ -90,7 +90,7 @@ def agnostic_throughputs(T: np.ndarray) -> np.ndarray:
 
 def spread_over_types(p: Problem, x: np.ndarray) -> np.ndarray:
     """Type-blind placement: each row's total share split over its usable types by GPU count."""
-    from .solve import repair
+    from .solving import repair
 
     K = p.members.shape[0]
     share = np.bincount(p.var_row, weights=x, minlength=K)

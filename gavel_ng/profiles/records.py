@@ -1,0 +1,50 @@
+"""The per-iteration work record of one job type, kept free of torch so that loading the
+stored profiles (for throughput modeling) does not import PyTorch."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class WorkloadProfile:
+    """Work and memory of one training iteration of one job type.
+
+    The fields are defined in the docstring of gavel_ng.profiles.measure.
+    """
+
+    job_type: str
+    family: str
+    batch_size: int
+    matmul_flops: int
+    other_flops: int
+    traffic_bytes: int
+    kernels: int
+    param_bytes: int
+    input_bytes: int
+    optimizer_bytes: int
+    activation_bytes: int
+    peak_bytes: int
+    conv_bins: dict[int, tuple[int, int]]
+    gemm_bins: dict[int, tuple[int, int]]
+    env_steps: int = 0
+
+    @property
+    def flops(self) -> int:
+        """All FLOPs of the iteration."""
+        return self.matmul_flops + self.other_flops
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain-JSON form (bin keys as strings)."""
+        d = asdict(self)
+        for name in ("conv_bins", "gemm_bins"):
+            d[name] = {str(k): list(v) for k, v in sorted(getattr(self, name).items())}
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> WorkloadProfile:
+        """Inverse of to_json."""
+        bins = {name: {int(k): (int(v[0]), int(v[1])) for k, v in d[name].items()}
+                for name in ("conv_bins", "gemm_bins")}
+        return cls(**{**d, **bins})

@@ -1,0 +1,100 @@
+"""Policy-specific behaviour beyond validity: SLOs, cost, FTF optimality, fallbacks."""
+
+import cvxpy as cp
+import numpy as np
+import pytest
+
+import gavel_ng as g
+from gavel_ng.errors import InputError
+from gavel_ng.policies import SchedulingProblem
+from gavel_ng.policies.ftf import rho
+from gavel_ng.policies.problem import Problem
+
+
+def small(seed=0, M=6, **kw):
+    rng = np.random.default_rng(seed)
+    T = rng.uniform(1, 10, (M, 3)) * [[3, 2, 1]]
+    steps = rng.uniform(1e4, 1e5, M)
+    return SchedulingProblem.build([f"j{i}" for i in range(M)], ["v100", "p100", "k80"], [2, 2, 2], T,
+                                   steps_remaining=steps, time_since_arrival=rng.uniform(0, 3600, M),
+                                   prices=[2.48, 1.46, 0.45], **kw)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_ftf_bisection_matches_convex_solve(seed):
+    inp = small(seed, steps_total=None)
+    sol = g.solve(inp, "ftf")
+    p = Problem(inp)
+    R, t = inp.steps_remaining, inp.time_since_arrival
+    D = inp.steps_total / p.thr_isolated
+    x = p.cvx_variable
+    thr = p.thr.A @ x
+    r = cp.Variable()
+    cons = [x >= 0, x <= 1, p.job_rows @ x <= 1, p.capacity_rows @ x <= inp.capacity,
+            t + cp.multiply(R, cp.inv_pos(thr)) <= r * D]
+    cp.Problem(cp.Minimize(r), cons).solve(solver="CLARABEL")
+    assert sol.objective == pytest.approx(r.value, rel=2e-3)
+    assert sol.objective == pytest.approx(rho(p, sol.x).max(), rel=1e-9)
+
+
+def test_min_cost_is_cheaper_per_work_than_max_throughput():
+    inp = small(1)
+    p = Problem(inp)
+    cheap, fast = g.solve(inp, "min_cost"), g.solve(inp, "max_throughput")
+    ratio = p.maximize_ratio(p.thr / p.thr_fastest, p.cost_per_hour(inp.prices))
+    assert ratio.value(cheap.x) >= ratio.value(fast.x) - 1e-9
+    assert cheap.objective == pytest.approx(ratio.value(cheap.x))
+
+
+def test_min_cost_slo_meets_feasible_slos_and_names_impossible_ones():
+    inp = small(2, slo_s=[np.inf] * 6)
+    p = Problem(inp)
+    # job 0: generous deadline; job 1: faster than it can run even alone on a V100
+    slo = np.full(6, np.inf)
+    slo[0] = inp.time_since_arrival[0] + 2 * inp.steps_remaining[0] / p.thr_fastest[0]
+    slo[1] = inp.time_since_arrival[1] + 0.5 * inp.steps_remaining[1] / p.thr_fastest[1]
+    inp2 = SchedulingProblem.build(inp.job_ids, inp.worker_types, inp.capacity, inp.throughputs,
+                                   steps_remaining=inp.steps_remaining, time_since_arrival=inp.time_since_arrival,
+                                   prices=inp.prices, slo_s=slo)
+    sol = g.solve(inp2, "min_cost_slo")
+    sol.allocation.check()
+    thr = Problem(inp2).thr.value(sol.x)
+    need0 = inp2.steps_remaining[0] / (slo[0] - inp2.time_since_arrival[0])
+    assert thr[0] >= need0 * (1 - 1e-6)
+    assert len(sol.warnings) == 1 and "j1" in sol.warnings[0] and "j0" not in sol.warnings[0]
+
+
+def test_infeasible_custom_constraint_falls_back_with_warning():
+    inp = small(3)
+    p = Problem(inp)
+    p.add_constraint(p.thr >= 1e9)  # impossible
+    sol = p.solve(p.maximize(p.thr))
+    assert not sol.ok and sol.warnings and "isolated" in sol.warnings[0]
+    sol.allocation.check()
+    assert np.allclose(sol.allocation.values, p.x_isolated)
+
+
+def test_duration_policies_need_steps():
+    inp = SchedulingProblem.build(["a"], ["v100"], [1], [[1.0]])
+    with pytest.raises(InputError, match="steps_remaining"):
+        g.solve(inp, "makespan")
+
+
+def test_min_cost_needs_prices():
+    inp = SchedulingProblem.build(["a"], ["v100"], [1], [[1.0]])
+    with pytest.raises(InputError, match="prices"):
+        g.solve(inp, "min_cost")
+
+
+def test_allox_runs_shortest_jobs_on_their_best_gpus():
+    T = np.array([[10.0, 1.0], [10.0, 5.0], [10.0, 5.0]])
+    inp = SchedulingProblem.build(["a", "b", "c"], ["v100", "k80"], [1, 1], T, steps_remaining=[100, 100, 1e6])
+    x = g.solve(inp, "allox").allocation.to_dict()
+    assert x["a"]["v100"] == 1.0 and x["b"]["k80"] == 1.0
+    assert sum(x["c"].values()) == 0.0
+
+
+def test_fifo_prefers_earlier_jobs():
+    inp = SchedulingProblem.build(["old", "new"], ["v100"], [1], [[5.0], [5.0]], time_since_arrival=[100, 1])
+    x = g.solve(inp, "fifo").allocation.to_dict()
+    assert x["old"]["v100"] == 1.0 and x["new"]["v100"] == 0.0

@@ -1,0 +1,59 @@
+"""The registry knows the 26 Gavel job types by their exact names."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gavel_ng.workloads import (
+    JOB_TYPES,
+    get_workload,
+    job_type_name,
+    list_families,
+    parse_job_type,
+)
+
+REFERENCE = (Path(__file__).resolve().parents[3]
+             / "shared/reference/gavel/simulation_throughputs.json")
+
+
+def test_seven_families_and_26_job_types() -> None:
+    assert list_families() == ["ResNet-18", "ResNet-50", "Transformer", "LM", "Recommendation",
+                               "A3C", "CycleGAN"]
+    assert len(JOB_TYPES) == len(set(JOB_TYPES)) == 26
+    assert "ResNet-50 (batch size 64)" in JOB_TYPES
+    assert "Recommendation (batch size 8192)" in JOB_TYPES
+
+
+@pytest.mark.skipif(not REFERENCE.exists(), reason="reference table not available")
+def test_names_match_the_reference_table() -> None:
+    table = json.loads(REFERENCE.read_text())
+    names = {key.split("'")[1] for key in table["v100"]}
+    assert names == set(JOB_TYPES)
+
+
+@pytest.mark.parametrize("name", JOB_TYPES)
+def test_parse_round_trips(name: str) -> None:
+    family, batch_size = parse_job_type(name)
+    assert job_type_name(family, batch_size) == name
+
+
+def test_parse_unsized_families() -> None:
+    assert parse_job_type("A3C") == ("A3C", 4)
+    assert parse_job_type("CycleGAN") == ("CycleGAN", 1)
+    assert parse_job_type("LM (batch size 80)") == ("LM", 80)
+
+
+@pytest.mark.parametrize("bad", ["ResNet-18 (batch size 17)", "GPT (batch size 8)", "", "LM"])
+def test_parse_rejects_unknown(bad: str) -> None:
+    with pytest.raises(ValueError):
+        parse_job_type(bad)
+
+
+def test_aliases() -> None:
+    assert get_workload("resnet18").family == "ResNet-18"
+    assert get_workload("lstm").family == "LM"
+    with pytest.raises(KeyError):
+        get_workload("bert")
