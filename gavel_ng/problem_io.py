@@ -10,7 +10,7 @@ from .errors import InputError, require
 from .policies.inputs import ENTITY_POLICIES, Entity, SchedulingProblem
 
 TOP_FIELDS = {"policy", "cluster", "jobs", "entities", "prices"}
-JOB_FIELDS = {"id", "throughputs", "scale_factor", "weight", "steps_remaining", "steps_total",
+JOB_FIELDS = {"id", "throughputs", "job_type", "scale_factor", "weight", "steps_remaining", "steps_total",
               "time_since_arrival_s", "slo_s", "entity"}
 
 
@@ -66,13 +66,16 @@ def _job(job: object, i: int, workers: list[str], entity_specs: dict, cols: dict
             "must be a non-empty string")
     jid = str(jid)
     require(jid not in cols["ids"], f"{f}.id", jid, "duplicate job id")
+    sf = job.get("scale_factor", 1)
+    require(_is_int(sf) and sf >= 1, f"{f}.scale_factor", sf, "must be an integer >= 1")
     thr = job.get("throughputs")
-    require(isinstance(thr, dict) and thr, f"{f}.throughputs", thr, "must be an object of worker type: steps/s")
+    if thr is None and "job_type" in job:
+        thr = _builtin_throughputs(job["job_type"], sf, workers, f"{f}.job_type")
+    require(isinstance(thr, dict) and thr, f"{f}.throughputs", thr,
+            "must be an object of worker type: steps/s (or give a built-in job_type)")
     for w, v in thr.items():
         require(w in workers, f"{f}.throughputs", w, f"unknown worker type (cluster has {', '.join(workers)})")
         require(_is_num(v) and v >= 0, f"{f}.throughputs.{w}", v, "must be a non-negative number")
-    sf = job.get("scale_factor", 1)
-    require(_is_int(sf) and sf >= 1, f"{f}.scale_factor", sf, "must be an integer >= 1")
     weight = job.get("weight", 1.0)
     require(_is_num(weight) and weight > 0, f"{f}.weight", weight, "must be a positive number")
     R = job.get("steps_remaining", math.inf)
@@ -89,6 +92,21 @@ def _job(job: object, i: int, workers: list[str], entity_specs: dict, cols: dict
                        ("w", weight), ("R", R), ("S", S), ("t", t), ("slo", math.inf if slo is None else slo),
                        ("entity", ent)):
         cols[key].append(value)
+
+
+def _builtin_throughputs(job_type: object, sf: int, workers: list[str], field: str) -> dict[str, float]:
+    """Throughputs of a named job type from the built-in modeled table (gavel_ng.profiles)."""
+    from .profiles import default_table
+
+    require(isinstance(job_type, str), field, job_type, "must be a job type name")
+    try:
+        table = default_table(workers)
+    except InputError as exc:
+        raise InputError("cluster", exc.value, "job_type needs worker types the built-in profiles know "
+                         f"({exc.reason})") from None
+    require((job_type, sf) in table.isolated[workers[0]], field, job_type,
+            f"not a built-in job type at scale factor {sf}; see `gavel-ng profiles list`")
+    return {w: table.get((job_type, sf), w) for w in workers}
 
 
 def _entities(raw: object) -> dict[str, Entity]:

@@ -7,9 +7,9 @@ import logging
 import sys
 
 from ..errors import InputError
-from . import policies_cmd, solve_cmd
+from . import policies_cmd, profiles_cmd, solve_cmd
 
-COMMANDS = (solve_cmd, policies_cmd)
+COMMANDS = (solve_cmd, policies_cmd, profiles_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -34,6 +34,9 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as exc:
         print(f"gavel-ng {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # e.g. `gavel-ng profiles list | head`
+        sys.stderr.close()
+        return 0
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

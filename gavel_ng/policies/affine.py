@@ -40,7 +40,9 @@ class Affine:
         c = np.asarray(c, dtype=float)
         if c.ndim == 0:
             return Affine(self.problem, self.A * float(c), self.b * float(c))
-        return Affine(self.problem, sp.diags(c) @ self.A, self.b * c)
+        A = self.A.copy()
+        A.data *= np.repeat(c, np.diff(A.indptr))  # row scaling without a diagonal matmul
+        return Affine(self.problem, A, self.b * c)
 
     def __mul__(self, c) -> Affine:
         return self._scaled(c)

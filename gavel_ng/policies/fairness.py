@@ -12,7 +12,7 @@ from .solving import finish
 
 
 @policy("las", "maximize min_m sf_m thr_m / (w_m thr_equal_m)",
-        aliases=("max_min_fairness_perf",), agnostic_aliases=("max_min_fairness",))
+        aliases=("max_min_fairness_perf",), agnostic_aliases=("max_min_fairness",), symmetric=True)
 def las(p: Problem):
     """Weighted max-min fairness over normalized effective throughput (Gavel §4.1)."""
     return p.maximize_min(p.normalized_thr / p.input.weights)

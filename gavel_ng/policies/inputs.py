@@ -51,10 +51,31 @@ class SchedulingProblem:
     entity_specs: dict[str, Entity] = field(default_factory=dict)
     prices: np.ndarray | None = None  # (J,) $/GPU-hour
     combinations: Combinations | None = None
+    counts: np.ndarray | None = None  # (M,) identical jobs a row stands for (see job_classes)
 
     @property
     def num_jobs(self) -> int:
         return len(self.job_ids)
+
+    @property
+    def total_jobs(self) -> float:
+        return float(self.num_jobs if self.counts is None else self.counts.sum())
+
+    def job_classes(self) -> tuple[SchedulingProblem, np.ndarray]:
+        """Collapse jobs that look identical to a policy that reads only throughputs,
+        scale factor and weight (las): a symmetric optimum exists, so one row per class
+        with a multiplicity gives the same allocation from an LP the size of the job-type
+        mix. Returns the class problem and each job's class."""
+        key = np.column_stack([self.throughputs, self.scale_factors, self.weights])
+        uniq, first, inverse, counts = np.unique(key, axis=0, return_index=True, return_inverse=True,
+                                                 return_counts=True)
+        cls = replace(self, job_ids=[f"class{c}" for c in range(len(uniq))], throughputs=self.throughputs[first],
+                      scale_factors=self.scale_factors[first], weights=self.weights[first],
+                      steps_remaining=self.steps_remaining[first], steps_total=self.steps_total[first],
+                      time_since_arrival=self.time_since_arrival[first], slo_s=self.slo_s[first],
+                      entities=[self.entities[i] for i in first], combinations=None,
+                      counts=counts.astype(float))
+        return cls, np.asarray(inverse).ravel()
 
     def with_throughputs(self, throughputs: np.ndarray) -> SchedulingProblem:
         """The same problem seen through other throughputs (used for agnostic variants)."""

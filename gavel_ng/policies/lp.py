@@ -33,7 +33,8 @@ class LinearProgram:
 
     def __init__(self, c, A, row_lo, row_hi, col_lo, col_hi, maximize: bool = True,
                  method: str = "simplex", time_limit: float | None = None, devex: bool = True):
-        A = sp.csc_matrix(A)
+        rowwise = sp.isspmatrix_csr(A) or isinstance(A, sp.csr_array)
+        A = A if rowwise else sp.csc_matrix(A)
         lp = highspy.HighsLp()
         lp.num_col_, lp.num_row_ = A.shape[1], A.shape[0]
         lp.col_cost_ = np.asarray(c, dtype=float)
@@ -41,7 +42,7 @@ class LinearProgram:
         lp.col_upper_ = np.asarray(col_hi, dtype=float)
         lp.row_lower_ = _clip_inf(row_lo)
         lp.row_upper_ = _clip_inf(row_hi)
-        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+        lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise if rowwise else highspy.MatrixFormat.kColwise
         lp.a_matrix_.start_ = A.indptr.astype(np.int32)
         lp.a_matrix_.index_ = A.indices.astype(np.int32)
         lp.a_matrix_.value_ = A.data.astype(float)

@@ -60,6 +60,28 @@ class Solution:
     ok: bool = True
 
 
+def _csr(data, indices, row_counts, shape) -> sp.csr_matrix:
+    indptr = np.zeros(len(row_counts) + 1, dtype=np.int64)
+    np.cumsum(row_counts, out=indptr[1:])
+    return sp.csr_matrix((data, indices, indptr), shape=shape)
+
+
+def _incidence(members, Tk, var_row, var_col, M):
+    """(job x variable) incidence and member throughputs, built directly in CSR order."""
+    n = len(var_row)
+    if members.shape[1] == 1:  # single-job rows: variables already come grouped by job
+        counts = np.bincount(members[var_row, 0], minlength=M)
+        idx = np.arange(n)
+        return _csr(np.ones(n), idx, counts, (M, n)), _csr(Tk[var_row, var_col, 0], idx, counts, (M, n))
+    mem_v = members[var_row]
+    thr_v = Tk[var_row, var_col]
+    keep = mem_v >= 0
+    vidx = np.broadcast_to(np.arange(n)[:, None], mem_v.shape)
+    rows, cols = mem_v[keep], vidx[keep]
+    return (sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(M, n)),
+            sp.csr_matrix((thr_v[keep], (rows, cols)), shape=(M, n)))
+
+
 class Problem:
     """Variables and validity constraints for one scheduling problem."""
 
@@ -85,15 +107,13 @@ class Problem:
         self.var_row, self.var_col = np.nonzero(usable)
         n = len(self.var_row)
         self.num_vars = n
-        # job-by-variable incidence, and each member's throughput in that variable
-        mem_v = members[self.var_row]                      # (n, width)
-        thr_v = Tk[self.var_row, self.var_col]             # (n, width)
-        keep = mem_v >= 0
-        vidx = np.broadcast_to(np.arange(n)[:, None], mem_v.shape)
-        self.job_rows = sp.csr_matrix((np.ones(keep.sum()), (mem_v[keep], vidx[keep])), shape=(M, n))
-        self.thr = Affine(self, sp.csr_matrix((thr_v[keep], (mem_v[keep], vidx[keep])), shape=(M, n)))
-        self.capacity_rows = sp.csr_matrix((self.row_scale[self.var_row], (self.var_col, np.arange(n))),
-                                           shape=(J, n))
+        self.row_gpus = self.row_scale * (1.0 if inp.counts is None else inp.counts[members[:, 0]])
+        self.job_rows, thr = _incidence(members, Tk, self.var_row, self.var_col, M)
+        self.thr = Affine(self, thr)
+        # a class row (see SchedulingProblem.job_classes) uses its GPUs once per member job
+        by_type = np.argsort(self.var_col, kind="stable")
+        self.capacity_rows = _csr(self.row_gpus[self.var_row[by_type]], by_type,
+                                  np.bincount(self.var_col, minlength=J), (J, n))
         self._normalizers(T, cap)
         self.constraints: list = []
         self._cvx_variable = None
@@ -101,10 +121,10 @@ class Problem:
     # ----- normalizers (Gavel §3.1) ----------------------------------------------
     def _normalizers(self, T: np.ndarray, cap: np.ndarray) -> None:
         inp = self.input
-        M = len(T)
+        M = inp.total_jobs
         sf = inp.scale_factors
         runnable = (T > 0) & (sf[:, None] <= cap[None, :])
-        if M == 0:
+        if len(T) == 0:
             self.x_equal = self.x_isolated = np.zeros((0, len(cap)))
         else:
             eq = np.broadcast_to(cap / M, T.shape)

@@ -33,6 +33,7 @@ class PolicySpec:
     agnostic: bool = False
     evaluate: Callable[[Problem, np.ndarray], float] | None = None
     spread: bool = True
+    symmetric: bool = False
 
 
 _REGISTRY: dict[str, PolicySpec] = {}
@@ -40,21 +41,24 @@ _ALIASES: dict[str, str] = {}
 
 
 def policy(name: str, summary: str = "", *, aliases: tuple[str, ...] = (),
-           agnostic_aliases: tuple[str, ...] = (), evaluate=None, agnostic: bool = True, spread: bool = True):
+           agnostic_aliases: tuple[str, ...] = (), evaluate=None, agnostic: bool = True, spread: bool = True,
+           symmetric: bool = False):
     """Register `fn(problem) -> Objective | cvxpy objective | Solution` under `name`.
 
     `spread=False` keeps an agnostic variant's per-type choices instead of spreading
-    each job's share over the types in proportion to their GPU counts.
+    each job's share over the types in proportion to their GPU counts. `symmetric=True`
+    declares that the objective looks only at throughputs, scale factors and weights, so
+    identical jobs may be solved as one class (SchedulingProblem.job_classes).
     """
 
     def register(fn: PolicyFn) -> PolicyFn:
         text = summary or (fn.__doc__ or "").strip().splitlines()[0] if (summary or fn.__doc__) else ""
-        _REGISTRY[name] = PolicySpec(name, fn, text, False, evaluate)
+        _REGISTRY[name] = PolicySpec(name, fn, text, False, evaluate, spread, symmetric)
         for a in aliases:
             _ALIASES[a] = name
         if agnostic:
             _REGISTRY[f"{name}_agnostic"] = PolicySpec(f"{name}_agnostic", fn, f"{text} (heterogeneity-agnostic)",
-                                                       True, evaluate, spread)
+                                                       True, evaluate, spread, symmetric)
             for a in agnostic_aliases:
                 _ALIASES[a] = f"{name}_agnostic"
         return fn
@@ -102,6 +106,10 @@ def spread_over_types(p: Problem, x: np.ndarray) -> np.ndarray:
 def solve(inp: SchedulingProblem, name: str, solver: str | None = None) -> Solution:
     """Solve a registered policy on a scheduling problem."""
     spec = get_policy(name)
+    if spec.symmetric and inp.combinations is None and inp.counts is None and inp.num_jobs > 1:
+        classes, inverse = inp.job_classes()
+        if classes.num_jobs < inp.num_jobs:
+            return _expand(solve(classes, name, solver), classes, inp, inverse)
     real = Problem(inp)
     if not spec.agnostic:
         return _run(spec, real, solver)
@@ -111,6 +119,15 @@ def solve(inp: SchedulingProblem, name: str, solver: str | None = None) -> Solut
         sol.x = spread_over_types(real, sol.x)
     sol.allocation = real.allocation(sol.x)
     sol.objective = objective_value(spec, real, sol.x)
+    return sol
+
+
+def _expand(sol: Solution, classes: SchedulingProblem, inp: SchedulingProblem, inverse: np.ndarray) -> Solution:
+    """Give every job its class's allocation."""
+    real = Problem(inp)
+    per_class = sol.allocation.values
+    sol.x = per_class[inverse[real.var_row], real.var_col]
+    sol.allocation = real.allocation(sol.x)
     return sol
 
 

@@ -81,7 +81,7 @@ def fill_leftover(p: Problem, x: np.ndarray) -> np.ndarray:
     left = p.input.capacity - p.capacity_rows @ x
     T = p.thr.A.sum(axis=0).A1  # a single row's coefficient is its job's throughput there
     gain = T / np.maximum(p.thr_fastest[job], 1e-300)
-    sf = p.row_scale[p.var_row]
+    sf = p.row_gpus[p.var_row]
     for j in np.argsort(-left):
         cand = np.flatnonzero(single & (p.var_col == j))
         cand = cand[np.argsort(-gain[cand], kind="stable")]
@@ -95,14 +95,28 @@ def fill_leftover(p: Problem, x: np.ndarray) -> np.ndarray:
     return x
 
 
+def widen(A: sp.csr_matrix, extra: int) -> sp.csr_matrix:
+    """The same rows with `extra` empty columns on the right."""
+    return sp.csr_matrix((A.data, A.indices, A.indptr), shape=(A.shape[0], A.shape[1] + extra))
+
+
+def with_column(A: sp.csr_matrix, value: float) -> sp.csr_matrix:
+    """Append one column holding `value` in every row (the epigraph variable)."""
+    A = sp.csr_matrix(A)
+    n, k = A.shape[1], A.shape[0]
+    ends = A.indptr[1:]
+    data = np.insert(A.data, ends, value)
+    indices = np.insert(A.indices, ends, n)
+    return sp.csr_matrix((data, indices, A.indptr + np.arange(k + 1)), shape=(k, n + 1))
+
+
 def _solve_lp(p: Problem, objective: Objective, method: str):
     A, lo, hi = p.validity_rows()
     n = p.num_vars
     if objective.kind == "maxmin":
         e = objective.expr
         k = len(e)
-        full = sp.vstack([sp.hstack([A, sp.csr_matrix((A.shape[0], 1))]),
-                          sp.hstack([e.A, -np.ones((k, 1))])], format="csc")
+        full = sp.vstack([widen(A, 1), with_column(e.A, -1.0)], format="csr")
         c = np.zeros(n + 1)
         c[-1] = 1.0
         lp = LinearProgram(c, full, np.concatenate([lo, -e.b]), np.concatenate([hi, np.full(k, np.inf)]),

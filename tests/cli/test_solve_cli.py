@@ -104,3 +104,16 @@ def test_console_script_help_for_every_subcommand():
         assert sub.returncode == 0 and "usage" in sub.stdout
     bad = subprocess.run(exe + ["solve", "--policy"], capture_output=True, text=True)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
+
+
+def test_job_types_resolve_through_the_builtin_profiles(tmp_path, capsys):
+    data = {"cluster": {"v100": 2, "a100": 2, "h100": 1},
+            "jobs": [{"id": "a", "job_type": "ResNet-50 (batch size 64)", "steps_remaining": 5000},
+                     {"id": "b", "job_type": "Transformer (batch size 128)", "scale_factor": 2},
+                     {"id": "c", "throughputs": {"v100": 3.0, "h100": 9.0}}]}
+    assert main(["solve", "--problem", write(tmp_path, data), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["effective_throughput"]["a"] > 0 and out["effective_throughput"]["b"] > 0
+    data["jobs"][0]["job_type"] = "Nope"
+    assert main(["solve", "--problem", write(tmp_path, data)]) == 2
+    assert "jobs[0].job_type='Nope'" in capsys.readouterr().err
