@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .base import Batch, generator_for
+from .base import Batch, Workload, check_size, generator_for
 
 
 @dataclass(frozen=True)
@@ -124,3 +124,19 @@ def classification_step(model: nn.Module, optimizer: torch.optim.Optimizer,
     loss.backward()
     optimizer.step()
     return loss
+
+
+def resnet_workload(family: str, dataset: str, batch_sizes: tuple[int, ...],
+                    configs: dict[str, ResNetConfig]) -> Workload:
+    """A ResNet family: only the per-size configurations differ between 18 and 50."""
+
+    def build_model(size: str = "full") -> nn.Module:
+        return ResNet(configs[check_size(size)])
+
+    def make_batch(batch_size: int, size: str = "full", seed: int | None = 0,
+                   device: torch.device | str = "cpu") -> Batch:
+        return image_batch(configs[check_size(size)], batch_size, seed, device)
+
+    return Workload(family=family, task="image classification", dataset=dataset, batch_sizes=batch_sizes,
+                    build_model=build_model, make_batch=make_batch, make_optimizer=lambda m: sgd(m, 0.1),
+                    loss_step=classification_step)
