@@ -7,9 +7,9 @@ import logging
 import sys
 
 from ..errors import InputError
-from . import policies_cmd, profiles_cmd, solve_cmd
+from . import policies_cmd, profiles_cmd, simulate_cmd, solve_cmd
 
-COMMANDS = (solve_cmd, policies_cmd, profiles_cmd)
+COMMANDS = (solve_cmd, policies_cmd, profiles_cmd, simulate_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:

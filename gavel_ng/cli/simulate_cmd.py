@@ -1,0 +1,159 @@
+"""`gavel-ng simulate`: a trace-driven simulation of the round-based scheduler."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+from ..cluster import Cluster
+from ..errors import InputError
+from ..throughputs import ThroughputTable
+
+SUMMARY_KEYS = ("policy", "avg_jct_hours", "p99_jct_hours", "makespan_hours", "utilization", "jobs_measured",
+                "total_cost_usd", "slo_violations", "lease_renewal_fraction", "unstable", "policy_solves",
+                "wall_seconds")
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "simulate", help="simulate a trace on a cluster with a policy",
+        description="Simulate Gavel's round-based scheduler on a generated or given trace and report "
+                    "job completion times, utilization and cost.")
+    p.add_argument("--policy", default="las", help="policy name (see `gavel-ng policies`; default las)")
+    p.add_argument("--cluster", default="v100=36,p100=36,k80=36", help="GPUs per type, e.g. v100=36,p100=36,k80=36")
+    p.add_argument("--gpus-per-server", type=int, default=4, help="GPUs per server (default 4)")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--jobs-per-hour", type=float, help="continuous trace: Poisson arrivals at this rate")
+    src.add_argument("--static", type=int, metavar="N", help="static trace: N jobs, all at t=0")
+    src.add_argument("--trace", metavar="FILE", help="a Gavel trace file (10 tab-separated columns)")
+    p.add_argument("--multi-gpu", action="store_true", help="generated jobs ask for 1/2/4/8 GPUs (70/10/15/5 %%)")
+    p.add_argument("--priorities", action="store_true", help="generated jobs: 20 %% get weight 5")
+    p.add_argument("--slos", action="store_true", help="generated jobs get SLOs of 1.2x, 2x or 10x their duration")
+    p.add_argument("--window", help="job ids START:END whose JCTs are measured (continuous default 4000:5000; "
+                                    "otherwise all jobs)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the generated trace and of random choices")
+    p.add_argument("--round-seconds", type=float, default=360.0, help="round length (default 360)")
+    p.add_argument("--throughputs", metavar="FILE", help="Gavel-format throughput table (JSON)")
+    p.add_argument("--ideal", action="store_true", help="grant exact allocation fractions (no mechanism)")
+    p.add_argument("--gavel-compat", action="store_true", help="reproduce the Gavel prototype simulator's choices")
+    p.add_argument("--min-solve-interval", type=float, default=0.0, metavar="S",
+                   help="re-solve at most every S simulated seconds (default 0: on every reset event)")
+    p.add_argument("--preemption-overhead", type=float, default=0.0, metavar="S",
+                   help="seconds lost by a job each time it is (re)launched rather than renewed (default 0)")
+    p.add_argument("--ledger", choices=("decay", "reset"), default="decay",
+                   help="mechanism memory: decayed time received kept across re-solves (default) or "
+                        "restarted at every reset event (the paper's literal rule)")
+    p.add_argument("--cold-solves", action="store_true", help="solve every allocation from scratch (no warm LP)")
+    p.add_argument("--max-hours", type=float, help="simulated-time cap; a run that hits it is marked unstable")
+    p.add_argument("--max-active-jobs", type=int, default=4000, help="active-job cap (marks the run unstable)")
+    p.add_argument("--save-trace", metavar="FILE", help="also write the trace used (Gavel format)")
+    p.add_argument("--out", metavar="DIR", help="write jobs.csv and summary.json here")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(run=run)
+
+
+def parse_window(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    lo, sep, hi = text.partition(":")
+    try:
+        if not sep:
+            raise ValueError
+        window = int(lo), int(hi)
+    except ValueError:
+        raise InputError("--window", text, "expected START:END job ids, e.g. 4000:5000") from None
+    if not 0 <= window[0] < window[1]:
+        raise InputError("--window", text, "needs 0 <= START < END")
+    return window
+
+
+def run(args) -> int:
+    from ..simulator import SimConfig, default_table, simulate, write_outputs
+    from ..traces import TraceGenerator, TraceSpec, generate, read_trace, write_trace
+
+    if args.gpus_per_server < 1:
+        raise InputError("--gpus-per-server", args.gpus_per_server, "must be at least 1")
+    cluster = Cluster.parse(args.cluster, gpus_per_server=args.gpus_per_server)
+    table = ThroughputTable.load(args.throughputs) if args.throughputs else default_table(cluster.worker_types)
+    window = parse_window(args.window)
+    if args.static is not None and args.static < 1:
+        raise InputError("--static", args.static, "must be at least 1 job")
+    if args.round_seconds <= 0:
+        raise InputError("--round-seconds", args.round_seconds, "must be positive")
+    spec = TraceSpec(args.jobs_per_hour, args.multi_gpu, args.priorities, args.slos, args.seed)
+    if args.trace:
+        trace = read_trace(args.trace)
+    elif args.static is not None:
+        trace = generate(spec, table, args.static)
+    else:
+        trace = TraceGenerator(spec, table)
+    config = SimConfig(policy=args.policy, round_seconds=args.round_seconds, window=window,
+                       min_solve_interval=args.min_solve_interval, preemption_overhead_s=args.preemption_overhead,
+                       ideal=args.ideal, gavel_compat=args.gavel_compat, warm_start=not args.cold_solves,
+                       seed=args.seed, max_sim_seconds=None if args.max_hours is None else args.max_hours * 3600,
+                       max_active_jobs=args.max_active_jobs, reset_ledger=args.ledger == "reset")
+    progress = None if args.json else _progress()
+    result = simulate(cluster, table, trace, config, progress=progress)
+    if progress is not None:
+        progress.finish()
+    try:
+        if args.out:
+            write_outputs(result, args.out)
+        if args.save_trace:
+            write_trace(trace.trace if isinstance(trace, TraceGenerator) else trace, args.save_trace)
+    except OSError as exc:
+        raise InputError("--out" if args.out else "--save-trace", exc.filename, exc.strerror) from None
+    s = result.summary
+    if args.json:
+        print(json.dumps({k: s[k] for k in SUMMARY_KEYS}))
+    else:
+        print(_text(s))
+    return 0
+
+
+class _progress:
+    """One self-overwriting stderr line, at most once a second, only after the first second."""
+
+    def __init__(self):
+        self.last = time.monotonic()
+        self.shown = False
+
+    def __call__(self, now: float, done: int, total: int, active: int) -> None:
+        t = time.monotonic()
+        if t - self.last >= 1.0:
+            self.last = t
+            self.shown = True
+            print(f"\rsimulated {now / 3600:9.1f} h   window jobs done {done}/{total}   active {active}   ",
+                  end="", file=sys.stderr, flush=True)
+
+    def finish(self) -> None:
+        if self.shown:
+            print("\r" + " " * 78 + "\r", end="", file=sys.stderr, flush=True)
+
+
+def _usd(v) -> str:
+    return "n/a" if v is None else f"${v:,.2f}"
+
+
+def _text(s: dict) -> str:
+    def h(v):
+        return "n/a" if v is None else f"{v:.2f} h"
+
+    lines = [
+        f"policy {s['policy']}  ({s['mode']}, rounds of {s['round_seconds']:g} s, seed {s['seed']})",
+        f"jobs measured      {s['jobs_measured']} (ids {s['window'][0]}..{s['window'][1] - 1})",
+        f"average JCT        {h(s['avg_jct_hours'])}   p50 {h(s['p50_jct_hours'])}   p90 {h(s['p90_jct_hours'])}"
+        f"   p99 {h(s['p99_jct_hours'])}",
+        f"makespan           {h(s['makespan_hours'])}",
+        f"utilization        {s['utilization']:.3f}",
+        f"cost               {_usd(s['total_cost_usd'])}",
+        f"SLO violations     {s['slo_violations']} of {s['jobs_with_slo']} jobs with SLOs",
+        f"FTF rho            avg {s['avg_ftf_rho']}  max {s['max_ftf_rho']}",
+        f"lease renewals     {s['lease_renewal_fraction']:.3f} of launches",
+        f"policy solves      {s['policy_solves']} ({s['solve_seconds']:.2f} s)   rounds {s['rounds']}",
+        f"simulated          {s['simulated_hours']:.1f} h in {s['wall_seconds']:.2f} s",
+    ]
+    if s["unstable"]:
+        lines.append(f"UNSTABLE: {s['unstable_reason']}")
+    return "\n".join(lines)

@@ -1,0 +1,185 @@
+"""The round mechanism: from an allocation to the entries that run this round, placed.
+
+It keeps, per allocation row and worker type, the time received since the last reset,
+and knows nothing of how allocations are computed or how rounds are executed: the same
+object serves the simulator and a real-cluster runtime.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .placement import Placer
+from .priorities import global_order, per_type_order, priorities
+from .selection import backfill, greedy_select
+from .topology import Topology
+
+
+@dataclass(frozen=True)
+class MechanismConfig:
+    """Defaults follow the paper; the prototype's choices are `gavel_compat()`."""
+
+    initial_received: float = 0.0          # seconds each entry and type total restart from at a reset
+    never_served_factor: float | None = None   # None: unserved entries rank first outright
+    type_order: tuple[str, ...] | None = None  # per-type greedy in this order (prototype); None: global
+    random_type_order: bool = False        # per-type greedy in a random order each round
+    backfill_new_jobs: bool = True         # jobs unknown to the allocation use free GPUs
+    carry_over: float = 1.0                # share of received time a persisting row keeps at a reset
+    decay: float = 0.9                     # received time is multiplied by this every round (~10-round memory)
+    seed: int = 0
+
+    @classmethod
+    def gavel_compat(cls, agnostic: bool, seed: int = 0) -> MechanismConfig:
+        return cls(initial_received=180.0, never_served_factor=1e9, type_order=("v100", "p100", "k80"),
+                   random_type_order=agnostic, backfill_new_jobs=False, carry_over=0.0, decay=1.0, seed=seed)
+
+    @classmethod
+    def since_reset(cls, seed: int = 0) -> MechanismConfig:
+        """The paper's literal ledger: everything restarts from zero at each reset event."""
+        return cls(carry_over=0.0, decay=1.0, seed=seed)
+
+
+@dataclass
+class AllocationRows:
+    """An allocation in the mechanism's terms: rows of job indices (a job, or a combination)."""
+
+    rows: list[tuple[int, ...]]
+    X: np.ndarray          # (K, J) time fractions
+    row_sf: np.ndarray     # (K,) GPUs a row needs
+
+
+@dataclass
+class RoundPlan:
+    """What runs this round. Entry e runs jobs keys[e] on gpus[e] of type types[e]."""
+
+    keys: list[tuple[int, ...]]
+    rows: np.ndarray            # (E,) allocation row, -1 for a backfilled job
+    types: np.ndarray           # (E,)
+    sfs: np.ndarray             # (E,)
+    gpus: list[tuple[int, ...]]   # global GPU ids of each entry
+    renewed: np.ndarray         # (E,) bool
+    consolidated: np.ndarray    # (E,) bool
+    member_job: np.ndarray      # (F,) every job that runs, flattened
+    member_entry: np.ndarray    # (F,) its entry
+    share: np.ndarray | None = None   # (E, J) time fractions, only for fluid (ideal) plans
+
+    @property
+    def num_entries(self) -> int:
+        return len(self.keys)
+
+
+@dataclass
+class JobView:
+    """What the mechanism needs about jobs the allocation does not cover yet."""
+
+    jobs: list[int] = field(default_factory=list)
+    sfs: list[int] = field(default_factory=list)
+    throughputs: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))  # (len(jobs), J)
+
+
+class RoundMechanism:
+    def __init__(self, topology: Topology, config: MechanismConfig | None = None):
+        self.topo = topology
+        self.cfg = config or MechanismConfig()
+        self.J = len(topology.worker_types)
+        self.placer = Placer(topology)
+        self.rng = np.random.default_rng(self.cfg.seed)
+        names = list(topology.worker_types)
+        if self.cfg.type_order is not None:
+            first = [names.index(w) for w in self.cfg.type_order if w in names]
+            self._type_order = first + [j for j in range(self.J) if j not in first]
+        self.reset(AllocationRows([], np.zeros((0, self.J)), np.zeros(0)))
+
+    # ----- allocation epochs -------------------------------------------------------------
+    def reset(self, alloc: AllocationRows) -> None:
+        """A new allocation: time received restarts (Gavel resets it at every reset event)."""
+        K = len(alloc.rows)
+        old = None
+        if self.cfg.carry_over > 0 and getattr(self, "rows", None):
+            old = (dict(zip(self.rows, range(len(self.rows)))), self.received)
+        self.rows = [r if type(r) is tuple else tuple(int(m) for m in r) for r in alloc.rows]
+        self._single = [r[0] if len(r) == 1 else -1 for r in self.rows]
+        self.X = np.asarray(alloc.X, dtype=float).reshape(K, self.J)
+        self.row_sf = np.asarray(alloc.row_sf, dtype=np.int64)
+        self._row_sf_list = self.row_sf.tolist()
+        self.received = np.full((K, self.J), self.cfg.initial_received)
+        if old is not None:
+            index, before = old
+            pairs = [(k, index[r]) for k, r in enumerate(self.rows) if r in index]
+            if pairs:
+                new_k, old_k = np.array(pairs).T
+                self.received[new_k] = self.cfg.carry_over * before[old_k]
+        self.totals = np.full(self.J, self.cfg.initial_received) if self.cfg.initial_received else None
+        self.alive = np.ones(K, dtype=bool)
+        if all(m >= 0 for m in self._single):
+            self.rows_of_job = {m: [k] for k, m in enumerate(self._single)}
+        else:
+            self.rows_of_job = {}
+            for k, r in enumerate(self.rows):
+                for m in r:
+                    self.rows_of_job.setdefault(m, []).append(k)
+        self._fits = self.row_sf[:, None] <= self.topo.capacity[None, :]
+
+    def knows(self, job: int) -> bool:
+        return job in self.rows_of_job
+
+    def retire(self, job: int) -> None:
+        """A finished job: its rows (alone or in combinations) run no more."""
+        for k in self.rows_of_job.pop(job, ()):
+            self.alive[k] = False
+
+    # ----- one round ----------------------------------------------------------------------
+    def plan(self, new_jobs: JobView | None = None) -> RoundPlan:
+        cfg = self.cfg
+        prio, never = priorities(self.X, self.received, self.totals, cfg.never_served_factor)
+        eligible = (self.X > 1e-9) & self.alive[:, None] & self._fits
+        if cfg.type_order is None and not cfg.random_type_order:
+            order = global_order(self.X, prio, never, eligible)
+        else:
+            types = self.rng.permutation(self.J).tolist() if cfg.random_type_order else self._type_order
+            totals = self.received.sum(axis=0) if self.totals is None else self.totals
+            order = per_type_order(self.X, prio, self.received, totals, eligible, types)
+        free = self.topo.capacity.astype(np.int64).tolist()
+        busy: set[int] = set()
+        taken = greedy_select(order, self.J, self.rows, self._row_sf_list, free, busy, self._single)
+        keys = [self.rows[r] for r, _ in taken]
+        rows = [r for r, _ in taken]
+        types = [j for _, j in taken]
+        sfs = [self._row_sf_list[r] for r in rows]
+        if cfg.backfill_new_jobs and new_jobs is not None and new_jobs.jobs and sum(free) > 0:
+            for i, j in backfill(new_jobs.jobs, new_jobs.sfs, new_jobs.throughputs, free, busy):
+                keys.append((new_jobs.jobs[i],))
+                rows.append(-1)
+                types.append(j)
+                sfs.append(new_jobs.sfs[i])
+        placed = self.placer.place(keys, types, sfs)
+        return make_plan(keys, rows, types, sfs, placed.gpus, placed.renewed, placed.consolidated)
+
+    def record(self, plan: RoundPlan, occupied: np.ndarray) -> None:
+        """Credit each running (row, type) with the seconds it held its GPUs."""
+        if self.cfg.decay != 1.0:
+            self.received *= self.cfg.decay
+            if self.totals is not None:
+                self.totals *= self.cfg.decay
+        mine = plan.rows >= 0
+        if plan.share is not None or not mine.any():
+            return
+        r, j, t = plan.rows[mine], plan.types[mine], np.asarray(occupied, dtype=float)[mine]
+        self.received[r, j] += t
+        if self.totals is not None:
+            np.add.at(self.totals, j, t)
+
+
+def make_plan(keys, rows, types, sfs, gpus, renewed, consolidated, share=None) -> RoundPlan:
+    sizes = [len(k) for k in keys]
+    if all(s == 1 for s in sizes):
+        member_job = np.fromiter((k[0] for k in keys), dtype=np.int64, count=len(keys))
+        member_entry = np.arange(len(keys), dtype=np.int64)
+    else:
+        member_job = np.fromiter((m for k in keys for m in k), dtype=np.int64, count=sum(sizes))
+        member_entry = np.repeat(np.arange(len(keys), dtype=np.int64), sizes)
+    return RoundPlan(keys, np.asarray(rows, dtype=np.int64), np.asarray(types, dtype=np.int64),
+                     np.asarray(sfs, dtype=np.int64), gpus, np.asarray(renewed, dtype=bool),
+                     np.asarray(consolidated, dtype=bool), member_job, member_entry, share)

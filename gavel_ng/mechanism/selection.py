@@ -1,0 +1,72 @@
+"""Greedy selection of (row, type) entries for one round (Gavel Algorithm 1).
+
+Walk the entries best first; take one if its type still has enough free GPUs and none of
+its jobs is already running this round (a job appears in at most one taken row, also
+inside combinations). Greedy is allowed to be sub-optimal in a round: priorities
+correct it over the next rounds.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def greedy_select(order: np.ndarray, num_types: int, row_members: list[tuple[int, ...]], row_sf: list[int],
+                  free: list[int], busy: set[int], row_single: list[int] | None = None) -> list[tuple[int, int]]:
+    """Taken (row, type) pairs in the order taken. `free` and `busy` are updated in place.
+
+    `row_single[r]` is row r's job when it has one member, else -1 (a fast path: most
+    rows are single jobs).
+    """
+    if row_single is None:
+        row_single = [r[0] if len(r) == 1 else -1 for r in row_members]
+    taken: list[tuple[int, int]] = []
+    left = sum(free)
+    smallest = min(row_sf) if row_sf else 1
+    rows = (order // num_types).tolist()
+    types = (order % num_types).tolist()
+    for r, j in zip(rows, types):
+        s = row_sf[r]
+        if free[j] < s:
+            continue
+        m = row_single[r]
+        if m >= 0:
+            if m in busy:
+                continue
+            busy.add(m)
+        else:
+            members = row_members[r]
+            if any(x in busy for x in members):
+                continue
+            busy.update(members)
+        free[j] -= s
+        left -= s
+        taken.append((r, j))
+        if left < smallest:
+            break
+    return taken
+
+
+def backfill(jobs: list[int], job_sf: list[int], preference: np.ndarray, free: list[int],
+             busy: set[int]) -> list[tuple[int, int]]:
+    """Free GPUs to jobs the allocation does not know yet (arrived after the last solve).
+
+    Returns (position in `jobs`, type) pairs.
+
+    Each job, in the given order, goes to the type it runs fastest on among those with
+    room, so a new job never waits for the next solve while GPUs sit idle.
+    """
+    taken: list[tuple[int, int]] = []
+    for i, job in enumerate(jobs):
+        if job in busy:
+            continue
+        s = job_sf[i]
+        best, best_thr = -1, 0.0
+        for j, thr in enumerate(preference[i].tolist()):
+            if free[j] >= s and thr > best_thr:
+                best, best_thr = j, thr
+        if best >= 0:
+            free[best] -= s
+            busy.add(job)
+            taken.append((i, best))
+    return taken

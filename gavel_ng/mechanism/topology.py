@@ -1,0 +1,47 @@
+"""GPUs, grouped into servers per worker type: what placement chooses from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..cluster import Cluster
+
+
+@dataclass(frozen=True)
+class Topology:
+    """Global GPU ids 0..G-1, numbered type by type, server by server."""
+
+    worker_types: list[str]
+    capacity: np.ndarray            # (J,) GPUs per type
+    gpu_type: np.ndarray            # (G,)
+    gpu_server: np.ndarray          # (G,) global server id
+    server_type: np.ndarray         # (S,)
+    server_gpus: list[np.ndarray]   # GPU ids of each server
+    type_servers: list[np.ndarray]  # server ids of each type
+
+    @classmethod
+    def from_cluster(cls, cluster: Cluster) -> Topology:
+        gpu_type, gpu_server, server_type, server_gpus, type_servers = [], [], [], [], []
+        g = 0
+        for j, w in enumerate(cluster.worker_types):
+            n, size = cluster.gpus[w], cluster.server_size(w)
+            mine = []
+            for start in range(0, n, size):
+                k = min(size, n - start)
+                s = len(server_type)
+                server_type.append(j)
+                server_gpus.append(np.arange(g, g + k))
+                gpu_type += [j] * k
+                gpu_server += [s] * k
+                mine.append(s)
+                g += k
+            type_servers.append(np.array(mine, dtype=np.int64))
+        return cls(cluster.worker_types, cluster.capacity(), np.array(gpu_type, dtype=np.int64),
+                   np.array(gpu_server, dtype=np.int64), np.array(server_type, dtype=np.int64),
+                   server_gpus, type_servers)
+
+    @property
+    def num_gpus(self) -> int:
+        return len(self.gpu_type)

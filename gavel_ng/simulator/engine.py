@@ -1,0 +1,144 @@
+"""Trace-driven simulation: the shared scheduler loop with the simulated executor."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..cluster import Cluster
+from ..errors import InputError
+from ..mechanism import MechanismConfig, RoundMechanism, SchedulerLoop, Topology
+from ..throughputs import ThroughputTable
+from ..traces import Trace, TraceGenerator
+from .allocators import PolicyAllocator
+from .executor import IdealPlanner, JobArrays, SimExecutor
+from .metrics import summarize
+
+log = logging.getLogger(__name__)
+GAVEL_COMPAT_SOLVE_INTERVAL = 1920.0
+DAY = 86400.0
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """How to simulate. `window` is a half-open range of job ids whose JCTs are measured."""
+
+    policy: str = "las"
+    round_seconds: float = 360.0
+    window: tuple[int, int] | None = None
+    min_solve_interval: float = 0.0
+    preemption_overhead_s: float = 0.0
+    ideal: bool = False
+    gavel_compat: bool = False
+    warm_start: bool = True
+    seed: int = 0
+    max_sim_seconds: float | None = None   # None: 2 x last window arrival + 60 days
+    max_active_jobs: int = 4000
+    reset_ledger: bool = False             # the paper's literal ledger instead of the decayed one
+    prices: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.round_seconds > 0:
+            raise InputError("--round-seconds", self.round_seconds, "must be positive")
+        if self.preemption_overhead_s < 0:
+            raise InputError("--preemption-overhead", self.preemption_overhead_s, "must be >= 0")
+        if self.min_solve_interval < 0:
+            raise InputError("--min-solve-interval", self.min_solve_interval, "must be >= 0")
+        if self.window is not None and not (0 <= self.window[0] < self.window[1]):
+            raise InputError("--window", f"{self.window[0]}:{self.window[1]}", "must be START:END with START < END")
+
+
+@dataclass
+class SimResult:
+    summary: dict
+    jobs: JobArrays
+    window: tuple[int, int]
+    job_types: list[str]
+    config: SimConfig
+    cluster: Cluster
+
+
+def simulate(cluster: Cluster, table: ThroughputTable, trace: Trace | TraceGenerator, config: SimConfig,
+             progress: Callable[[float, int, int, int], None] | None = None) -> SimResult:
+    """Run until every job in the window finished (or the caps end an overloaded run)."""
+    wall = time.perf_counter()
+    workers = cluster.worker_types
+    for w in workers:
+        if w not in table.worker_types:
+            known = ", ".join(table.worker_types)
+            raise InputError("--cluster", w, f"worker type not in the throughput table ({known})")
+    generator = trace if isinstance(trace, TraceGenerator) else None
+    full = generator.trace if generator else trace
+    window = _window(config.window, generator, full)
+    if generator:
+        generator.ensure(window[1])
+    full.check_against(table)
+    jobs = JobArrays.empty(table, workers)
+    _check_fits(full, jobs, cluster)
+    source = (lambda n: generator.ensure(n)) if generator else (lambda n: full)
+    ex = SimExecutor(jobs, source, config.round_seconds, len(workers), config.preemption_overhead_s,
+                     integer_steps=config.gavel_compat,
+                     pair_lookup=lambda a, b, j: table.get_pair(a, b, workers[j]))
+    allocator = PolicyAllocator(config.policy, cluster, jobs, warm=config.warm_start)
+    if config.ideal:
+        planner = IdealPlanner(len(workers))
+    else:
+        mcfg = MechanismConfig.gavel_compat(allocator.is_agnostic, config.seed) if config.gavel_compat \
+            else MechanismConfig.since_reset(config.seed) if config.reset_ledger else MechanismConfig(seed=config.seed)
+        planner = RoundMechanism(Topology.from_cluster(cluster), mcfg)
+    interval = GAVEL_COMPAT_SOLVE_INTERVAL if config.gavel_compat and config.min_solve_interval == 0 \
+        else config.min_solve_interval
+    loop = SchedulerLoop(planner, allocator, ex, interval)
+
+    lo, hi = window
+    left = [hi - lo]
+
+    def finished(ids: np.ndarray) -> None:
+        left[0] -= int(((ids >= lo) & (ids < hi)).sum())
+
+    ex.on_finish = finished
+    last_arrival = float(full.arrivals[lo:hi].max())
+    cap = config.max_sim_seconds if config.max_sim_seconds is not None else 2 * last_arrival + 60 * DAY
+    unstable, reason = False, ""
+    while left[0] > 0:
+        if ex.now() > cap:
+            unstable, reason = True, f"simulated time passed the cap of {cap / 3600:.0f} h"
+            break
+        if len(loop.active) > config.max_active_jobs:
+            unstable, reason = True, f"more than {config.max_active_jobs} active jobs"
+            break
+        if not loop.active and ex.next_arrival() is None and ex.unfinished == 0:
+            break  # a finite trace ran dry (jobs that fit nowhere cannot happen: checked above)
+        loop.step()
+        if progress is not None and loop.stats.rounds % 200 == 0:
+            progress(ex.now(), hi - lo - left[0], hi - lo, len(loop.active))
+    if unstable:
+        log.warning("run marked unstable: %s", reason)
+    summary = summarize(config, cluster, jobs, window, ex, loop.stats, unstable, reason,
+                        time.perf_counter() - wall)
+    summary["solver_fallbacks"] = allocator.warnings
+    return SimResult(summary, jobs, window, full.job_types, config, cluster)
+
+
+def _window(window: tuple[int, int] | None, generator: TraceGenerator | None, trace: Trace) -> tuple[int, int]:
+    if window is None:
+        if generator is not None:
+            return 4000, 5000
+        return 0, len(trace)
+    if generator is None and window[1] > len(trace):
+        raise InputError("--window", f"{window[0]}:{window[1]}", f"past the trace's end ({len(trace)} jobs)")
+    return window
+
+
+def _check_fits(trace: Trace, jobs: JobArrays, cluster: Cluster) -> None:
+    """A job no worker type can run would never finish: reject it up front, naming it."""
+    cap = cluster.capacity()
+    index = {k: i for i, k in enumerate(jobs.key_list)}
+    for i, (t, sf) in enumerate(zip(trace.job_types, trace.scale_factors)):
+        T = jobs.T[index[(t, int(sf))]]
+        if not ((T > 0) & (sf <= cap)).any():
+            raise InputError(f"trace job {i}", t, f"fits on no worker type of the cluster (scale factor {sf})")

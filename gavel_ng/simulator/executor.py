@@ -1,0 +1,274 @@
+"""The simulated executor: runs a round's plan against a simulated clock.
+
+A scheduled job runs min(throughput x round, remaining) steps and finishes mid-round
+when it is done; a multi-GPU job split across servers runs at its unconsolidated
+throughput when the table has one. All per-round work is numpy over the round's entries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..mechanism import AllocationRows, JobView, RoundPlan, RoundResult, make_plan
+from ..throughputs import ThroughputTable
+from ..traces import Trace
+
+
+@dataclass
+class JobArrays:
+    """Per-job state by job id; grows as a lazily generated trace grows."""
+
+    key: np.ndarray          # index into the throughput key list
+    sf: np.ndarray
+    weight: np.ndarray
+    steps: np.ndarray
+    remaining: np.ndarray
+    arrival: np.ndarray
+    slo: np.ndarray
+    finish: np.ndarray       # nan until done
+    active_integral: np.ndarray   # time integral of the active-job count when admitted
+    admitted_at: np.ndarray
+    avg_active: np.ndarray        # average number of active jobs while the job was active
+    T: np.ndarray            # (keys, J) consolidated steps/s
+    Tu: np.ndarray           # (keys, J) unconsolidated steps/s, nan where unmeasured
+    key_list: list
+
+    @classmethod
+    def empty(cls, table: ThroughputTable, worker_types: list[str]) -> JobArrays:
+        keys = table.job_keys
+        Tu = np.full((len(keys), len(worker_types)), np.nan)
+        for i, k in enumerate(keys):
+            for j, w in enumerate(worker_types):
+                u = table.get_unconsolidated(k, w)
+                if u is not None:
+                    Tu[i, j] = u
+        z = np.zeros(0)
+        return cls(np.zeros(0, np.int64), np.zeros(0, np.int64), z, z, z, z, z, z, z, z, z,
+                   table.matrix(keys, worker_types), Tu, keys)
+
+    def append(self, trace: Trace, start: int) -> None:
+        index = {k: i for i, k in enumerate(self.key_list)}
+        new = slice(start, len(trace))
+        keys = np.array([index[(t, int(s))] for t, s in zip(trace.job_types[new], trace.scale_factors[new])],
+                        dtype=np.int64)
+        n = len(keys)
+        self.key = np.concatenate([self.key, keys])
+        self.sf = np.concatenate([self.sf, trace.scale_factors[new]])
+        self.weight = np.concatenate([self.weight, trace.weights[new]])
+        self.steps = np.concatenate([self.steps, trace.steps[new]])
+        self.remaining = np.concatenate([self.remaining, trace.steps[new]])
+        self.arrival = np.concatenate([self.arrival, trace.arrivals[new]])
+        self.slo = np.concatenate([self.slo, trace.slo_s[new]])
+        self.finish = np.concatenate([self.finish, np.full(n, np.nan)])
+        self.active_integral = np.concatenate([self.active_integral, np.zeros(n)])
+        self.admitted_at = np.concatenate([self.admitted_at, np.full(n, np.nan)])
+        self.avg_active = np.concatenate([self.avg_active, np.full(n, np.nan)])
+
+    def __len__(self) -> int:
+        return len(self.key)
+
+
+class SimExecutor:
+    """Simulated clock, admission from a trace, and per-round execution."""
+
+    def __init__(self, jobs: JobArrays, source, round_seconds: float, num_types: int,
+                 preemption_overhead: float = 0.0, integer_steps: bool = False, pair_lookup=None):
+        self.jobs = jobs
+        self.source = source          # callable(n) -> Trace with at least n jobs, or None when exhausted
+        self.L = float(round_seconds)
+        self.J = num_types
+        self.overhead = float(preemption_overhead)
+        self.integer_steps = integer_steps
+        self.pair_lookup = pair_lookup
+        self.clock = 0.0
+        self.order = np.zeros(0, np.int64)   # admission order (by arrival, stable)
+        self.next_pos = 0
+        self.unfinished = 0
+        self.integral = 0.0                  # time integral of the number of admitted, unfinished jobs
+        self.busy = np.zeros(num_types)      # GPU-seconds used per type
+        self.finished_total = 0
+        self.on_finish = None                # callback(list of job ids)
+
+    def now(self) -> float:
+        return self.clock
+
+    # ----- admission -------------------------------------------------------------------
+    def _upcoming(self) -> int | None:
+        if self.next_pos >= len(self.order):
+            if not self._grow():
+                return None
+        return int(self.order[self.next_pos])
+
+    def _grow(self) -> bool:
+        before = len(self.jobs)
+        trace = self.source(before + 1) if self.source is not None else None
+        if trace is None or len(trace) <= before:
+            return False
+        self.jobs.append(trace, before)
+        rest = np.arange(before, len(trace))
+        self.order = np.concatenate([self.order[self.next_pos:], rest[np.argsort(trace.arrivals[before:],
+                                                                                  kind="stable")]])
+        self.next_pos = 0
+        return True
+
+    def admit(self) -> list[int]:
+        out = []
+        while True:
+            job = self._upcoming()
+            if job is None or self.jobs.arrival[job] > self.clock:
+                break
+            out.append(job)
+            self.next_pos += 1
+        if out:
+            self.jobs.active_integral[out] = self.integral
+            self.jobs.admitted_at[out] = self.clock
+            self.unfinished += len(out)
+        return out
+
+    def next_arrival(self) -> float | None:
+        job = self._upcoming()
+        return None if job is None else float(self.jobs.arrival[job])
+
+    def job_view(self, jobs: list[int]) -> JobView:
+        idx = np.asarray(jobs, dtype=np.int64)
+        return JobView(list(jobs), self.jobs.sf[idx].tolist(), self.jobs.T[self.jobs.key[idx]])
+
+    # ----- execution -------------------------------------------------------------------
+    def execute(self, plan: RoundPlan) -> RoundResult:
+        if plan.num_entries == 0:
+            return self._idle()
+        ja, L, now = self.jobs, self.L, self.clock
+        jobs, e = plan.member_job, plan.member_entry
+        thr, rate_share = self._throughputs(plan)
+        rem = ja.remaining[jobs]
+        if plan.share is not None:
+            start = np.zeros(len(jobs))
+            rate = rate_share
+        else:
+            start = np.where(plan.renewed[e], 0.0, min(self.overhead, L))
+            rate = thr
+        run = L - start
+        if self.integer_steps:
+            can = np.floor(rate * run)
+        else:
+            can = rate * run
+        done = (rem <= can) & (rate > 0)
+        steps = np.where(done, rem, can)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            used = np.where(done, start + rem / np.where(rate > 0, rate, 1.0), L)
+        ja.remaining[jobs] = rem - steps
+        if len(e) == plan.num_entries:
+            occupied = used
+        else:
+            occupied = np.zeros(plan.num_entries)
+            np.maximum.at(occupied, e, used)
+        if plan.share is not None:
+            self.busy += ((plan.sfs * occupied)[:, None] * plan.share).sum(axis=0)
+        else:
+            self.busy += np.bincount(plan.types, weights=plan.sfs * occupied, minlength=self.J)
+        finished = jobs[done]            # a job runs at most once a round: no duplicates
+        n = self.unfinished
+        if len(finished):
+            used_done = used[done]
+            ja.finish[finished] = now + used_done
+            span = np.maximum(now + used_done - ja.admitted_at[finished], 1e-9)
+            ja.avg_active[finished] = (self.integral + n * used_done - ja.active_integral[finished]) / span
+            self.integral += (n - len(finished)) * L + float(used_done.sum())
+            self.unfinished -= len(finished)
+            self.finished_total += len(finished)
+            if self.on_finish is not None:
+                self.on_finish(finished)
+        else:
+            self.integral += n * L
+        self.clock = now + L
+        return RoundResult(occupied, finished.tolist())
+
+    def _idle(self) -> RoundResult:
+        """Nothing to run: jump to the next arrival when no job waits, else wait a round."""
+        nxt = self.next_arrival()
+        if self.unfinished == 0 and nxt is not None and nxt > self.clock:
+            self.clock = nxt
+        else:
+            self.integral += self.unfinished * self.L
+            self.clock += self.L
+        return RoundResult(np.zeros(0), [])
+
+    def _throughputs(self, plan: RoundPlan) -> tuple[np.ndarray, np.ndarray | None]:
+        """Steps/s of each member in its entry (and the fluid rate for ideal plans)."""
+        ja = self.jobs
+        jobs, e = plan.member_job, plan.member_entry
+        k = ja.key[jobs]
+        if plan.share is not None:
+            T = ja.T[k]
+            if len(e) != plan.num_entries:
+                T = self._pair_matrix(plan, T)
+            return T, (plan.share[e] * T).sum(axis=1)
+        types = plan.types[e]
+        thr = ja.T[k, types]
+        split = ~plan.consolidated[e]
+        if split.any():
+            u = ja.Tu[k[split], types[split]]
+            thr[split] = np.where(np.isnan(u), thr[split], u)
+        if len(e) != plan.num_entries:
+            for f in np.flatnonzero(np.bincount(e, minlength=plan.num_entries)[e] > 1):
+                thr[f] = self._pair_thr(plan.keys[e[f]], int(jobs[f]), int(types[f]))
+        return thr, None
+
+    def _pair_thr(self, key: tuple[int, ...], job: int, j: int) -> float:
+        other = next(m for m in key if m != job)
+        ja = self.jobs
+        pair = self.pair_lookup(ja.key_list[ja.key[job]], ja.key_list[ja.key[other]], j)
+        return 0.0 if pair is None else float(pair[0])
+
+    def _pair_matrix(self, plan: RoundPlan, T: np.ndarray) -> np.ndarray:
+        e = plan.member_entry
+        T = T.copy()
+        for f in np.flatnonzero(np.bincount(e, minlength=plan.num_entries)[e] > 1):
+            for j in range(self.J):
+                T[f, j] = self._pair_thr(plan.keys[e[f]], int(plan.member_job[f]), j)
+        return T
+
+
+class IdealPlanner:
+    """Paper Fig 15b's baseline: every row gets exactly its allocated time fractions each round."""
+
+    def __init__(self, num_types: int):
+        self.J = num_types
+        self.reset(AllocationRows([], np.zeros((0, num_types)), np.zeros(0)))
+
+    def reset(self, alloc: AllocationRows) -> None:
+        self.rows = [tuple(int(m) for m in r) for r in alloc.rows]
+        self.X = np.asarray(alloc.X, dtype=float).reshape(len(self.rows), self.J)
+        self.row_sf = np.asarray(alloc.row_sf, dtype=np.int64)
+        self.alive = self.X.sum(axis=1) > 1e-9
+        self.rows_of_job: dict[int, list[int]] = {}
+        for k, r in enumerate(self.rows):
+            for m in r:
+                self.rows_of_job.setdefault(m, []).append(k)
+
+    def retire(self, job: int) -> None:
+        for k in self.rows_of_job.pop(job, ()):
+            self.alive[k] = False
+
+    def plan(self, new_jobs: JobView | None = None) -> RoundPlan:
+        live = np.flatnonzero(self.alive)
+        keys = [self.rows[k] for k in live.tolist()]
+        E = len(keys)
+        return make_plan(keys, live, np.full(E, -1), self.row_sf[live], [()] * E,
+                         np.ones(E, bool), np.ones(E, bool), share=self.X[live])
+
+    def record(self, plan: RoundPlan, occupied: np.ndarray) -> None:
+        pass
+
+
+def isolated_throughput(T: np.ndarray, sf: np.ndarray, capacity: np.ndarray, n_active: np.ndarray) -> np.ndarray:
+    """Steps/s under X_isolated (1/n of every type, n = average number of active jobs)."""
+    n = np.maximum(n_active, 1.0)
+    runnable = (T > 0) & (sf[:, None] <= capacity[None, :])
+    iso = np.where(runnable, capacity[None, :] / (n[:, None] * sf[:, None]), 0.0)
+    iso = iso / np.maximum(iso.sum(axis=1, keepdims=True), 1.0)
+    return (T * iso).sum(axis=1)
+
+

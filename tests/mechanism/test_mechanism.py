@@ -1,0 +1,116 @@
+import numpy as np
+
+from gavel_ng.cluster import Cluster
+from gavel_ng.mechanism import (
+    AllocationRows,
+    JobView,
+    MechanismConfig,
+    Placer,
+    RoundMechanism,
+    Topology,
+    greedy_select,
+    priorities,
+)
+from gavel_ng.mechanism.priorities import global_order
+
+
+def topo(spec="v100=4,k80=4", per=2):
+    return Topology.from_cluster(Cluster.parse(spec, gpus_per_server=per))
+
+
+def test_priorities_rank_never_served_first():
+    X = np.array([[0.5, 0.5], [0.2, 0.0], [0.3, 0.5]])
+    received = np.array([[100.0, 50.0], [0.0, 0.0], [100.0, 50.0]])
+    p, never = priorities(X, received)
+    assert never[1, 0] and not never[1, 1] and not never[0].any()
+    np.testing.assert_allclose(p[0], [0.5 / 0.5, 0.5 / 0.5])
+    np.testing.assert_allclose(p[2], [0.3 / 0.5, 0.5 / 0.5])
+    order = global_order(X, p, never, X > 0)
+    assert order[0] == 1 * 2 + 0          # row 1 on type 0, never served, comes first
+    assert p[1, 1] == 0
+
+
+def test_greedy_respects_conflicts_and_capacity():
+    # rows: (0,) (1,) (0,1) pair, (2,) needs 2 GPUs
+    rows = [(0,), (1,), (0, 1), (2,)]
+    sf = [1, 1, 1, 2]
+    order = np.array([2 * 2 + 0, 0 * 2 + 0, 1 * 2 + 1, 3 * 2 + 0, 3 * 2 + 1])
+    free, busy = [2, 2], set()
+    taken = greedy_select(order, 2, rows, sf, free, busy)
+    # the pair takes jobs 0 and 1: rows (0,) and (1,) conflict; job 2 needs 2 GPUs: only type 1 has them
+    assert taken == [(2, 0), (3, 1)]
+    assert busy == {0, 1, 2} and free == [1, 0]
+
+
+def test_mechanism_realizes_allocation_over_rounds():
+    t = topo("v100=1,k80=1", per=1)
+    m = RoundMechanism(t, MechanismConfig(decay=1.0))
+    X = np.array([[0.75, 0.25], [0.25, 0.75]])
+    m.reset(AllocationRows([(0,), (1,)], X, np.ones(2)))
+    got = np.zeros((2, 2))
+    for _ in range(40):
+        plan = m.plan()
+        assert len(set(plan.member_job.tolist())) == plan.num_entries  # a job at most once a round
+        for r, j in zip(plan.rows, plan.types):
+            got[r, j] += 1
+        m.record(plan, np.full(plan.num_entries, 360.0))
+    np.testing.assert_allclose(got / 40, X, atol=0.05)
+
+
+def test_pairs_and_jobs_do_not_run_twice():
+    t = topo("v100=2", per=2)
+    m = RoundMechanism(t)
+    rows = [(0,), (1,), (0, 1), (2,)]
+    X = np.array([[0.3], [0.3], [0.7], [1.0]])
+    m.reset(AllocationRows(rows, X, np.ones(4)))
+    for _ in range(10):
+        plan = m.plan()
+        jobs = plan.member_job.tolist()
+        assert len(jobs) == len(set(jobs))
+        m.record(plan, np.full(plan.num_entries, 360.0))
+
+
+def test_placement_renews_and_consolidates():
+    t = topo("v100=8", per=4)
+    p = Placer(t)
+
+    def servers(gs):
+        return {int(t.gpu_server[g]) for g in gs}
+
+    a = p.place([(0,), (1,), (2,)], [0, 0, 0], [4, 1, 2])
+    assert a.consolidated.all() and not a.renewed.any()
+    assert all(len(servers(g)) == 1 for g in a.gpus)
+    assert servers(a.gpus[1]) == servers(a.gpus[2])    # best fit: the small ones share the other server
+    b = p.place([(2,), (3,)], [0, 0], [2, 1])
+    assert b.renewed.tolist() == [True, False]
+    assert b.gpus[0] == a.gpus[2]
+    assert servers(b.gpus[1]) == servers(b.gpus[0])    # fullest server that fits
+    c = p.place([(0,), (1,)], [0, 0], [3, 3])
+    assert not c.renewed.any() and servers(c.gpus[0]) != servers(c.gpus[1])
+    d = p.place([(0,), (1,), (9,)], [0, 0, 0], [3, 3, 2])
+    assert d.renewed.tolist() == [True, True, False]
+    assert not d.consolidated[2] and len(servers(d.gpus[2])) == 2   # one GPU left on each server: split
+
+
+def test_backfill_places_jobs_unknown_to_allocation():
+    t = topo("v100=2,k80=2", per=2)
+    m = RoundMechanism(t)
+    m.reset(AllocationRows([(0,)], np.array([[1.0, 0.0]]), np.ones(1)))
+    view = JobView([5, 6, 7], [1, 1, 2], np.array([[3.0, 1.0], [3.0, 1.0], [2.0, 1.0]]))
+    plan = m.plan(view)
+    placed = dict(zip([k[0] for k in plan.keys], plan.types.tolist()))
+    assert placed == {0: 0, 5: 0, 6: 1}    # 7 needs two GPUs: only one k80 is left
+    off = RoundMechanism(t, MechanismConfig(backfill_new_jobs=False))
+    off.reset(AllocationRows([(0,)], np.array([[1.0, 0.0]]), np.ones(1)))
+    assert off.plan(view).num_entries == 1
+
+
+def test_compat_per_type_order_is_deterministic_per_seed():
+    t = topo("v100=2,p100=2,k80=2", per=2)
+    X = np.full((5, 3), 0.2)
+    plans = []
+    for _ in range(2):
+        m = RoundMechanism(t, MechanismConfig.gavel_compat(agnostic=True, seed=4))
+        m.reset(AllocationRows([(i,) for i in range(5)], X, np.ones(5)))
+        plans.append([m.plan().keys for _ in range(3)])
+    assert plans[0] == plans[1]
