@@ -94,7 +94,9 @@ class RoundMechanism:
 
     # ----- allocation epochs -------------------------------------------------------------
     def reset(self, alloc: AllocationRows) -> None:
-        """A new allocation: time received restarts (Gavel resets it at every reset event)."""
+        """A new allocation. Time received restarts from `initial_received`; a row that persists
+        keeps `carry_over` of what it had (by default all of it, decayed every round: see
+        MechanismConfig; `since_reset()` is the paper's literal restart)."""
         K = len(alloc.rows)
         old = None
         if self.cfg.carry_over > 0 and getattr(self, "rows", None):
