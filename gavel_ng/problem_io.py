@@ -6,16 +6,24 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
+
 from .errors import InputError, require
 from .policies.inputs import ENTITY_POLICIES, Entity, SchedulingProblem
 
-TOP_FIELDS = {"policy", "cluster", "jobs", "entities", "prices"}
+TOP_FIELDS = {"policy", "cluster", "jobs", "entities", "prices", "pairs"}
+PAIR_FIELDS = {"jobs", "throughputs"}
 JOB_FIELDS = {"id", "throughputs", "job_type", "scale_factor", "weight", "steps_remaining", "steps_total",
               "time_since_arrival_s", "slo_s", "entity"}
 
 
-def load_problem(path: str | Path) -> tuple[SchedulingProblem, str | None]:
-    """Read a problem file; returns the problem and the policy it names (if any)."""
+def load_problem(path: str | Path, space_sharing: bool = False,
+                 warnings: list[str] | None = None) -> tuple[SchedulingProblem, str | None]:
+    """Read a problem file; returns the problem and the policy it names (if any).
+
+    With `space_sharing`, jobs may share a GPU: pairs of built-in job types take their
+    throughputs from the built-in profiles, other pairs from the file's "pairs" list;
+    notes on jobs that can share with nobody are appended to `warnings`."""
     path = Path(path)
     try:
         text = path.read_text()
@@ -26,10 +34,11 @@ def load_problem(path: str | Path) -> tuple[SchedulingProblem, str | None]:
     except json.JSONDecodeError as exc:
         raise InputError("--problem", str(path), f"not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") \
             from None
-    return parse_problem(data)
+    return parse_problem(data, space_sharing, warnings)
 
 
-def parse_problem(data: object) -> tuple[SchedulingProblem, str | None]:
+def parse_problem(data: object, space_sharing: bool = False,
+                  warnings: list[str] | None = None) -> tuple[SchedulingProblem, str | None]:
     require(isinstance(data, dict), "problem", type(data).__name__, "must be a JSON object")
     unknown = set(data) - TOP_FIELDS
     require(not unknown, "problem", sorted(unknown)[0] if unknown else None,
@@ -45,14 +54,95 @@ def parse_problem(data: object) -> tuple[SchedulingProblem, str | None]:
     require(isinstance(jobs, list) and jobs, "jobs", jobs, "must be a non-empty list")
     entity_specs = _entities(data.get("entities"))
     prices = _prices(data.get("prices"), workers)
-    cols: dict[str, list] = {k: [] for k in ("ids", "T", "sf", "w", "R", "S", "t", "slo", "entity")}
+    cols: dict[str, list] = {k: [] for k in ("ids", "T", "sf", "w", "R", "S", "t", "slo", "entity", "key")}
     for i, job in enumerate(jobs):
         _job(job, i, workers, entity_specs, cols)
+    entries = _pair_entries(data.get("pairs"), cols, workers)
+    warnings = [] if warnings is None else warnings
+    pairs = None
+    if space_sharing:
+        pairs = _pair_table(cols, workers, entries, warnings)
+    elif entries:
+        warnings.append("'pairs' is ignored without space sharing (--space-sharing)")
     return SchedulingProblem.build(
         cols["ids"], workers, [cluster[w] for w in workers], cols["T"], scale_factors=cols["sf"],
         weights=cols["w"], steps_remaining=cols["R"], steps_total=cols["S"], time_since_arrival=cols["t"],
-        slo_s=cols["slo"], entities=cols["entity"], entity_specs=entity_specs, prices=prices,
+        slo_s=cols["slo"], entities=cols["entity"], entity_specs=entity_specs, prices=prices, pairs=pairs,
     ), policy
+
+
+def _pair_entries(raw: object, cols: dict, workers: list[str]) -> list[tuple[int, int, dict]]:
+    """"pairs": [{"jobs": ["a", "b"], "throughputs": {"v100": [a's steps/s, b's steps/s]}}, ...];
+    [0, 0] marks a pair that cannot share that type. At least one of the two jobs must give
+    explicit throughputs (pairs of built-in job types come from the built-in profiles)."""
+    if raw is None:
+        return []
+    require(isinstance(raw, list), "pairs", raw, "must be a list of {jobs, throughputs}")
+    index = {jid: i for i, jid in enumerate(cols["ids"])}
+    seen: set = set()
+    out = []
+    for n, entry in enumerate(raw):
+        f = f"pairs[{n}]"
+        require(isinstance(entry, dict), f, entry, "must be an object")
+        unknown = set(entry) - PAIR_FIELDS
+        require(not unknown, f, sorted(unknown)[0] if unknown else None,
+                f"unknown field (expected {', '.join(sorted(PAIR_FIELDS))})")
+        ids = entry.get("jobs")
+        require(isinstance(ids, list) and len(ids) == 2, f"{f}.jobs", ids, "must list two job ids")
+        for jid in ids:
+            require(str(jid) in index, f"{f}.jobs", jid, "unknown job id")
+        a, b = index[str(ids[0])], index[str(ids[1])]
+        require(a != b, f"{f}.jobs", ids, "a job cannot share a GPU with itself")
+        require(cols["sf"][a] == cols["sf"][b], f"{f}.jobs", ids, "jobs sharing a GPU need the same scale_factor")
+        require(cols["key"][a] is None or cols["key"][b] is None, f"{f}.jobs", ids,
+                "pairs of two built-in job types come from the built-in profiles")
+        require(frozenset((a, b)) not in seen, f"{f}.jobs", ids, "pair given twice")
+        seen.add(frozenset((a, b)))
+        thr = entry.get("throughputs")
+        require(isinstance(thr, dict) and thr, f"{f}.throughputs", thr,
+                "must be an object of worker type: [first job's steps/s, second job's steps/s]")
+        for w, v in thr.items():
+            require(w in workers, f"{f}.throughputs", w, f"unknown worker type (cluster has {', '.join(workers)})")
+            require(isinstance(v, list) and len(v) == 2 and all(_is_num(e) and e >= 0 for e in v),
+                    f"{f}.throughputs.{w}", v, "must be [first job's steps/s, second job's steps/s], each >= 0")
+            for who, val in zip((a, b), v):
+                iso = cols["T"][who][workers.index(w)]
+                require(val == 0 or iso > 0, f"{f}.throughputs.{w}", v,
+                        f"job {cols['ids'][who]} cannot run on {w} alone, so it cannot share it")
+        out.append((a, b, thr))
+    return out
+
+
+def _pair_table(cols: dict, workers: list[str], entries: list, warnings: list[str]):
+    """Pair classes: one per built-in (job_type, scale_factor), one per job with explicit throughputs."""
+    from .policies.packing import PairTable
+
+    keys = [k if k is not None else ("id", jid) for k, jid in zip(cols["key"], cols["ids"])]
+    typed = [k for k in keys if k[0] != "id"]
+    uniq = list(dict.fromkeys(keys))
+    index = {k: i for i, k in enumerate(uniq)}
+    frac = np.zeros((len(uniq), len(uniq), len(workers)))
+    if typed:
+        from .profiles import default_table
+
+        t_uniq = list(dict.fromkeys(typed))
+        sub = PairTable.from_table(default_table(workers), t_uniq, workers).frac
+        ti = [index[k] for k in t_uniq]
+        frac[np.ix_(ti, ti)] = sub
+    T = np.asarray(cols["T"], dtype=float)
+    for a, b, thr in entries:
+        for w, (va, vb) in thr.items():
+            j = workers.index(w)
+            ca, cb = index[keys[a]], index[keys[b]]
+            frac[ca, cb, j] = va / T[a, j] if T[a, j] > 0 else 0.0
+            frac[cb, ca, j] = vb / T[b, j] if T[b, j] > 0 else 0.0
+    named = {i for a, b, _ in entries for i in (a, b)}
+    alone = [jid for i, (k, jid) in enumerate(zip(cols["key"], cols["ids"])) if k is None and i not in named]
+    if alone:
+        warnings.append(f"{len(alone)} job(s) with explicit throughputs have no pair throughputs and never share "
+                        f"a GPU ({', '.join(alone[:5])}{', ...' if len(alone) > 5 else ''}); give them under 'pairs'")
+    return PairTable(np.array([index[k] for k in keys], dtype=int), frac,
+                     tuple(k[0] if k[0] != "id" else f"job {k[1]}" for k in uniq))
 
 
 def _job(job: object, i: int, workers: list[str], entity_specs: dict, cols: dict) -> None:
@@ -69,8 +159,10 @@ def _job(job: object, i: int, workers: list[str], entity_specs: dict, cols: dict
     sf = job.get("scale_factor", 1)
     require(_is_int(sf) and sf >= 1, f"{f}.scale_factor", sf, "must be an integer >= 1")
     thr = job.get("throughputs")
+    job_key = None
     if thr is None and "job_type" in job:
         thr = _builtin_throughputs(job["job_type"], sf, workers, f"{f}.job_type")
+        job_key = (job["job_type"], sf)
     require(isinstance(thr, dict) and thr, f"{f}.throughputs", thr,
             "must be an object of worker type: steps/s (or give a built-in job_type)")
     for w, v in thr.items():
@@ -90,7 +182,7 @@ def _job(job: object, i: int, workers: list[str], entity_specs: dict, cols: dict
     require(ent is None or ent in entity_specs, f"{f}.entity", ent, "not declared under 'entities'")
     for key, value in (("ids", jid), ("T", [float(thr.get(w, 0.0)) for w in workers]), ("sf", sf),
                        ("w", weight), ("R", R), ("S", S), ("t", t), ("slo", math.inf if slo is None else slo),
-                       ("entity", ent)):
+                       ("entity", ent), ("key", job_key)):
         cols[key].append(value)
 
 

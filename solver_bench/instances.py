@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from gavel_ng.policies import Entity, SchedulingProblem
+from gavel_ng.policies.packing import PairTable
 from gavel_ng.throughputs import ThroughputTable
 
 SCALE_FACTORS = (1, 2, 4, 8)
@@ -13,8 +14,9 @@ PRICES = {"v100": 2.48, "p100": 1.46, "k80": 0.45}  # Gavel §7 (AWS on-demand p
 
 
 def random_problem(table: ThroughputTable, num_jobs: int, seed: int = 0, entities: int = 0,
-                   worker_types=("v100", "p100", "k80")) -> SchedulingProblem:
-    """num_jobs jobs on n/4 GPUs of each type, job types and scale factors as in the paper's traces."""
+                   worker_types=("v100", "p100", "k80"), space_sharing: bool = False) -> SchedulingProblem:
+    """num_jobs jobs on n/4 GPUs of each type, job types and scale factors as in the paper's traces.
+    `space_sharing` adds the table's pair throughputs (the same jobs otherwise)."""
     rng = np.random.default_rng(seed)
     sf = rng.choice(SCALE_FACTORS, num_jobs, p=SCALE_PROBS)
     by_sf = {s: [k for k in table.job_keys if k[1] == s] for s in SCALE_FACTORS}
@@ -35,4 +37,5 @@ def random_problem(table: ThroughputTable, num_jobs: int, seed: int = 0, entitie
         slo_s=np.where(rng.random(num_jobs) < 0.5, duration * rng.choice([1.2, 2, 10], num_jobs) + 36000, np.inf),
         entities=[names[i % entities] for i in range(num_jobs)] if entities else None, entity_specs=specs,
         prices=[PRICES[w] for w in worker_types],
+        pairs=PairTable.from_table(table, keys, list(worker_types)) if space_sharing else None,
     )

@@ -29,6 +29,12 @@ def add_parser(sub) -> None:
                                     "such as clarabel")
     p.add_argument("--plugin", action="append", default=[], metavar="FILE.py|MODULE",
                    help="import user policies (files or modules that call @gavel_ng.policy) before solving")
+    p.add_argument("--space-sharing", action="store_true",
+                   help="let two jobs of equal scale factor share a GPU (built-in job types pair from the "
+                        "built-in profiles, others from the file's 'pairs'); implied by a NAME_packed policy")
+    p.add_argument("--partitions", type=int, default=1, metavar="K",
+                   help="split jobs and GPUs into K random sub-problems solved in parallel (POP) and report "
+                        "the objective gap to the full solve")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.add_argument("--plot", metavar="PNG", help="also draw the allocation as a bar chart")
     p.set_defaults(run=run)
@@ -46,12 +52,24 @@ def run(args) -> int:
     for plugin in args.plugin:
         load_plugin(plugin)
     path = args.problem or example_path(args.example)
-    inp, file_policy = load_problem(path)
+    if args.partitions < 1:
+        raise InputError("--partitions", args.partitions, "must be an integer >= 1")
+    notes: list[str] = []
+    inp, file_policy = load_problem(path, warnings=notes)
     name = args.policy or file_policy or "las"
     spec = get_policy(name)
+    if args.space_sharing or spec.packed:
+        notes = []
+        inp, _ = load_problem(path, space_sharing=True, warnings=notes)
     if args.solver is not None and not args.solver.strip():
         raise InputError("--solver", args.solver, "must name a solver")
-    sol = solve(inp, name, solver=args.solver)
+    if args.partitions > 1:
+        from ..policies.partition import solve_partitioned
+
+        sol = solve_partitioned(inp, name, args.partitions, solver=args.solver, compare=True)
+    else:
+        sol = solve(inp, name, solver=args.solver)
+    sol.warnings[:0] = notes
     thr = _effective(inp, sol)
     result = {
         "policy": spec.name,
@@ -62,6 +80,8 @@ def run(args) -> int:
         "solve_seconds": round(sol.solve_seconds, 6),
         "warnings": sol.warnings,
     }
+    if getattr(sol, "partition_gap", None) is not None:
+        result["partition_gap"] = round(float(sol.partition_gap), 9)
     if args.plot:
         from ..plots import plot_allocation
 

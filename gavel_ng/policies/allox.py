@@ -77,7 +77,7 @@ def allox(p: Problem):
     if not res.ok:
         return finish(p, None, None, "highs-simplex (transportation)", res.status, start)
     X = _front_of_queues(res.x[:E * P].reshape(P, E) > 0.5, m_idx, j_idx, dur, sf, cap, T.shape)
-    single = (p.members[p.var_row, 1:] < 0).all(axis=1)
+    single = p.single_var
     x = np.zeros(p.num_vars)
     x[single] = X[p.members[p.var_row[single], 0], p.var_col[single]]
     return finish(p, None, x, "highs-simplex (transportation)", "optimal", start)

@@ -1,3 +1,3 @@
 """Imports every built-in policy module so that each registers itself."""
 
-from . import allox, cost, fairness, ftf, hierarchical, makespan, order  # noqa: F401
+from . import allox, cost, fairness, ftf, gandiva, hierarchical, makespan, order  # noqa: F401

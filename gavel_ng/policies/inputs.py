@@ -10,7 +10,8 @@ import numpy as np
 from ..cluster import Cluster
 from ..errors import InputError
 from ..jobs import Job
-from ..throughputs import ThroughputTable
+from ..throughputs import UNCONSOLIDATED, ThroughputTable
+from .packing import PairTable
 
 ENTITY_POLICIES = ("fairness", "fifo")
 
@@ -52,6 +53,8 @@ class SchedulingProblem:
     prices: np.ndarray | None = None  # (J,) $/GPU-hour
     combinations: Combinations | None = None
     counts: np.ndarray | None = None  # (M,) identical jobs a row stands for (see job_classes)
+    pairs: PairTable | None = None    # space sharing by partner classes (packing.py)
+    pools: np.ndarray | None = None   # (J,) capacity pool of each column; capacity[j] = its pool's GPUs
 
     @property
     def num_jobs(self) -> int:
@@ -66,7 +69,8 @@ class SchedulingProblem:
         scale factor and weight (las): a symmetric optimum exists, so one row per class
         with a multiplicity gives the same allocation from an LP the size of the job-type
         mix. Returns the class problem and each job's class."""
-        key = np.column_stack([self.throughputs, self.scale_factors, self.weights])
+        key = np.column_stack([self.throughputs, self.scale_factors, self.weights]
+                              + ([self.pairs.job_class] if self.pairs is not None else []))
         uniq, first, inverse, counts = np.unique(key, axis=0, return_index=True, return_inverse=True,
                                                  return_counts=True)
         cls = replace(self, job_ids=[f"class{c}" for c in range(len(uniq))], throughputs=self.throughputs[first],
@@ -74,17 +78,32 @@ class SchedulingProblem:
                       steps_remaining=self.steps_remaining[first], steps_total=self.steps_total[first],
                       time_since_arrival=self.time_since_arrival[first], slo_s=self.slo_s[first],
                       entities=[self.entities[i] for i in first], combinations=None,
-                      counts=counts.astype(float))
+                      counts=counts.astype(float),
+                      pairs=None if self.pairs is None else self.pairs.subset(first))
         return cls, np.asarray(inverse).ravel()
 
     def with_throughputs(self, throughputs: np.ndarray) -> SchedulingProblem:
-        """The same problem seen through other throughputs (used for agnostic variants)."""
+        """The same problem seen through other throughputs (used for agnostic variants).
+        Pair classes stay: pair throughputs are fractions of the (new) isolated ones."""
         return replace(self, throughputs=throughputs, combinations=None)
+
+    def subset(self, jobs, capacity_share: float = 1.0) -> SchedulingProblem:
+        """Some of the jobs on `capacity_share` of every pool's GPUs (partitioned solves)."""
+        idx = np.asarray(jobs, dtype=int)
+        pick = lambda a: a[idx]  # noqa: E731
+        return replace(self, job_ids=[self.job_ids[i] for i in idx], capacity=self.capacity * capacity_share,
+                       throughputs=self.throughputs[idx], scale_factors=pick(self.scale_factors),
+                       weights=pick(self.weights), steps_remaining=pick(self.steps_remaining),
+                       steps_total=pick(self.steps_total), time_since_arrival=pick(self.time_since_arrival),
+                       slo_s=pick(self.slo_s), entities=[self.entities[i] for i in idx], combinations=None,
+                       counts=None if self.counts is None else self.counts[idx],
+                       pairs=None if self.pairs is None else self.pairs.subset(idx))
 
     @classmethod
     def build(cls, job_ids, worker_types, capacity, throughputs, *, scale_factors=None, weights=None,
               steps_remaining=None, steps_total=None, time_since_arrival=None, slo_s=None,
-              entities=None, entity_specs=None, prices=None, combinations=None) -> SchedulingProblem:
+              entities=None, entity_specs=None, prices=None, combinations=None, pairs=None,
+              pools=None) -> SchedulingProblem:
         m = len(job_ids)
 
         def arr(v, default):
@@ -100,24 +119,47 @@ class SchedulingProblem:
             entities=list(entities) if entities is not None else [None] * m,
             entity_specs=dict(entity_specs or {}),
             prices=None if prices is None else np.asarray(prices, dtype=float),
-            combinations=combinations,
+            combinations=combinations, pairs=pairs,
+            pools=None if pools is None else np.asarray(pools, dtype=int),
         )
         problem.validate()
         return problem
 
     @classmethod
     def from_jobs(cls, cluster: Cluster, jobs: list[Job], table: ThroughputTable, now: float = 0.0,
-                  entity_specs: dict[str, Entity] | None = None) -> SchedulingProblem:
-        """Look each job's throughputs up in a table (the simulator's and service's path)."""
+                  entity_specs: dict[str, Entity] | None = None, space_sharing: bool = False,
+                  placement: bool = False) -> SchedulingProblem:
+        """Look each job's throughputs up in a table (the simulator's and service's path).
+
+        `space_sharing`: jobs may share a GPU with a job of equal scale factor, with the
+        table's pair throughputs. `placement`: every type j gets a twin column
+        `j_unconsolidated` (multi-GPU jobs spread over servers, at the table's
+        unconsolidated throughput) drawing on the same GPUs.
+        """
         workers = cluster.worker_types
         keys = [(j.job_type, j.scale_factor) for j in jobs]
+        T = table.matrix(keys, workers)
+        capacity, prices, pools, columns = cluster.capacity(), cluster.prices(), None, list(workers)
+        if placement:
+            twin = np.zeros_like(T)
+            for c, w in enumerate(workers):
+                for i, key in enumerate(keys):
+                    v = table.get_unconsolidated(key, w) if key[1] > 1 else None
+                    twin[i, c] = 0.0 if v is None else v
+            T = np.hstack([T, twin])
+            columns = workers + [w + UNCONSOLIDATED for w in workers]
+            capacity = np.r_[capacity, capacity]
+            prices = None if prices is None else np.r_[prices, prices]
+            pools = np.r_[np.arange(len(workers)), np.arange(len(workers))]
+        pairs = PairTable.from_table(table, keys, columns) if space_sharing else None
         return cls.build(
-            [j.id for j in jobs], workers, cluster.capacity(), table.matrix(keys, workers),
+            [j.id for j in jobs], columns, capacity, T,
             scale_factors=[j.scale_factor for j in jobs], weights=[j.weight for j in jobs],
             steps_remaining=[j.steps_remaining for j in jobs], steps_total=[j.steps_total for j in jobs],
             time_since_arrival=[max(0.0, now - j.arrival_time) for j in jobs],
             slo_s=[math.inf if j.slo_s is None else j.slo_s for j in jobs],
-            entities=[j.entity for j in jobs], entity_specs=entity_specs, prices=cluster.prices(),
+            entities=[j.entity for j in jobs], entity_specs=entity_specs, prices=prices, pairs=pairs,
+            pools=pools,
         )
 
     def validate(self) -> None:
@@ -140,6 +182,16 @@ class SchedulingProblem:
             raise InputError(f"jobs[{self.job_ids[i]}]", self.job_ids[i],
                              f"fits on no worker type (scale_factor {int(self.scale_factors[i])}, "
                              "zero throughput or too few GPUs everywhere)")
+        if self.pairs is not None:
+            self.pairs.validate(m, n)
+        if self.pools is not None:
+            pools = self.pools
+            if pools.shape != (n,) or (n and pools.min() < 0):
+                raise InputError("pools", pools.tolist(), "must give every worker type a pool index >= 0")
+            for q in np.unique(pools):
+                caps = self.capacity[pools == q]
+                if not np.all(caps == caps[0]):
+                    raise InputError("capacity", caps.tolist(), "columns of one pool must show its GPU count")
         for name in {e for e in self.entities if e is not None} - set(self.entity_specs):
             raise InputError("entity", name, "job names an entity that is not declared in 'entities'")
         for name, spec in self.entity_specs.items():

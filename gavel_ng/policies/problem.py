@@ -3,8 +3,12 @@
 A policy receives a `Problem`, states an objective over `p.thr` (and the
 normalizers), optionally adds constraints, and the builder solves it: linear
 objectives go to HiGHS as one sparse LP, anything else through cvxpy.
-Rows are job combinations (single jobs, or pairs under space sharing); only
-(row, type) entries that can run are variables, so the LP grows with useful rows.
+Rows are job combinations (single jobs, or pairs given as explicit Combinations);
+only (row, type) entries that can run are variables, so the LP grows with useful rows.
+With `inp.pairs` (space sharing by partner classes, packing.py) a job's rows are
+itself alone and "with some job of class d"; the allocation decomposes those into
+concrete (job, job) pairs. Columns of one capacity pool (`inp.pools`: a type and its
+`_unconsolidated` twin) share that pool's GPUs.
 """
 
 from __future__ import annotations
@@ -90,6 +94,23 @@ class Problem:
         T = inp.throughputs
         M, J = T.shape
         cap = inp.capacity
+        if inp.pools is None:
+            self.col_pool = np.arange(J)
+            self.capacity = cap.astype(float)
+        else:
+            self.col_pool = np.asarray(inp.pools, dtype=int)
+            self.capacity = np.zeros(self.col_pool.max() + 1 if J else 0)
+            self.capacity[self.col_pool] = cap
+        self.extra_rows: list = []   # structural (A, lo, hi) rows, e.g. pair balance
+        self.packing = None
+        self.constraints: list = []
+        self._cvx_variable = None
+        if inp.pairs is not None:
+            from . import packing
+
+            packing.build(self, inp)
+            self._finish_layout(T, cap)
+            return
         if inp.combinations is None:
             members = np.arange(M)[:, None]
             Tk = T[:, :, None]
@@ -101,22 +122,29 @@ class Problem:
             Tk = inp.combinations.throughputs
         present = members >= 0
         self.members = members
+        self.row_partner = np.full(len(members), -1)
         self.row_scale = inp.scale_factors[members[:, 0]]
         usable = np.where(present[:, None, :], Tk > 0, True).all(axis=2)
         usable &= self.row_scale[:, None] <= cap[None, :]
         self.var_row, self.var_col = np.nonzero(usable)
         n = len(self.var_row)
         self.num_vars = n
+        self.var_share = np.ones(n)
         self.row_gpus = self.row_scale * (1.0 if inp.counts is None else inp.counts[members[:, 0]])
         self.job_rows, thr = _incidence(members, Tk, self.var_row, self.var_col, M)
         self.thr = Affine(self, thr)
-        # a class row (see SchedulingProblem.job_classes) uses its GPUs once per member job
-        by_type = np.argsort(self.var_col, kind="stable")
-        self.capacity_rows = _csr(self.row_gpus[self.var_row[by_type]], by_type,
-                                  np.bincount(self.var_col, minlength=J), (J, n))
+        self._finish_layout(T, cap)
+
+    def _finish_layout(self, T: np.ndarray, cap: np.ndarray) -> None:
+        # a class row (see SchedulingProblem.job_classes) uses its GPUs once per member job;
+        # a partner variable (packing.py) pays for half of its pair's GPUs
+        n = self.num_vars
+        self.var_pool = self.col_pool[self.var_col]
+        self.var_gpus = self.row_gpus[self.var_row] * self.var_share
+        by_pool = np.argsort(self.var_pool, kind="stable")
+        P = len(self.capacity)
+        self.capacity_rows = _csr(self.var_gpus[by_pool], by_pool, np.bincount(self.var_pool, minlength=P), (P, n))
         self._normalizers(T, cap)
-        self.constraints: list = []
-        self._cvx_variable = None
 
     # ----- normalizers (Gavel §3.1) ----------------------------------------------
     def _normalizers(self, T: np.ndarray, cap: np.ndarray) -> None:
@@ -124,16 +152,33 @@ class Problem:
         M = inp.total_jobs
         sf = inp.scale_factors
         runnable = (T > 0) & (sf[:, None] <= cap[None, :])
+        # one column per capacity pool counts: the job's fastest column of the pool
+        primary = self._pool_primary(T) if self.input.pools is not None else np.ones(T.shape, bool)
         if len(T) == 0:
             self.x_equal = self.x_isolated = np.zeros((0, len(cap)))
         else:
-            eq = np.broadcast_to(cap / M, T.shape)
+            eq = np.where(primary, cap[None, :] / M, 0.0)
             self.x_equal = eq / max(eq.sum(axis=1).max(), 1e-12)
-            iso = np.where(runnable, cap[None, :] / (M * sf[:, None]), 0.0)
+            iso = np.where(runnable & primary, cap[None, :] / (M * sf[:, None]), 0.0)
             self.x_isolated = iso / np.maximum(iso.sum(axis=1, keepdims=True), 1.0)
         self.thr_equal = (T * self.x_equal).sum(axis=1)
         self.thr_isolated = (T * self.x_isolated).sum(axis=1)
         self.thr_fastest = np.where(runnable, T, 0.0).max(axis=1, initial=0.0)
+
+    def _pool_primary(self, T: np.ndarray) -> np.ndarray:
+        """(M, J): True at each job's fastest column within every pool (first on ties)."""
+        prim = np.zeros(T.shape, bool)
+        for pool in np.unique(self.col_pool):
+            cols = np.flatnonzero(self.col_pool == pool)
+            prim[np.arange(len(T)), cols[np.argmax(T[:, cols], axis=1)]] = True
+        return prim
+
+    @property
+    def single_var(self) -> np.ndarray:
+        """Mask of the variables whose row is one job running alone."""
+        if self.members.shape[1] > 1:
+            return (self.members[self.var_row, 1:] < 0).all(axis=1)
+        return self.row_partner[self.var_row] < 0
 
     # ----- what policies use ---------------------------------------------------------
     @property
@@ -176,15 +221,16 @@ class Problem:
 
     def cost_per_hour(self, prices: np.ndarray) -> Affine:
         """$/h of the allocation: each row pays for its GPUs once, shared or not."""
-        coef = prices[self.var_col] * self.row_scale[self.var_row]
+        coef = prices[self.var_col] * self.row_scale[self.var_row] * self.var_share
         return Affine(self, sp.csr_matrix(coef[None, :]))
 
     # ----- solving -------------------------------------------------------------------
     def validity_rows(self) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray]:
         """Rows of `lo <= A x <= hi` for validity and linear extra constraints."""
-        blocks = [self.job_rows, self.capacity_rows]
-        lo = [np.full(self.num_jobs, -np.inf), np.full(len(self.input.capacity), -np.inf)]
-        hi = [np.ones(self.num_jobs), self.input.capacity.astype(float)]
+        blocks = [self.job_rows, self.capacity_rows] + [a for a, _, _ in self.extra_rows]
+        lo = [np.full(self.num_jobs, -np.inf), np.full(len(self.capacity), -np.inf)] + \
+            [b for _, b, _ in self.extra_rows]
+        hi = [np.ones(self.num_jobs), self.capacity.astype(float)] + [b for _, _, b in self.extra_rows]
         for c in self.constraints:
             if isinstance(c, LinearConstraint):
                 a, b = c.bounds()
@@ -199,6 +245,10 @@ class Problem:
         return solve_objective(self, objective, solver)
 
     def allocation(self, x: np.ndarray) -> Allocation:
+        if self.packing is not None:
+            from .packing import decompose
+
+            return decompose(self, x)
         inp = self.input
         rows_used = self.members.shape[0]
         values = np.zeros((rows_used, len(inp.worker_types)))
@@ -209,10 +259,8 @@ class Problem:
 
     def fallback_x(self) -> np.ndarray:
         """The isolated allocation (1/n of every type): always valid."""
-        single = (self.members[:, 1:] < 0).all(axis=1) if self.members.shape[1] > 1 else \
-            np.ones(len(self.members), bool)
         x = np.zeros(self.num_vars)
-        is_single = single[self.var_row]
+        is_single = self.single_var
         jobs = self.members[self.var_row[is_single], 0]
         x[is_single] = self.x_isolated[jobs, self.var_col[is_single]]
         return x

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -34,8 +34,10 @@ class PolicySpec:
     evaluate: Callable[[Problem, np.ndarray], float] | None = None
     spread: bool = True
     symmetric: bool = False
+    packed: bool = False  # the space-sharing variant: jobs may share a GPU (needs inp.pairs)
 
 
+PACKED = "_packed"
 _REGISTRY: dict[str, PolicySpec] = {}
 _ALIASES: dict[str, str] = {}
 
@@ -67,7 +69,11 @@ def policy(name: str, summary: str = "", *, aliases: tuple[str, ...] = (),
 
 
 def get_policy(name: str) -> PolicySpec:
+    """A policy by name or alias; `NAME_packed` is NAME's space-sharing variant (spec.packed)."""
     _load_builtins()
+    if name.endswith(PACKED) and name not in _REGISTRY and name not in _ALIASES:
+        base = get_policy(name[:-len(PACKED)])
+        return replace(base, name=base.name + PACKED, summary=f"{base.summary} (space sharing)", packed=True)
     key = _ALIASES.get(name, name)
     if key not in _REGISTRY:
         raise InputError("policy", name, f"unknown policy; known: {', '.join(list_policies())}")
@@ -92,20 +98,45 @@ def agnostic_throughputs(T: np.ndarray) -> np.ndarray:
     return np.where(pos, mean[:, None], 0.0)
 
 
+def agnostic_problem(inp: SchedulingProblem) -> SchedulingProblem:
+    """What a heterogeneity-agnostic policy sees: every type equally fast for each job, and
+    each useful pair equally good on every type (its mean fraction), so that it still packs
+    well-matched jobs together; the variable layout is the real problem's."""
+    blind = inp.with_throughputs(agnostic_throughputs(inp.throughputs))
+    return blind if inp.pairs is None else replace(blind, pairs=inp.pairs.agnostic())
+
+
 def spread_over_types(p: Problem, x: np.ndarray) -> np.ndarray:
-    """Type-blind placement: each row's total share split over its usable types by GPU count."""
+    """Type-blind placement: each row's total share split over its usable types by GPU count.
+
+    A partner row's usable types are the same for every job of its class, so the spread
+    keeps pair time balanced; repair rebalances what capacity scaling changes."""
     from .solving import repair
 
     K = p.members.shape[0]
     share = np.bincount(p.var_row, weights=x, minlength=K)
-    cap = p.input.capacity[p.var_col]
+    cap = p.capacity[p.var_pool]
     pool = np.bincount(p.var_row, weights=cap, minlength=K)
     return repair(p, share[p.var_row] * cap / np.maximum(pool[p.var_row], 1e-300))
 
 
-def solve(inp: SchedulingProblem, name: str, solver: str | None = None) -> Solution:
-    """Solve a registered policy on a scheduling problem."""
+def solve(inp: SchedulingProblem, name: str, solver: str | None = None, partitions: int = 1,
+          seed: int = 0) -> Solution:
+    """Solve a registered policy on a scheduling problem.
+
+    `partitions=k > 1` splits jobs and GPUs into k random sub-problems solved in parallel
+    (POP, SOSP'21) and merges them; see partition.py."""
     spec = get_policy(name)
+    if spec.packed and inp.pairs is None and inp.combinations is None:
+        sol = solve(inp, name[:-len(PACKED)], solver, partitions, seed)
+        sol.warnings.append(f"{name}: the problem has no pair throughputs (build it with space_sharing=True); "
+                            "solved without space sharing")
+        log.warning(sol.warnings[-1])
+        return sol
+    if partitions > 1:
+        from .partition import solve_partitioned
+
+        return solve_partitioned(inp, name, partitions, solver=solver, seed=seed)
     if spec.symmetric and inp.combinations is None and inp.counts is None and inp.num_jobs > 1:
         classes, inverse = inp.job_classes()
         if classes.num_jobs < inp.num_jobs:
@@ -113,7 +144,7 @@ def solve(inp: SchedulingProblem, name: str, solver: str | None = None) -> Solut
     real = Problem(inp)
     if not spec.agnostic:
         return _run(spec, real, solver)
-    blind = Problem(inp.with_throughputs(agnostic_throughputs(inp.throughputs)))
+    blind = Problem(agnostic_problem(inp))
     sol = _run(spec, blind, solver)
     if spec.spread:
         sol.x = spread_over_types(real, sol.x)
@@ -122,11 +153,34 @@ def solve(inp: SchedulingProblem, name: str, solver: str | None = None) -> Solut
     return sol
 
 
+def var_keys(p: Problem, job_map: np.ndarray | None = None) -> np.ndarray:
+    """One integer per variable naming (job, partner class or none, column), so that the
+    variables of two problems over the same columns and pair classes can be matched."""
+    C = 0 if p.input.pairs is None else p.input.pairs.num_classes
+    J = len(p.input.worker_types)
+    job = p.members[p.var_row, 0]
+    if job_map is not None:
+        job = job_map[job]
+    return (job.astype(np.int64) * (C + 1) + p.row_partner[p.var_row] + 1) * J + p.var_col
+
+
+def map_x(src: Problem, x: np.ndarray, dst: Problem, dst_to_src_job: np.ndarray | None = None,
+          out: np.ndarray | None = None) -> np.ndarray:
+    """Copy x from src's variables onto dst's matching ones (by job, partner class, column)."""
+    skeys = var_keys(src)
+    order = np.argsort(skeys)
+    dkeys = var_keys(dst, dst_to_src_job)
+    pos = np.clip(np.searchsorted(skeys[order], dkeys), 0, max(len(skeys) - 1, 0))
+    hit = (skeys[order][pos] == dkeys) if len(skeys) else np.zeros(len(dkeys), bool)
+    out = np.zeros(dst.num_vars) if out is None else out
+    out[hit] = x[order[pos[hit]]]
+    return out
+
+
 def _expand(sol: Solution, classes: SchedulingProblem, inp: SchedulingProblem, inverse: np.ndarray) -> Solution:
-    """Give every job its class's allocation."""
+    """Give every job its class's allocation (class totals then split into concrete pairs)."""
     real = Problem(inp)
-    per_class = sol.allocation.values
-    sol.x = per_class[inverse[real.var_row], real.var_col]
+    sol.x = map_x(Problem(classes), sol.x, real, inverse)
     sol.allocation = real.allocation(sol.x)
     return sol
 

@@ -63,9 +63,14 @@ def repair(p: Problem, x: np.ndarray) -> np.ndarray:
         var_scale[has] = np.minimum(var_scale[has], job_scale[mem[has]])
     x = x * var_scale
     used = p.capacity_rows @ x
-    cap = p.input.capacity
+    cap = p.capacity
     type_scale = np.where(used > cap, cap / np.maximum(used, 1e-300), 1.0)
-    return x * type_scale[p.var_col]
+    x = x * type_scale[p.var_pool]
+    if p.packing is not None:  # partner time must stay balanced between classes
+        from .packing import rebalance
+
+        x = rebalance(p, x)
+    return x
 
 
 def fill_leftover(p: Problem, x: np.ndarray) -> np.ndarray:
@@ -75,15 +80,15 @@ def fill_leftover(p: Problem, x: np.ndarray) -> np.ndarray:
     less than a second LP (measured in solver_bench/).
     """
     x = x.copy()
-    single = (p.members[p.var_row, 1:] < 0).all(axis=1)
+    single = p.single_var  # partner time stays as solved: it must balance between classes
     job = p.members[p.var_row, 0]
     slack = 1.0 - p.job_rows @ x
-    left = p.input.capacity - p.capacity_rows @ x
+    left = p.capacity - p.capacity_rows @ x
     T = p.thr.A.sum(axis=0).A1  # a single row's coefficient is its job's throughput there
     gain = T / np.maximum(p.thr_fastest[job], 1e-300)
-    sf = p.row_gpus[p.var_row]
+    sf = p.var_gpus
     for j in np.argsort(-left):
-        cand = np.flatnonzero(single & (p.var_col == j))
+        cand = np.flatnonzero(single & (p.var_pool == j))
         cand = cand[np.argsort(-gain[cand], kind="stable")]
         want = np.maximum(slack[job[cand]], 0.0) * sf[cand]           # GPUs each would use
         before = np.cumsum(want) - want
@@ -171,7 +176,14 @@ def _solve_cvxpy(p: Problem, objective: Objective, solver: str | None):
     from .affine import LinearConstraint
 
     x = p.cvx_variable
-    cons = [x >= 0, x <= 1, p.job_rows @ x <= 1, p.capacity_rows @ x <= p.input.capacity]
+    cons = [x >= 0, x <= 1, p.job_rows @ x <= 1, p.capacity_rows @ x <= p.capacity]
+    for a, lo, hi in p.extra_rows:
+        if a.shape[0]:
+            eq = lo == hi
+            if eq.any():
+                cons.append(a[eq] @ x == hi[eq])
+            if (~eq).any():
+                cons.append(a[~eq] @ x <= hi[~eq])
     for c in p.constraints:
         cons.append(c.cvx if isinstance(c, LinearConstraint) else c)
     cvx_obj = objective.cvx if objective.kind == "cvxpy" else _as_cvxpy(objective)
