@@ -1,0 +1,74 @@
+"""`gavel-ng scheduler`: run the scheduler service until SIGTERM or Ctrl-C."""
+
+from __future__ import annotations
+
+import dataclasses
+import signal
+import sys
+
+from ..errors import InputError
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("scheduler", help="run the scheduler service for a real cluster",
+                       description="Accept jobs, run rounds with the simulator's mechanism, drive worker daemons "
+                                   "over gRPC, keep state in SQLite under --state (and resume from it).")
+    p.add_argument("--cluster-config", required=True, metavar="FILE",
+                   help='JSON: {"worker_types": ["v100", "p100", "k80"], ...} (see docs/deploy.md)')
+    p.add_argument("--state", required=True, metavar="DIR", help="state directory (SQLite, token, checkpoints)")
+    p.add_argument("--port", type=int, default=50060, help="port to listen on (0: any free port; default 50060)")
+    p.add_argument("--bind", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
+    p.add_argument("--round-seconds", type=float, help="round length (default: the config's, else 360)")
+    p.add_argument("--policy", help="scheduling policy (default: the config's, else las)")
+    p.add_argument("--no-lease-renewals", action="store_true",
+                   help="preempt every job at every round end (to measure what renewals save)")
+    p.add_argument("--token-file", metavar="FILE", help="shared token (default: the config's, else STATE/token)")
+    p.add_argument("--tls-cert", metavar="PEM")
+    p.add_argument("--tls-key", metavar="PEM")
+    p.add_argument("--tls-ca", metavar="PEM", help="CA of the workers' certificates")
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from ..policies import get_policy
+    from ..worker.service import SchedulerService
+    from ..worker.spec import ClusterConfig
+
+    config = ClusterConfig.load(args.cluster_config)
+    changes = {}
+    if args.round_seconds is not None:
+        changes["round_seconds"] = args.round_seconds
+    if args.policy is not None:
+        changes["policy"] = args.policy
+    if args.no_lease_renewals:
+        changes["lease_renewals"] = False
+    for name in ("token_file", "tls_cert", "tls_key", "tls_ca"):
+        if getattr(args, name) is not None:
+            changes[name] = getattr(args, name)
+    config = dataclasses.replace(config, **changes)
+    config.check()
+    try:
+        get_policy(config.policy)
+    except (KeyError, ValueError) as exc:
+        raise InputError("--policy", config.policy, str(exc)) from None
+    if not 0 <= args.port < 65536:
+        raise InputError("--port", args.port, "must be a port number")
+    service = SchedulerService(config, args.state, port=args.port, bind=args.bind)
+    port = service.start()
+    print(f"scheduler listening on {args.bind}:{port}", flush=True)
+    _stop_on_signals(service.stop_event)
+    try:
+        service.wait()
+    finally:
+        service.stop()
+    return 0
+
+
+def _stop_on_signals(event) -> None:
+    def handler(signum, frame):
+        event.set()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+    if sys.platform != "win32":
+        signal.signal(signal.SIGHUP, handler)

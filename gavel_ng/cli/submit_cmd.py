@@ -1,0 +1,77 @@
+"""`gavel-ng submit JOBFILE` and `gavel-ng cancel JOB_ID`: talk to a running scheduler."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from ..errors import InputError
+
+
+def add_connection_args(p) -> None:
+    p.add_argument("--scheduler", default=os.environ.get("GAVEL_NG_SCHEDULER", "127.0.0.1:50060"),
+                   metavar="HOST:PORT", help="scheduler address (default: $GAVEL_NG_SCHEDULER or 127.0.0.1:50060)")
+    p.add_argument("--token-file", metavar="FILE",
+                   help="file holding the cluster token (default: $GAVEL_NG_TOKEN; the scheduler writes STATE/token)")
+    p.add_argument("--tls-ca", metavar="PEM", help="CA certificate when the scheduler uses TLS")
+
+
+def client_from_args(args):
+    from ..worker.client import SchedulerClient
+    from ..worker.rpc import read_token
+
+    token = read_token(args.token_file)
+    if not token:
+        raise InputError("--token-file", None, "no token: pass --token-file or set $GAVEL_NG_TOKEN")
+    return SchedulerClient(args.scheduler, token=token, tls_ca=args.tls_ca)
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("submit", help="submit training jobs to a running scheduler",
+                       description="Submit the jobs of a JSON job file (one job object, a list, or "
+                                   '{"jobs": [...]}); prints their ids. Fields: job_type, steps, scale_factor, '
+                                   "weight, slo_s, name, command, working_dir, size, env (see docs/deploy.md).")
+    p.add_argument("jobfile", metavar="JOBFILE")
+    add_connection_args(p)
+    p.add_argument("--wait", action="store_true", help="wait until every submitted job finished")
+    p.add_argument("--json", action="store_true", help="print the ids as a JSON list")
+    p.set_defaults(run=run)
+
+    c = sub.add_parser("cancel", help="cancel a job", description="Cancel a job; a running job is stopped.")
+    c.add_argument("job_id", type=int, metavar="JOB_ID")
+    add_connection_args(c)
+    c.set_defaults(run=run_cancel)
+
+
+def run(args) -> int:
+    from ..worker.client import SchedulerError
+    from ..worker.spec import load_job_file
+
+    specs = load_job_file(args.jobfile)
+    with client_from_args(args) as client:
+        try:
+            ids = client.submit(specs)
+        except SchedulerError as exc:
+            print(f"gavel-ng submit: error: {exc}", file=sys.stderr)
+            return 2
+        print(json.dumps(ids) if args.json else " ".join(str(i) for i in ids))
+        sys.stdout.flush()
+        if args.wait:
+            bad = [j for j in client.wait(ids, timeout=1e9) if j.status != "done"]
+            for j in bad:
+                print(f"job {j.job_id}: {j.status}", file=sys.stderr)
+            return 1 if bad else 0
+    return 0
+
+
+def run_cancel(args) -> int:
+    from ..worker.client import SchedulerError
+
+    with client_from_args(args) as client:
+        try:
+            print(client.cancel(args.job_id))
+        except SchedulerError as exc:
+            print(f"gavel-ng cancel: error: {exc}", file=sys.stderr)
+            return 2
+    return 0

@@ -1,0 +1,60 @@
+"""`gavel-ng worker`: the worker daemon of one server."""
+
+from __future__ import annotations
+
+import os
+
+from ..errors import InputError
+from .scheduler_cmd import _stop_on_signals
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("worker", help="run a worker daemon that runs jobs on this server's GPUs",
+                       description="Register with the scheduler, heartbeat, run each job as processes on its "
+                                   "GPUs (CUDA_VISIBLE_DEVICES), report steps and time, enforce leases.")
+    p.add_argument("--scheduler", required=True, metavar="HOST:PORT")
+    p.add_argument("--gpu-type", required=True, help="worker type of this server's GPUs (e.g. v100)")
+    p.add_argument("--gpus", type=int, required=True, help="number of GPUs to offer")
+    p.add_argument("--gpu-ids", metavar="LIST", help="physical GPU ids, comma-separated (default 0..GPUS-1)")
+    p.add_argument("--port", type=int, default=0, help="port of the worker service (default: any free port)")
+    p.add_argument("--bind", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
+    p.add_argument("--advertise", metavar="HOST", help="host the scheduler reaches this worker at "
+                                                       "(default: the host name)")
+    p.add_argument("--token-file", metavar="FILE", help="cluster token (default: $GAVEL_NG_TOKEN)")
+    p.add_argument("--tls-cert", metavar="PEM")
+    p.add_argument("--tls-key", metavar="PEM")
+    p.add_argument("--tls-ca", metavar="PEM", help="CA of the scheduler's certificate")
+    p.add_argument("--threads-per-gpu", type=int, metavar="N",
+                   help="CPU threads each job process may use (sets OMP_NUM_THREADS for jobs)")
+    p.add_argument("--standby", type=int, metavar="N",
+                   help="warm interpreters (torch imported) kept ready for Python jobs (default 1)")
+    p.add_argument("--work-dir", metavar="DIR", help="scratch directory (default: a temporary one)")
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from ..worker.daemon import WorkerDaemon
+    from ..worker.rpc import Security, read_token
+
+    gpu_ids = None
+    if args.gpu_ids:
+        try:
+            gpu_ids = [int(g) for g in args.gpu_ids.split(",")]
+        except ValueError:
+            raise InputError("--gpu-ids", args.gpu_ids, "must be comma-separated integers") from None
+    if args.threads_per_gpu is not None:
+        if args.threads_per_gpu < 1:
+            raise InputError("--threads-per-gpu", args.threads_per_gpu, "must be >= 1")
+        os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(args.threads_per_gpu)
+    security = Security(read_token(args.token_file), args.tls_cert, args.tls_key, args.tls_ca)
+    daemon = WorkerDaemon(args.scheduler, args.gpu_type, args.gpus, security, bind=args.bind, port=args.port,
+                          advertise=args.advertise, gpu_ids=gpu_ids, work_dir=args.work_dir,
+                          standby=args.standby)
+    daemon.start()
+    print(f"worker {daemon.worker_id} listening on {args.bind}:{daemon.port}", flush=True)
+    _stop_on_signals(daemon.stop_event)
+    try:
+        daemon.wait()
+    finally:
+        daemon.stop()
+    return 0

@@ -1,0 +1,112 @@
+"""What a job process knows about its place in the cluster, and its lease.
+
+The worker daemon passes everything through environment variables (`JobEnv`); the
+lease itself comes from the scheduler (InitJob, UpdateLease). Renewals are asked in a
+background thread so a training step never waits on the network; if the scheduler
+cannot be reached the lease simply is not renewed and the job checkpoints at its end.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class JobEnv:
+    scheduler: str
+    job_id: int
+    attempt: int
+    token: str
+    checkpoint_dir: Path
+    steps: int
+    lease_deadline: float          # time.time() on this machine, set by the worker
+    result_file: Path | None
+    tls_ca: str | None
+    rank: int
+    world_size: int
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> JobEnv | None:
+        """None outside a gavel_ng worker (the iterator then runs standalone)."""
+        env = os.environ if env is None else env
+        if "GAVEL_NG_JOB_ID" not in env:
+            return None
+        return cls(env["GAVEL_NG_SCHEDULER"], int(env["GAVEL_NG_JOB_ID"]), int(env["GAVEL_NG_ATTEMPT"]),
+                   env.get("GAVEL_NG_JOB_TOKEN", ""), Path(env["GAVEL_NG_CHECKPOINT_DIR"]),
+                   int(env["GAVEL_NG_STEPS"]), float(env["GAVEL_NG_LEASE_DEADLINE"]),
+                   Path(env["GAVEL_NG_RESULT_FILE"]) if env.get("GAVEL_NG_RESULT_FILE") else None,
+                   env.get("GAVEL_NG_TLS_CA") or None, int(env.get("RANK", "0")), int(env.get("WORLD_SIZE", "1")))
+
+
+class LeaseClient:
+    """Rank 0's view of the lease: deadline on the monotonic clock, renewals in the background."""
+
+    def __init__(self, env: JobEnv):
+        from gavel_ng.worker.protos import gavel_pb2 as pb
+        from gavel_ng.worker.rpc import Security, Stub, open_channel
+
+        self.pb = pb
+        self.env = env
+        self.steps_total = env.steps
+        self.deadline = time.monotonic() + (env.lease_deadline - time.time())
+        self.renew_at: float | None = None
+        self.renewals = 0
+        sec = Security(env.token or "-", tls_ca=env.tls_ca)
+        self.channel = open_channel(env.scheduler, sec)
+        self.stub = Stub(self.channel, "Scheduler", env.token, timeout=10.0)
+        self._pending: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def init(self, checkpoint_step: int) -> None:
+        try:
+            lease = self.stub.InitJob(self.pb.InitJobRequest(job_id=self.env.job_id, attempt=self.env.attempt,
+                                                             checkpoint_step=checkpoint_step), timeout=10.0)
+        except Exception as exc:      # grpc.RpcError and friends: fall back to the worker's lease
+            log.warning("InitJob failed (%s): running to the worker's lease", exc)
+            return
+        self.steps_total = int(lease.steps_total) or self.steps_total
+        self._apply(lease)
+
+    def _apply(self, lease) -> None:
+        now = time.monotonic()
+        with self._lock:
+            if lease.seconds_left >= 0:
+                self.deadline = now + lease.seconds_left
+            self.renew_at = now + lease.renew_in if lease.renew_in >= 0 and lease.seconds_left >= 0 else None
+            if lease.renewed:
+                self.renewals += 1
+
+    def maybe_renew(self, steps: int, compute_seconds: float) -> None:
+        """Start a renewal request if one is due and none is in flight."""
+        with self._lock:
+            due = self.renew_at is not None and time.monotonic() >= self.renew_at
+            if not due or (self._pending is not None and self._pending.is_alive()):
+                return
+            self.renew_at = None
+        req = self.pb.UpdateLeaseRequest(job_id=self.env.job_id, attempt=self.env.attempt, steps=steps,
+                                         compute_seconds=compute_seconds)
+        self._pending = threading.Thread(target=self._renew, args=(req,), name="lease", daemon=True)
+        self._pending.start()
+
+    def _renew(self, req) -> None:
+        timeout = max(1.0, self.deadline - time.monotonic() + 1.0)
+        try:
+            self._apply(self.stub.UpdateLease(req, timeout=timeout))
+        except Exception as exc:
+            log.info("lease renewal failed (%s): stopping at the lease end", exc)
+
+    def wait_pending(self, until: float) -> None:
+        """Give an in-flight renewal until `until` (monotonic) to answer."""
+        t = self._pending
+        if t is not None and t.is_alive():
+            t.join(timeout=max(0.0, until - time.monotonic()))
+
+    def close(self) -> None:
+        self.channel.close()

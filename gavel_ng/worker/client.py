@@ -1,0 +1,138 @@
+"""Python client of the scheduler service (what `gavel-ng submit` and `status` use).
+
+    from gavel_ng.worker import SchedulerClient, JobSpec
+    with SchedulerClient("sched:50060", token=open("token").read().strip()) as c:
+        [job] = c.submit(JobSpec("ResNet-18 (batch size 32)", steps=5000))
+        c.wait([job])
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import grpc
+
+from .protos import gavel_pb2 as pb
+from .rpc import Security, Stub, open_channel, read_token
+from .spec import JobSpec
+
+
+class SchedulerError(RuntimeError):
+    """The scheduler refused a call; `code` is the gRPC status name (e.g. INVALID_ARGUMENT)."""
+
+    def __init__(self, code: str, details: str):
+        self.code, self.details = code, details
+        super().__init__(f"{code}: {details}")
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    job_id: int
+    name: str
+    job_type: str
+    scale_factor: int
+    status: str
+    steps_done: int
+    steps_total: int
+    steps_live: int
+    attempts: int
+    renewals: int
+    placement: str
+
+    @classmethod
+    def from_proto(cls, m: pb.JobInfo) -> JobStatus:
+        s = m.spec
+        return cls(m.job_id, s.name, s.job_type, s.scale_factor, m.status, m.steps_done, s.steps, m.steps_live,
+                   m.attempts, m.renewals, m.placement)
+
+    @property
+    def finished(self) -> bool:
+        return self.status in ("done", "cancelled", "failed")
+
+
+@dataclass(frozen=True)
+class WorkerStatus:
+    worker_id: str
+    address: str
+    gpu_type: str
+    gpus: int
+    alive: bool
+    last_seen_ago: float
+    running_jobs: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ClusterStatus:
+    workers: list[WorkerStatus]
+    jobs: list[JobStatus]
+    allocation: list[tuple[tuple[int, ...], dict[str, float]]]
+    worker_types: list[str]
+    policy: str
+    round: int
+    round_seconds: float
+    round_ends_in: float
+    renewals: int
+    launches: int
+    throughputs: dict[str, float]
+
+    @classmethod
+    def from_proto(cls, m: pb.StatusReply) -> ClusterStatus:
+        workers = [WorkerStatus(w.worker_id, w.address, w.gpu_type, w.gpus, w.alive, w.last_seen_ago,
+                                tuple(w.running_jobs)) for w in m.workers]
+        alloc = [(tuple(r.jobs), dict(r.share)) for r in m.allocation]
+        return cls(workers, [JobStatus.from_proto(j) for j in m.jobs], alloc, list(m.worker_types), m.policy,
+                   m.round, m.round_seconds, m.round_ends_in, m.renewals, m.launches, dict(m.throughputs))
+
+
+class SchedulerClient:
+    def __init__(self, address: str = "127.0.0.1:50060", token: str | None = None, tls_ca: str | None = None,
+                 timeout: float = 10.0):
+        token = token if token is not None else read_token()
+        self.channel = open_channel(address, Security(token or "-", tls_ca=tls_ca))
+        self.stub = Stub(self.channel, "Scheduler", token or "", timeout=timeout)
+
+    def __enter__(self) -> SchedulerClient:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.channel.close()
+
+    def _call(self, method: str, request):
+        try:
+            return getattr(self.stub, method)(request)
+        except grpc.RpcError as exc:
+            raise SchedulerError(exc.code().name, exc.details() or "") from None
+
+    def submit(self, jobs: JobSpec | dict | list) -> list[int]:
+        """Submit one job or several (JobSpec or job-file dicts); returns their ids."""
+        items = jobs if isinstance(jobs, list) else [jobs]
+        specs = [j if isinstance(j, JobSpec) else JobSpec.from_dict(j, f"jobs[{i}]") for i, j in enumerate(items)]
+        reply = self._call("SubmitJobs", pb.SubmitJobsRequest(jobs=[s.to_proto() for s in specs]))
+        return list(reply.job_ids)
+
+    def cancel(self, job_id: int) -> str:
+        return self._call("CancelJob", pb.CancelJobRequest(job_id=job_id)).status
+
+    def jobs(self, include_finished: bool = True) -> list[JobStatus]:
+        reply = self._call("ListJobs", pb.ListJobsRequest(include_finished=include_finished))
+        return [JobStatus.from_proto(j) for j in reply.jobs]
+
+    def status(self) -> ClusterStatus:
+        return ClusterStatus.from_proto(self._call("GetStatus", pb.Empty()))
+
+    def wait(self, job_ids: list[int], timeout: float = 3600.0, poll: float = 0.5) -> list[JobStatus]:
+        """Poll until every job finished; raises TimeoutError with the stragglers named."""
+        end = time.monotonic() + timeout
+        wanted = set(job_ids)
+        while True:
+            jobs = [j for j in self.jobs() if j.job_id in wanted]
+            if len(jobs) == len(wanted) and all(j.finished for j in jobs):
+                return sorted(jobs, key=lambda j: j.job_id)
+            if time.monotonic() > end:
+                left = [j.job_id for j in jobs if not j.finished]
+                raise TimeoutError(f"jobs {left} not finished after {timeout:.0f}s")
+            time.sleep(poll)

@@ -1,0 +1,304 @@
+"""The worker daemon: one per server, owns its GPUs, runs what the scheduler sends.
+
+Threads: the gRPC server (RunJob / KillJob only queue work), `monitor` (starts queued
+tasks once their GPUs are free, watches processes, enforces leases) and `reporter`
+(registers, heartbeats, delivers end-of-attempt reports, re-registers after a scheduler
+restart and keeps reports until the scheduler has taken them).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+
+from ..errors import InputError
+from .proc import RankResult, builtin_command, free_port, signal_group, spawn
+from .protos import gavel_pb2 as pb
+from .rpc import Security, Stub, make_server, open_channel
+from .standby import StandbyPool
+
+log = logging.getLogger(__name__)
+TICK = 0.05
+KILL_AFTER = 3.0          # SIGTERM, then SIGKILL this much later
+
+
+@dataclass
+class Task:
+    """This worker's share of one attempt: one process per GPU."""
+
+    req: pb.RunJobRequest
+    deadline: float                      # lease end, time.time()
+    procs: list = field(default_factory=list)
+    results: list[Path] = field(default_factory=list)
+    started: float | None = None
+    stop_reason: str | None = None       # killed | killed-lease
+    term_sent: float | None = None
+
+    @property
+    def ref(self) -> tuple[int, int]:
+        return self.req.job_id, self.req.attempt
+
+
+class WorkerDaemon:
+    def __init__(self, scheduler: str, gpu_type: str, gpus: int, security: Security, bind: str = "0.0.0.0",
+                 port: int = 0, advertise: str | None = None, gpu_ids: list[int] | None = None,
+                 work_dir: str | None = None, python: str = sys.executable, standby: int | None = None):
+        if gpus < 1:
+            raise InputError("--gpus", gpus, "must be >= 1")
+        self.gpu_ids = list(gpu_ids) if gpu_ids else list(range(gpus))
+        if len(self.gpu_ids) != gpus:
+            raise InputError("--gpu-ids", gpu_ids, f"must list {gpus} GPUs")
+        self.scheduler, self.gpu_type, self.gpus = scheduler, gpu_type.lower(), gpus
+        self.security, self.bind, self.port = security, bind, port
+        self.advertise = advertise or socket.gethostname()
+        self.python = python
+        self.worker_id = uuid.uuid4().hex[:12]
+        self._own_dir = work_dir is None
+        self.work_dir = Path(work_dir or tempfile.mkdtemp(prefix="gavel-worker-"))
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.heartbeat_seconds, self.grace = 2.0, 30.0
+        self.standby = StandbyPool(1 if standby is None else standby, python, self.work_dir)
+        self.lock = threading.Lock()
+        self.queued: list[Task] = []
+        self.running: list[Task] = []
+        self.pending: list[pb.DoneReport] = []
+        self.stop_event = threading.Event()
+        self.report_event = threading.Event()
+        self.registered = threading.Event()
+        self.server = None
+        self.channel = open_channel(scheduler, security)
+        self.stub = Stub(self.channel, "Scheduler", security.token, timeout=5.0)
+        self._threads: list[threading.Thread] = []
+
+    # ----- lifecycle ---------------------------------------------------------------------------
+    def start(self) -> None:
+        self.server, self.port = make_server(self.bind, self.port, {"Worker": self}, self.security, max_workers=8)
+        for name, target in (("monitor", self._monitor), ("reporter", self._reporter)):
+            t = threading.Thread(target=target, name=name, daemon=True)
+            t.start()
+            self._threads.append(t)
+        log.info("worker %s: %d x %s, serving on %s:%d, scheduler %s", self.worker_id, self.gpus, self.gpu_type,
+                 self.advertise, self.port, self.scheduler)
+
+    def stop(self) -> None:
+        """Stop serving and end every job (a clean shutdown; `kill -9` relies on PDEATHSIG)."""
+        self.stop_event.set()
+        self.report_event.set()
+        with self.lock:
+            tasks = self.running + self.queued
+        for t in tasks:
+            for p in t.procs:
+                signal_group(p, signal.SIGKILL)
+        for t in self._threads:
+            t.join(timeout=5)
+        self.standby.close()
+        if self.server is not None:
+            self.server.stop(0.5).wait(2)
+        self.channel.close()
+        if self._own_dir:
+            shutil.rmtree(self.work_dir, ignore_errors=True)
+
+    def wait(self) -> None:
+        while not self.stop_event.wait(0.5):
+            pass
+
+    # ----- Worker service ------------------------------------------------------------------------
+    def RunJob(self, req: pb.RunJobRequest, context) -> pb.Empty:
+        gpus = list(req.gpus)
+        if not gpus or len(set(gpus)) != len(gpus) or not all(0 <= g < self.gpus for g in gpus):
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"gpus: {gpus} not distinct GPUs of 0..{self.gpus - 1}")
+        with self.lock:
+            if any(t.ref == (req.job_id, req.attempt) for t in self.queued + self.running):
+                return pb.Empty()                          # a retried call
+            self.queued.append(Task(req, time.time() + req.lease_seconds))
+        log.info("job %d attempt %d queued on GPUs %s", req.job_id, req.attempt, gpus)
+        return pb.Empty()
+
+    def KillJob(self, req: pb.KillJobRequest, context) -> pb.Empty:
+        with self.lock:
+            for t in self.queued + self.running:
+                if t.req.job_id == req.job_id and req.attempt in (0, t.req.attempt) and t.stop_reason is None:
+                    t.stop_reason = "killed"
+        return pb.Empty()
+
+    # ----- monitor ----------------------------------------------------------------------------------
+    def _monitor(self) -> None:
+        while not self.stop_event.wait(TICK):
+            try:
+                self._tick()
+            except Exception:
+                log.exception("monitor")
+
+    def _tick(self) -> None:
+        now = time.time()
+        with self.lock:
+            if not self.stop_event.is_set():
+                self.standby.fill()
+            busy = {g for t in self.running for g in t.req.gpus}
+            for t in list(self.queued):
+                if t.stop_reason is not None or now > t.deadline + self.grace:
+                    self.queued.remove(t)
+                    self._end(t, [], t.stop_reason or "killed-lease")
+                elif not busy & set(t.req.gpus):
+                    self.queued.remove(t)
+                    busy.update(t.req.gpus)
+                    self._start(t)
+            for t in list(self.running):
+                codes = [p.poll() for p in t.procs]
+                if all(c is not None for c in codes):
+                    self.running.remove(t)
+                    self._end(t, codes, t.stop_reason or "exited")
+                    continue
+                if t.stop_reason is None and (now > t.deadline + self.grace):
+                    t.stop_reason = "killed-lease"
+                    log.warning("job %d attempt %d outlived its lease by %.1fs: stopping it", *t.ref, now - t.deadline)
+                if t.stop_reason is None and any(c not in (None, 0) for c in codes):
+                    t.stop_reason = "killed"                 # a crashed rank would hang the others
+                if t.stop_reason is not None:
+                    if t.term_sent is None:
+                        t.term_sent = now
+                        for p in t.procs:
+                            signal_group(p, signal.SIGTERM)
+                    elif now - t.term_sent > KILL_AFTER:
+                        for p in t.procs:
+                            signal_group(p, signal.SIGKILL)
+
+    def _start(self, t: Task) -> None:
+        req = t.req
+        spec = req.spec
+        argv = list(spec.command) or builtin_command(spec.job_type, spec.size, self.python)
+        ckpt = Path(req.checkpoint_dir)
+        ckpt.mkdir(parents=True, exist_ok=True)
+        base = {**os.environ, **dict(spec.env)}
+        base.update({
+            "GAVEL_NG_SCHEDULER": self.scheduler, "GAVEL_NG_JOB_ID": str(req.job_id),
+            "GAVEL_NG_ATTEMPT": str(req.attempt), "GAVEL_NG_JOB_TOKEN": req.job_token,
+            "GAVEL_NG_CHECKPOINT_DIR": str(ckpt), "GAVEL_NG_STEPS": str(spec.steps),
+            "GAVEL_NG_LEASE_DEADLINE": repr(t.deadline), "GAVEL_NG_WORKER_TYPE": self.gpu_type,
+            "WORLD_SIZE": str(req.world_size), "LOCAL_WORLD_SIZE": str(len(req.gpus)),
+        })
+        base.pop("GAVEL_NG_TOKEN", None)                 # jobs get only their own token
+        if self.security.tls_ca:
+            base["GAVEL_NG_TLS_CA"] = self.security.tls_ca
+        if req.world_size > 1:
+            if req.dist_init:
+                base["GAVEL_NG_DIST_INIT"] = req.dist_init
+            else:
+                base.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())})
+                base["GAVEL_NG_DIST_INIT"] = "env://"
+        t.started = time.time()
+        for local, gpu in enumerate(req.gpus):
+            rank = req.rank_offset + local
+            result = self.work_dir / f"job{req.job_id}-a{req.attempt}-r{rank}.json"
+            result.unlink(missing_ok=True)
+            env = {**base, "RANK": str(rank), "LOCAL_RANK": str(local), "GAVEL_NG_RESULT_FILE": str(result),
+                   "CUDA_VISIBLE_DEVICES": str(self.gpu_ids[gpu])}
+            log_file = ckpt / "logs" / f"attempt{req.attempt}-rank{rank}.log"
+            try:
+                proc = None
+                if self.standby.eligible(argv, env.get("PATH")):
+                    proc = self.standby.run(argv, env, spec.working_dir, log_file)
+                t.procs.append(proc or spawn(argv, env, spec.working_dir, log_file))
+            except OSError as exc:
+                log.error("job %d: cannot start %s: %s", req.job_id, argv[0], exc)
+                t.stop_reason = "killed"
+                break
+            t.results.append(result)
+        self.running.append(t)
+        log.info("job %d attempt %d started: %d process(es) on GPUs %s", *t.ref, len(t.procs), list(req.gpus))
+
+    def _end(self, t: Task, codes: list[int], reason: str) -> None:
+        """All processes of a task exited: queue its report (lock held)."""
+        results = [RankResult.read(p) for p in t.results]
+        lead = next((r for r in results if r is not None), None)
+        if not t.procs and reason == "exited":
+            reason = "launch-failed"
+        code = next((c for c in codes if c != 0), 0)
+        rep = pb.DoneReport(worker_id=self.worker_id, job_id=t.req.job_id, attempt=t.req.attempt, exit_code=code,
+                            done=bool(lead and lead.done and all(r is not None and r.done for r in results)),
+                            steps=lead.step if lead else -1, steps_run=lead.steps_run if lead else 0,
+                            compute_seconds=lead.compute_seconds if lead else 0.0,
+                            wall_seconds=time.time() - t.started if t.started else 0.0,
+                            reason="launch-failed" if not t.procs and t.started else reason)
+        for p in t.results:
+            p.unlink(missing_ok=True)
+        self.pending.append(rep)
+        self.report_event.set()
+        log.info("job %d attempt %d ended (%s, exit %d) at step %d", rep.job_id, rep.attempt, rep.reason,
+                 rep.exit_code, rep.steps)
+
+    # ----- reporter -----------------------------------------------------------------------------------
+    def _running_refs(self) -> list[pb.AttemptRef]:
+        with self.lock:
+            return [pb.AttemptRef(job_id=t.req.job_id, attempt=t.req.attempt) for t in self.running + self.queued]
+
+    def _reporter(self) -> None:
+        while not self.stop_event.is_set():
+            try:
+                if not self.registered.is_set():
+                    self._register()
+                else:
+                    self._flush()
+                    self._heartbeat()
+            except grpc.RpcError as exc:
+                if exc.code() == grpc.StatusCode.NOT_FOUND:
+                    log.info("scheduler does not know this worker: registering again")
+                    self.registered.clear()
+                    continue
+                if exc.code() in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.INVALID_ARGUMENT):
+                    log.error("scheduler refused this worker: %s", exc.details())
+                else:
+                    log.debug("scheduler unreachable: %s", exc.code())
+            self.report_event.wait(self.heartbeat_seconds if self.registered.is_set() else 0.5)
+            self.report_event.clear()
+
+    def _register(self) -> None:
+        with self.lock:
+            pending = list(self.pending)
+        req = pb.RegisterWorkerRequest(worker_id=self.worker_id, address=f"{self.advertise}:{self.port}",
+                                       gpu_type=self.gpu_type, gpus=self.gpus, running=self._running_refs(),
+                                       pending=pending)
+        reply = self.stub.RegisterWorker(req)
+        self.heartbeat_seconds, self.grace = reply.heartbeat_seconds or 2.0, reply.grace_seconds or 30.0
+        with self.lock:
+            self.pending = [r for r in self.pending if r not in pending]
+        self.registered.set()
+        log.info("registered with %s (heartbeat %.2gs, grace %.2gs)", self.scheduler, self.heartbeat_seconds,
+                 self.grace)
+
+    def _flush(self) -> None:
+        while True:
+            with self.lock:
+                if not self.pending:
+                    return
+                rep = self.pending[0]
+            self.stub.ReportDone(rep)
+            with self.lock:
+                self.pending.remove(rep)
+
+    def _heartbeat(self) -> None:
+        reply = self.stub.Heartbeat(pb.HeartbeatRequest(worker_id=self.worker_id, running=self._running_refs()))
+        now = time.time()
+        with self.lock:
+            tasks = {t.ref: t for t in self.running + self.queued}
+            for lease in reply.leases:
+                t = tasks.get((lease.job_id, lease.attempt))
+                if t is not None:
+                    t.deadline = now + lease.seconds_left
+            for ref in reply.kill:
+                t = tasks.get((ref.job_id, ref.attempt))
+                if t is not None and t.stop_reason is None:
+                    log.info("scheduler does not know job %d attempt %d: stopping it", *t.ref)
+                    t.stop_reason = "killed"

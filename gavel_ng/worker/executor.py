@@ -1,0 +1,323 @@
+"""The deployment executor: the SchedulerLoop's second Executor, driving gRPC workers.
+
+Rounds sit on a fixed grid of `round_seconds`. The loop calls execute(plan) for round
+r+1 while round r still runs: `plan_margin` seconds before round r ends, so that the
+allocation is solved and the next round placed off the critical path. execute() then
+
+1. publishes the plan, which answers the lease renewals iterators ask for near the end
+   of round r (renewed iff the job keeps exactly its GPUs),
+2. waits for round r to end, launching and relaunching as jobs come and go,
+3. starts round r+1: every planned job without a live attempt is launched as soon as
+   its GPUs are free (the previous occupant checkpointed and exited),
+4. returns at round r+1's planning point with the time each entry held its GPUs.
+
+Jobs not renewed stop by themselves at their lease end; workers kill those that
+overrun it by more than the grace period.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+import numpy as np
+
+from ..mechanism import JobView, RoundPlan, RoundResult
+from .planner import DynamicPlanner, PolicyAllocator
+from .protos import gavel_pb2 as pb
+from .rpc import job_token
+from .state import FINISHED, Attempt, ClusterState, JobState, WorkerState
+
+log = logging.getLogger(__name__)
+TICK = 0.05
+RPC_TIMEOUT = 5.0
+
+
+@dataclass(frozen=True)
+class Assignment:
+    job_id: int
+    placement: tuple[tuple[str, int], ...]   # (worker id, local GPU) per rank
+    worker_type: str
+    consolidated: bool
+
+
+class DeployExecutor:
+    def __init__(self, state: ClusterState, planner: DynamicPlanner, allocator: PolicyAllocator,
+                 checkpoint_root: Path, stop: threading.Event, on_topology_change: Callable[[], None]):
+        self.state = state
+        self.planner = planner
+        self.allocator = allocator
+        self.checkpoint_root = Path(checkpoint_root)
+        self.stop = stop
+        self.on_topology_change = on_topology_change
+        cfg = state.config
+        self.L = float(cfg.round_seconds)
+        self.renewals = cfg.lease_renewals
+        self.plan_margin = min(0.3 * self.L, 30.0)
+        self.renew_margin = self.plan_margin / 2
+        self.round_start: float | None = None
+        self.round_end: float | None = None
+        self.current: dict[int, Assignment] = {}
+        self.next: dict[int, Assignment] | None = None
+        self._version = -1
+        self._warned_pairs = False
+
+    # ----- Executor protocol ---------------------------------------------------------------
+    def now(self) -> float:
+        return time.time()
+
+    def admit(self) -> list[int]:
+        st = self.state
+        with st.lock:
+            out = sorted(m for m, j in st.jobs.items() if not j.admitted and j.status not in FINISHED)
+            for m in out:
+                st.jobs[m].admitted = True
+            return out
+
+    def job_view(self, jobs: list[int]) -> JobView:
+        return self.allocator.job_view(jobs)
+
+    def execute(self, plan: RoundPlan) -> RoundResult:
+        desired = self._resolve(plan)
+        with self.state.cv:
+            self.next = desired
+            self.state.cv.notify_all()
+        if not desired:
+            self._run_until(time.time() + min(self.L, 1.0), idle=True)
+            return RoundResult(np.zeros(plan.num_entries), self.state.drain_finished())
+        if self.round_end is not None:
+            self._run_until(self.round_end)
+        self._begin_round(desired)
+        self._run_until(self.round_start + self.L - self.plan_margin)
+        return RoundResult(self._occupied(plan), self.state.drain_finished())
+
+    # ----- rounds ---------------------------------------------------------------------------
+    def _resolve(self, plan: RoundPlan) -> dict[int, Assignment]:
+        out = {}
+        types = self.state.worker_types
+        for e in range(plan.num_entries):
+            key = plan.keys[e]
+            if len(key) != 1:
+                if not self._warned_pairs:
+                    log.warning("space sharing is not supported by the deployment runtime: pairs are skipped")
+                    self._warned_pairs = True
+                continue
+            placement = tuple(self.planner.placement(plan, e))
+            out[int(key[0])] = Assignment(int(key[0]), placement, types[int(plan.types[e])],
+                                          bool(plan.consolidated[e]))
+        return out
+
+    def _begin_round(self, desired: dict[int, Assignment]) -> None:
+        st = self.state
+        with st.cv:
+            now = time.time()
+            on_grid = self.round_end is not None and now - self.round_end < 0.5 * self.L
+            self.round_start = self.round_end if on_grid else now
+            self.round_end = self.round_start + self.L
+            st.round_no += 1
+            self.current, self.next = desired, None
+            kept = [m for m, a in desired.items() if (live := st.jobs[m].live) is not None
+                    and tuple(live.placement) == a.placement and live.lease_end >= self.round_end - 1e-6]
+            st.store.set_meta("round", st.round_no)
+            st.store.event("round", round_no=st.round_no, start=self.round_start, kept=kept,
+                           plan={str(m): [a.worker_type, [list(p) for p in a.placement]] for m, a in desired.items()})
+            st.cv.notify_all()
+
+    def _occupied(self, plan: RoundPlan) -> np.ndarray:
+        st = self.state
+        out = np.zeros(plan.num_entries)
+        with st.lock:
+            for e in range(plan.num_entries):
+                job = st.jobs.get(int(plan.keys[e][0]))
+                if job is None or int(job.job_id) not in self.current:
+                    continue
+                if job.finished is not None and job.finished < self.round_end:
+                    out[e] = min(max(job.finished - self.round_start, 0.0), self.L)
+                elif job.live is not None or job.status not in FINISHED:
+                    out[e] = self.L
+        return out
+
+    def _run_until(self, t: float, idle: bool = False) -> None:
+        """Keep the current round's jobs running until time t (or, idle, until something happens)."""
+        st = self.state
+        while not self.stop.is_set():
+            now = time.time()
+            if now >= t:
+                return
+            kills = st.check_workers()
+            with st.cv:
+                if st.topology_version != self._version:
+                    self._version = st.topology_version
+                    self.on_topology_change()
+                launches = self._pick_launches(now)
+            self.send_kills(kills)
+            for job, att in launches:
+                self._launch(job, att)
+            with st.cv:
+                if idle and st.wake:
+                    st.wake = False
+                    return
+                st.cv.wait(timeout=max(0.0, min(TICK, t - time.time())))
+
+    # ----- launching --------------------------------------------------------------------------
+    def _pick_launches(self, now: float) -> list[tuple[JobState, Attempt]]:
+        """Planned jobs with no live attempt whose GPUs are free and workers alive (lock held)."""
+        st = self.state
+        if self.round_end is None or now >= self.round_end:
+            return []
+        held = {p for j in st.jobs.values() if j.live is not None for p in j.live.placement}
+        out = []
+        for m, a in self.current.items():
+            job = st.jobs.get(m)
+            if job is None or job.status in FINISHED or job.live is not None or job.blocked_round == st.round_no:
+                continue
+            if any(not self._alive(w) for w, _ in a.placement) or any(p in held for p in a.placement):
+                continue
+            if self.round_end - now < 0.25 * self.L and not self._keeps(m, a):
+                continue                      # not worth a start-up for a sliver of a round
+            out.append((job, self._new_attempt(job, a, now)))
+            held.update(a.placement)
+        return out
+
+    def _alive(self, worker_id: str) -> bool:
+        w = self.state.workers.get(worker_id)
+        return w is not None and w.alive
+
+    def _keeps(self, m: int, a: Assignment) -> bool:
+        nxt = self.next.get(m) if self.next is not None else None
+        return self.renewals and nxt is not None and nxt.placement == a.placement
+
+    def _new_attempt(self, job: JobState, a: Assignment, now: float) -> Attempt:
+        st = self.state
+        job.attempts += 1
+        att = Attempt(job.job_id, job.attempts, list(a.placement), a.worker_type, a.consolidated, now,
+                      self.round_end, job.steps_done)
+        job.live = att
+        job.status = "running"
+        st.stats["launches"] += 1
+        st.store.add_attempt(job.job_id, att.attempt, att.placement, a.worker_type, now, job.steps_done)
+        st.store.update_job(job.job_id, status="running", attempts=job.attempts)
+        st.store.set_meta("launches", st.stats["launches"])
+        st.store.event("launch", job_id=job.job_id, round_no=st.round_no, attempt=att.attempt,
+                       worker_type=a.worker_type, placement=[list(p) for p in a.placement], steps=job.steps_done)
+        return att
+
+    def _launch(self, job: JobState, att: Attempt) -> None:
+        st = self.state
+        workers = att.workers
+        ckpt = self.checkpoint_root / f"job-{job.job_id}"
+        dist_init = f"file://{ckpt}/rendezvous-{att.attempt}" if len(workers) > 1 else ""
+        rank = 0
+        for wid in workers:
+            gpus = [g for w, g in att.placement if w == wid]
+            req = pb.RunJobRequest(job_id=job.job_id, attempt=att.attempt, spec=job.spec.to_proto(), gpus=gpus,
+                                   rank_offset=rank, world_size=len(att.placement), dist_init=dist_init,
+                                   lease_seconds=att.lease_end - time.time(), checkpoint_dir=str(ckpt),
+                                   job_token=job_token(st.secret, job.job_id, att.attempt))
+            rank += len(gpus)
+            w = st.workers.get(wid)
+            try:
+                w.stub.RunJob(req, timeout=RPC_TIMEOUT)
+            except grpc.RpcError as exc:
+                self._launch_failed(w, job, att, exc)
+                return
+
+    def _launch_failed(self, w: WorkerState, job: JobState, att: Attempt, exc: grpc.RpcError) -> None:
+        st = self.state
+        code = exc.code() if hasattr(exc, "code") else None
+        log.warning("RunJob job %d on %s failed: %s", job.job_id, w.worker_id, exc)
+        if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+            self.send_kills(st.worker_lost(w, f"RunJob: {code.name}"))
+            return
+        with st.lock:
+            for wid in att.workers:       # the attempt ends here, counted as a failure
+                st.report(pb.DoneReport(worker_id=wid, job_id=job.job_id, attempt=att.attempt, exit_code=-1,
+                                        steps=-1, reason="launch-failed"))
+        self.send_kills([(st.workers[x], pb.KillJobRequest(job_id=job.job_id, attempt=att.attempt))
+                         for x in att.workers if x != w.worker_id and self._alive(x)])
+
+    def send_kills(self, kills: list[tuple[WorkerState, pb.KillJobRequest]]) -> None:
+        for w, req in kills:
+            try:
+                w.stub.KillJob(req, timeout=RPC_TIMEOUT)
+            except grpc.RpcError as exc:
+                log.info("KillJob job %d on %s: %s", req.job_id, w.worker_id, exc.code())
+
+    # ----- leases (called from gRPC threads) --------------------------------------------------
+    def init_job(self, req: pb.InitJobRequest) -> pb.Lease:
+        st = self.state
+        with st.cv:
+            job = st.jobs[req.job_id]
+            att = job.live
+            if att is None or att.attempt != req.attempt:
+                return pb.Lease(steps_total=job.spec.steps, seconds_left=-1, renew_in=-1, round_seconds=self.L)
+            if req.checkpoint_step > job.steps_done:     # the checkpoint is the truth about progress
+                job.steps_done = int(req.checkpoint_step)
+                st.store.update_job(job.job_id, steps_done=job.steps_done)
+            att.steps_start = int(req.checkpoint_step)
+            job.steps_live = max(job.steps_live, att.steps_start)
+            if self.renewals and att.lease_end - time.time() <= self.renew_margin:
+                return self._renew(job, att)       # started late in its round: renew right away
+            return self._lease(job, att, False)
+
+    def update_lease(self, req: pb.UpdateLeaseRequest) -> pb.Lease:
+        """Renewed iff the job runs on exactly the same GPUs in the round its lease ends into."""
+        st = self.state
+        with st.cv:
+            job = st.jobs[req.job_id]
+            att = job.live
+            if att is None or att.attempt != req.attempt:
+                return pb.Lease(steps_total=job.spec.steps, seconds_left=-1, renew_in=-1, round_seconds=self.L)
+            st.progress(job, att, req.steps, req.compute_seconds)
+            if not self.renewals:
+                return self._lease(job, att, False)
+            return self._renew(job, att)
+
+    def _renew(self, job: JobState, att: Attempt) -> pb.Lease:
+        """Lock held. Waits (releasing it) for the plan of the round the lease ends into."""
+        st = self.state
+        while True:
+            if self.round_end is not None and att.lease_end > self.round_end + 1e-6:
+                return self._lease(job, att, True)          # already renewed
+            target = self._target(att)
+            if target is not None:
+                break
+            left = att.lease_end - time.time()
+            if left <= 0 or self.stop.is_set():
+                return self._lease(job, att, False)
+            st.cv.wait(min(left, 0.5))
+            if job.live is not att:
+                return pb.Lease(steps_total=job.spec.steps, seconds_left=-1, renew_in=-1)
+        a = target.get(job.job_id)
+        if a is None or a.placement != tuple(att.placement) or job.status in FINISHED:
+            return self._lease(job, att, False)
+        att.lease_end = self.round_end + self.L if target is self.next else self.round_end
+        att.renewals += 1
+        job.renewals += 1
+        st.stats["renewals"] += 1
+        st.store.update_job(job.job_id, renewals=job.renewals)
+        st.store.set_meta("renewals", st.stats["renewals"])
+        st.store.event("renew", job_id=job.job_id, round_no=st.round_no, attempt=att.attempt, steps=job.steps_live)
+        return self._lease(job, att, True)
+
+    def _target(self, att: Attempt) -> dict[int, Assignment] | None:
+        """The plan of the round the attempt's lease ends into; None while not yet computed."""
+        if self.round_end is None:
+            return None
+        if att.lease_end <= self.round_start + 1e-6:
+            return self.current
+        return self.next
+
+    def _lease(self, job: JobState, att: Attempt, renewed: bool) -> pb.Lease:
+        now = time.time()
+        renew_in = max(att.lease_end - self.renew_margin - now, 0.0) if self.renewals else -1.0
+        return pb.Lease(steps_total=job.spec.steps, seconds_left=max(att.lease_end - now, 0.0), renew_in=renew_in,
+                        renewed=renewed, round_seconds=self.L)
+
+    def round_ends_in(self) -> float:
+        return max(0.0, self.round_end - time.time()) if self.round_end is not None else 0.0

@@ -1,0 +1,80 @@
+"""Job processes: environment, launch, and stopping whole process groups.
+
+Each rank runs in its own session (so a kill reaches its data-loader children too) and
+dies with the worker daemon: a tiny exec wrapper sets PR_SET_PDEATHSIG before exec'ing
+the job, so a worker lost to `kill -9` or a crash leaves no job writing checkpoints
+behind the scheduler's back. (Python's preexec_fn is not safe in a threaded daemon.)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+_EXEC_WITH_PARENT = (
+    "import ctypes, os, signal, sys\n"
+    "try:\n"
+    "    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)\n"
+    "except Exception:\n"
+    "    pass\n"
+    "if os.getppid() != int(sys.argv[1]):\n"
+    "    os._exit(137)\n"
+    "os.execvpe(sys.argv[2], sys.argv[2:], os.environ)\n"
+)
+
+
+@dataclass
+class RankResult:
+    """What the iterator wrote when its rank ended (see gavel_ng.iterator)."""
+
+    step: int = -1
+    done: bool = False
+    steps_run: int = 0
+    compute_seconds: float = 0.0
+
+    @classmethod
+    def read(cls, path: Path) -> RankResult | None:
+        try:
+            data = json.loads(path.read_text())
+            return cls(int(data["step"]), bool(data["done"]), int(data["steps_run"]), float(data["compute_seconds"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+
+def builtin_command(job_type: str, size: str, python: str = sys.executable) -> list[str]:
+    return [python, "-m", "gavel_ng.worker.run_job", "--job-type", job_type, "--size", size or "full"]
+
+
+def spawn(argv: list[str], env: dict[str, str], cwd: str | None, log_file: Path) -> subprocess.Popen:
+    """Start argv in a new session, tied to this process's life; output to log_file."""
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_file, "ab") as out:
+        return subprocess.Popen(wrapped_argv(argv), env=env, cwd=cwd or None, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+
+
+def wrapped_argv(argv: list[str]) -> list[str]:
+    """argv behind the exec wrapper that ties the process's life to ours."""
+    return [sys.executable, "-c", _EXEC_WITH_PARENT, str(os.getpid()), *argv]
+
+
+def signal_group(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]

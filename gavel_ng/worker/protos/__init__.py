@@ -1,0 +1,1 @@
+"""Protocol of the deployment runtime: gavel.proto and its committed message stubs (gavel_pb2)."""

@@ -1,0 +1,85 @@
+"""The built-in job: trains one of the 26 Gavel job types on synthetic data with GavelIterator.
+
+    python -m gavel_ng.worker.run_job --job-type 'ResNet-18 (batch size 32)' --size tiny
+
+Under a worker, steps, lease and checkpoint directory come from the environment; on its
+own, pass --steps and --checkpoint-dir. Rank 0 appends one JSON line per step to
+CHECKPOINT_DIR/train.jsonl ({"step", "loss", "attempt"}) plus one per checkpoint load and
+save with a checksum of the weights, which is how the tests see that restores are real.
+It is also the reference for adapting a script (docs/deploy.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--job-type", required=True)
+    parser.add_argument("--size", default="full", choices=("tiny", "full"))
+    parser.add_argument("--steps", type=int, help="total steps when run outside a worker")
+    parser.add_argument("--checkpoint-dir", help="when run outside a worker")
+    parser.add_argument("--batches", type=int, default=4, help="distinct synthetic batches per rank")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    import torch
+
+    from gavel_ng.iterator import GavelIterator, init_distributed
+    from gavel_ng.workloads import get_workload, parse_job_type
+
+    family, batch_size = parse_job_type(args.job_type)
+    workload = get_workload(family)
+    rank, world = init_distributed()
+    torch.manual_seed(0)                       # same initial weights on every rank
+    model = workload.build_model(args.size)
+    if world > 1:
+        model = torch.nn.parallel.DistributedDataParallel(model)
+    core = model.module if world > 1 else model
+    optimizer = workload.make_optimizer(model)
+    loader = [workload.make_batch(batch_size, args.size, seed=1000 * rank + i) for i in range(args.batches)]
+    ckpt_dir = os.environ.get("GAVEL_NG_CHECKPOINT_DIR") or args.checkpoint_dir
+    log_path = Path(ckpt_dir) / "train.jsonl" if ckpt_dir and rank == 0 else None
+    attempt = int(os.environ.get("GAVEL_NG_ATTEMPT", "0"))
+    lines: list[str] = []
+
+    def record(**fields) -> None:
+        if log_path is not None:
+            lines.append(json.dumps({"attempt": attempt, **fields}))
+
+    def checksum() -> float:
+        return float(sum(p.detach().double().sum() for p in core.parameters()))
+
+    def save_checkpoint(path: Path) -> None:
+        torch.save({"model": core.state_dict(), "optimizer": optimizer.state_dict()}, path / "model.pt")
+        record(event="save", step=it.step, checksum=checksum())
+
+    def load_checkpoint(path: Path) -> None:
+        state = torch.load(path / "model.pt", weights_only=True)
+        core.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        record(event="load", step=int(path.name.split("-")[-1]), checksum=checksum())
+
+    it = GavelIterator(loader, load_checkpoint, save_checkpoint, max_steps=args.steps,
+                       checkpoint_dir=args.checkpoint_dir)
+    for batch in it:
+        loss = workload.train_step(model, optimizer, batch)
+        record(step=it.step, loss=loss)
+    if log_path is not None:
+        with open(log_path, "a") as f:
+            f.write("".join(line + "\n" for line in lines))
+    if world > 1:
+        import torch.distributed as dist
+
+        dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

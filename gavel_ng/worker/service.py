@@ -1,0 +1,245 @@
+"""The scheduler service: gRPC front end, the round loop thread, and start/stop/restore.
+
+`SchedulerService(config, state_dir).start()` serves until stop(). The round loop is
+gavel_ng.mechanism's SchedulerLoop, the same one the simulator runs, with
+DeployExecutor in place of the simulated clock.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+
+import grpc
+
+from ..errors import InputError
+from ..mechanism import SchedulerLoop
+from ..profiles import default_table
+from ..throughputs import ThroughputTable
+from .executor import DeployExecutor
+from .measured import MeasuredTable
+from .planner import DynamicPlanner, PolicyAllocator
+from .protos import gavel_pb2 as pb
+from .rpc import Security, Stub, authenticate, make_server, new_token, open_channel
+from .spec import ClusterConfig, JobSpec, validate_submission
+from .state import FINISHED, ClusterState
+from .store import Store
+
+log = logging.getLogger(__name__)
+TOKEN_FILE = "token"
+
+
+def _rpc(method):
+    """Map user errors to status codes; never let a handler exception escape unexplained."""
+
+    @functools.wraps(method)
+    def wrapper(self, request, context):
+        try:
+            return method(self, request, context)
+        except InputError as exc:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        except KeyError as exc:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"unknown job {exc.args[0]}")
+
+    return wrapper
+
+
+class SchedulerServicer:
+    def __init__(self, service: SchedulerService):
+        self.svc = service
+        self.state = service.state
+
+    @_rpc
+    def RegisterWorker(self, req, context):
+        if req.gpu_type not in self.state.worker_types:
+            raise InputError("gpu_type", req.gpu_type, f"not a worker type of this cluster "
+                                                       f"({', '.join(self.state.worker_types)})")
+        if req.gpus < 1 or req.gpus > 1024:
+            raise InputError("gpus", req.gpus, "must be between 1 and 1024")
+        if not req.worker_id or not req.address:
+            raise InputError("worker_id" if not req.worker_id else "address", "", "required")
+        kills = self.state.register(req, self.svc.worker_stub)
+        self.svc.executor.send_kills(kills)
+        cfg = self.state.config
+        return pb.RegisterWorkerReply(heartbeat_seconds=cfg.heartbeat_seconds, grace_seconds=cfg.grace)
+
+    @_rpc
+    def Heartbeat(self, req, context):
+        reply = self.state.heartbeat(req)
+        if reply is None:
+            context.abort(grpc.StatusCode.NOT_FOUND, "unknown worker: register again")
+        return reply
+
+    @_rpc
+    def ReportDone(self, req, context):
+        self.state.report(req)
+        return pb.Empty()
+
+    def _job_caller(self, context, method: str, job_id: int, attempt: int) -> None:
+        who = authenticate(self.state.secret, context.invocation_metadata(), method)
+        if who is not None and who.job is not None and who.job != (job_id, attempt):
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, "token is for another job")
+
+    @_rpc
+    def InitJob(self, req, context):
+        self._job_caller(context, "InitJob", req.job_id, req.attempt)
+        return self.svc.executor.init_job(req)
+
+    @_rpc
+    def UpdateLease(self, req, context):
+        self._job_caller(context, "UpdateLease", req.job_id, req.attempt)
+        return self.svc.executor.update_lease(req)
+
+    @_rpc
+    def SubmitJobs(self, req, context):
+        if not req.jobs:
+            raise InputError("jobs", [], "no jobs given")
+        specs = []
+        for i, m in enumerate(req.jobs):
+            spec = JobSpec.from_proto(m)
+            validate_submission(spec, self.svc.table.base, self.state.worker_types, f"jobs[{i}]")
+            specs.append(spec)
+        ids = self.state.submit(specs)
+        log.info("accepted jobs %s", ids)
+        return pb.SubmitJobsReply(job_ids=ids)
+
+    @_rpc
+    def CancelJob(self, req, context):
+        status, kills = self.state.cancel(req.job_id)
+        self.svc.executor.send_kills(kills)
+        return pb.CancelJobReply(status=status)
+
+    @_rpc
+    def ListJobs(self, req, context):
+        with self.state.lock:
+            jobs = [self.svc.job_info(j) for j in self.state.jobs.values()
+                    if req.include_finished or j.status not in FINISHED]
+        return pb.ListJobsReply(jobs=jobs)
+
+    @_rpc
+    def GetStatus(self, req, context):
+        return self.svc.status()
+
+
+class SchedulerService:
+    def __init__(self, config: ClusterConfig, state_dir: str | Path, port: int = 50060, bind: str = "0.0.0.0",
+                 token: str | None = None):
+        self.config = config
+        self.state_dir = Path(state_dir)
+        self.store = Store(self.state_dir)
+        self.secret = token or self._token()
+        self.security = Security(self.secret, config.tls_cert, config.tls_key, config.tls_ca)
+        base = ThroughputTable.load(config.throughputs) if config.throughputs else \
+            default_table(list(config.worker_types))
+        for w in config.worker_types:
+            if w not in base.worker_types:
+                raise InputError("cluster-config.worker_types", w, "not in the throughput table")
+        self.table = MeasuredTable(base, list(config.worker_types), config.measured_throughputs)
+        self.state = ClusterState(config, self.store, self.table, self.secret)
+        self.state.restore()
+        self.stop_event = threading.Event()
+        root = config.checkpoint_root
+        self.checkpoint_root = Path(root) if root else self.state_dir / "checkpoints"
+        self.checkpoint_root.mkdir(parents=True, exist_ok=True)
+        self.planner = DynamicPlanner(self.state)
+        self.allocator = PolicyAllocator(self.state, config.policy)
+        self.loop: SchedulerLoop | None = None
+        self.executor = DeployExecutor(self.state, self.planner, self.allocator, self.checkpoint_root,
+                                       self.stop_event, self._topology_changed)
+        self.loop = SchedulerLoop(self.planner, self.allocator, self.executor)
+        self.bind, self.port = bind, port
+        self.server: grpc.Server | None = None
+        self._thread: threading.Thread | None = None
+
+    def _token(self) -> str:
+        """The configured token, else STATE/token (created once, readable by the owner only)."""
+        if self.config.token_file:
+            text = Path(self.config.token_file).read_text().strip()
+            if not text:
+                raise InputError("cluster-config.token_file", self.config.token_file, "is empty")
+            return text
+        path = self.state_dir / TOKEN_FILE
+        if not path.exists():
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(new_token() + "\n")
+            log.info("wrote a new cluster token to %s", path)
+        return path.read_text().strip()
+
+    def _topology_changed(self) -> None:
+        if self.loop is not None:
+            self.loop.reset_pending = True
+
+    def worker_stub(self, address: str):
+        channel = open_channel(address, self.security)
+        return channel, Stub(channel, "Worker", self.secret)
+
+    # ----- lifecycle -------------------------------------------------------------------------
+    def start(self) -> int:
+        self.server, self.port = make_server(self.bind, self.port, {"Scheduler": SchedulerServicer(self)},
+                                             self.security, max_workers=64)
+        self._thread = threading.Thread(target=self._run_loop, name="rounds", daemon=True)
+        self._thread.start()
+        log.info("scheduler listening on %s:%d (policy %s, rounds of %gs, state %s)", self.bind, self.port,
+                 self.config.policy, self.config.round_seconds, self.state_dir)
+        return self.port
+
+    def _run_loop(self) -> None:
+        while not self.stop_event.is_set():
+            try:
+                self.loop.step()
+            except Exception:              # a bad round must not end the service
+                log.exception("round failed")
+                self.stop_event.wait(1.0)
+
+    def stop(self, grace: float = 1.0) -> None:
+        self.stop_event.set()
+        with self.state.cv:
+            self.state.cv.notify_all()
+        if self.server is not None:
+            self.server.stop(grace).wait(grace + 1)
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        for w in list(self.state.workers.values()):
+            if w.channel is not None:
+                w.channel.close()
+        self.store.close()
+
+    def wait(self) -> None:
+        while not self.stop_event.wait(0.5):
+            pass
+
+    # ----- status ------------------------------------------------------------------------------
+    def job_info(self, j) -> pb.JobInfo:
+        placement = ""
+        if j.live is not None:
+            gpus = {}
+            for w, g in j.live.placement:
+                gpus.setdefault(w, []).append(str(g))
+            placement = j.live.worker_type + " " + " ".join(f"{w}:{','.join(g)}" for w, g in gpus.items())
+        return pb.JobInfo(job_id=j.job_id, spec=j.spec.to_proto(), status=j.status, steps_done=j.steps_done,
+                          steps_live=max(j.steps_live, j.steps_done), submitted=j.submitted,
+                          finished=j.finished or 0.0, attempts=j.attempts, placement=placement, renewals=j.renewals)
+
+    def status(self) -> pb.StatusReply:
+        st = self.state
+        now = time.monotonic()
+        with st.lock:
+            reply = pb.StatusReply(worker_types=st.worker_types, policy=self.config.policy, round=st.round_no,
+                                   round_seconds=self.config.round_seconds,
+                                   round_ends_in=self.executor.round_ends_in(),
+                                   renewals=st.stats["renewals"], launches=st.stats["launches"],
+                                   throughputs=self.table.measured())
+            for w in sorted(st.workers.values(), key=lambda w: w.order):
+                running = [j.job_id for j in st.jobs.values() if j.live is not None and w.worker_id in j.live.workers]
+                reply.workers.add(worker_id=w.worker_id, address=w.address, gpu_type=w.gpu_type, gpus=w.gpus,
+                                  alive=w.alive, last_seen_ago=now - w.last_seen, running_jobs=running)
+            reply.jobs.extend(self.job_info(j) for j in st.jobs.values())
+            rows, X = st.allocation
+            for r, row in enumerate(rows):
+                reply.allocation.add(jobs=list(row), share={w: float(X[r, k]) for k, w in enumerate(st.worker_types)})
+        return reply

@@ -1,0 +1,201 @@
+"""The scheduler's durable state: one SQLite file under --state.
+
+Jobs, attempts (one launch of a job), workers, measured throughputs, events and a few
+counters. Every change is committed when it happens (WAL, autocommit), so a scheduler
+killed at any moment restarts from what it last decided; readers (tests, tools) may open
+the file while the scheduler runs.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .spec import JobSpec
+
+DB_NAME = "gavel.sqlite"
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    job_id INTEGER PRIMARY KEY, spec TEXT NOT NULL, status TEXT NOT NULL, steps_done INTEGER NOT NULL,
+    submitted REAL NOT NULL, finished REAL, attempts INTEGER NOT NULL DEFAULT 0,
+    failures INTEGER NOT NULL DEFAULT 0, renewals INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS attempts (
+    job_id INTEGER NOT NULL, attempt INTEGER NOT NULL, placement TEXT NOT NULL, worker_type TEXT NOT NULL,
+    launched REAL NOT NULL, ended REAL, status TEXT NOT NULL, steps_start INTEGER, steps_end INTEGER,
+    steps_run INTEGER, compute_seconds REAL, wall_seconds REAL, renewals INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (job_id, attempt));
+CREATE TABLE IF NOT EXISTS workers (
+    worker_id TEXT PRIMARY KEY, address TEXT NOT NULL, gpu_type TEXT NOT NULL, gpus INTEGER NOT NULL,
+    registered REAL NOT NULL, last_seen REAL NOT NULL, alive INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS throughputs (
+    job_type TEXT NOT NULL, scale_factor INTEGER NOT NULL, worker_type TEXT NOT NULL,
+    consolidated INTEGER NOT NULL, steps_per_s REAL NOT NULL, samples INTEGER NOT NULL, updated REAL NOT NULL,
+    PRIMARY KEY (job_type, scale_factor, worker_type, consolidated));
+CREATE TABLE IF NOT EXISTS events (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, ts REAL NOT NULL, round INTEGER, kind TEXT NOT NULL,
+    job_id INTEGER, worker_id TEXT, detail TEXT);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+
+@dataclass
+class JobRow:
+    job_id: int
+    spec: JobSpec
+    status: str
+    steps_done: int
+    submitted: float
+    finished: float | None
+    attempts: int
+    failures: int
+    renewals: int
+
+
+@dataclass
+class AttemptRow:
+    job_id: int
+    attempt: int
+    placement: list[tuple[str, int]]    # (worker id, local GPU index) per rank
+    worker_type: str
+    launched: float
+    status: str
+
+
+class Store:
+    """Thread-safe: one connection, one lock; every method is a short transaction."""
+
+    def __init__(self, state_dir: str | Path):
+        self.dir = Path(state_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.path = self.dir / DB_NAME
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(SCHEMA)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def _exec(self, sql: str, args: tuple = ()) -> sqlite3.Cursor:
+        with self._lock:
+            return self._db.execute(sql, args)
+
+    def _all(self, sql: str, args: tuple = ()) -> list[tuple]:
+        with self._lock:
+            return self._db.execute(sql, args).fetchall()
+
+    # ----- jobs ------------------------------------------------------------------------
+    def add_jobs(self, specs: list[JobSpec], submitted: float) -> list[int]:
+        """Insert in one transaction so a batch is all-or-nothing."""
+        ids = []
+        with self._lock:
+            self._db.execute("BEGIN")
+            try:
+                for spec in specs:
+                    cur = self._db.execute(
+                        "INSERT INTO jobs (spec, status, steps_done, submitted) VALUES (?, 'queued', 0, ?)",
+                        (json.dumps(spec.to_dict()), submitted))
+                    ids.append(int(cur.lastrowid))
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return ids
+
+    def update_job(self, job_id: int, **cols) -> None:
+        names = ", ".join(f"{k} = ?" for k in cols)
+        self._exec(f"UPDATE jobs SET {names} WHERE job_id = ?", (*cols.values(), job_id))
+
+    def load_jobs(self) -> list[JobRow]:
+        rows = self._all("SELECT job_id, spec, status, steps_done, submitted, finished, attempts, failures, renewals "
+                         "FROM jobs ORDER BY job_id")
+        return [JobRow(r[0], JobSpec(**_spec_args(json.loads(r[1]))), *r[2:]) for r in rows]
+
+    # ----- attempts --------------------------------------------------------------------
+    def add_attempt(self, job_id: int, attempt: int, placement: list[tuple[str, int]], worker_type: str,
+                    launched: float, steps_start: int) -> None:
+        self._exec("INSERT OR REPLACE INTO attempts (job_id, attempt, placement, worker_type, launched, status, "
+                   "steps_start) VALUES (?, ?, ?, ?, ?, 'running', ?)",
+                   (job_id, attempt, json.dumps(placement), worker_type, launched, steps_start))
+
+    def end_attempt(self, job_id: int, attempt: int, status: str, ended: float, steps_end: int | None = None,
+                    steps_run: int | None = None, compute_seconds: float | None = None,
+                    wall_seconds: float | None = None, renewals: int = 0) -> None:
+        self._exec("UPDATE attempts SET status = ?, ended = ?, steps_end = ?, steps_run = ?, compute_seconds = ?, "
+                   "wall_seconds = ?, renewals = ? WHERE job_id = ? AND attempt = ?",
+                   (status, ended, steps_end, steps_run, compute_seconds, wall_seconds, renewals, job_id, attempt))
+
+    def running_attempts(self) -> list[AttemptRow]:
+        rows = self._all("SELECT job_id, attempt, placement, worker_type, launched, status FROM attempts "
+                         "WHERE status = 'running'")
+        return [AttemptRow(r[0], r[1], [tuple(p) for p in json.loads(r[2])], r[3], r[4], r[5]) for r in rows]
+
+    def attempts(self, job_id: int | None = None) -> list[dict]:
+        sql = "SELECT * FROM attempts" + (" WHERE job_id = ?" if job_id is not None else "") + \
+              " ORDER BY job_id, attempt"
+        return self._dicts(sql, () if job_id is None else (job_id,))
+
+    # ----- workers ---------------------------------------------------------------------
+    def upsert_worker(self, worker_id: str, address: str, gpu_type: str, gpus: int, now: float,
+                      alive: bool) -> None:
+        self._exec("INSERT INTO workers VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(worker_id) DO UPDATE SET "
+                   "address = excluded.address, gpu_type = excluded.gpu_type, gpus = excluded.gpus, "
+                   "last_seen = excluded.last_seen, alive = excluded.alive",
+                   (worker_id, address, gpu_type, gpus, now, now, int(alive)))
+
+    def set_worker_alive(self, worker_id: str, alive: bool, now: float) -> None:
+        self._exec("UPDATE workers SET alive = ?, last_seen = ? WHERE worker_id = ?", (int(alive), now, worker_id))
+
+    # ----- throughputs -----------------------------------------------------------------
+    def save_throughput(self, job_type: str, sf: int, worker_type: str, consolidated: bool, value: float,
+                        samples: int) -> None:
+        self._exec("INSERT OR REPLACE INTO throughputs VALUES (?, ?, ?, ?, ?, ?, ?)",
+                   (job_type, sf, worker_type, int(consolidated), value, samples, time.time()))
+
+    def load_throughputs(self) -> list[tuple[str, int, str, bool, float, int]]:
+        rows = self._all("SELECT job_type, scale_factor, worker_type, consolidated, steps_per_s, samples "
+                         "FROM throughputs")
+        return [(r[0], r[1], r[2], bool(r[3]), r[4], r[5]) for r in rows]
+
+    # ----- events and counters -----------------------------------------------------------
+    def event(self, kind: str, job_id: int | None = None, worker_id: str | None = None,
+              round_no: int | None = None, **detail) -> None:
+        self._exec("INSERT INTO events (ts, round, kind, job_id, worker_id, detail) VALUES (?, ?, ?, ?, ?, ?)",
+                   (time.time(), round_no, kind, job_id, worker_id, json.dumps(detail) if detail else None))
+
+    def events(self, kind: str | None = None) -> list[dict]:
+        sql = "SELECT * FROM events" + (" WHERE kind = ?" if kind else "") + " ORDER BY seq"
+        out = self._dicts(sql, (kind,) if kind else ())
+        for e in out:
+            e["detail"] = json.loads(e["detail"]) if e["detail"] else {}
+        return out
+
+    def get_meta(self, key: str, default: str | None = None) -> str | None:
+        rows = self._all("SELECT value FROM meta WHERE key = ?", (key,))
+        return rows[0][0] if rows else default
+
+    def set_meta(self, key: str, value: object) -> None:
+        self._exec("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, str(value)))
+
+    def _dicts(self, sql: str, args: tuple) -> list[dict]:
+        with self._lock:
+            cur = self._db.execute(sql, args)
+            names = [d[0] for d in cur.description]
+            return [dict(zip(names, row)) for row in cur.fetchall()]
+
+
+def _spec_args(d: dict) -> dict:
+    d = dict(d)
+    d["command"] = tuple(d.get("command", ()))
+    return d
+
+
+def open_readonly(state_dir: str | Path) -> sqlite3.Connection:
+    """For tools and tests: read the state while a scheduler runs."""
+    return sqlite3.connect(f"file:{Path(state_dir) / DB_NAME}?mode=ro", uri=True, timeout=30)

@@ -1,0 +1,41 @@
+"""End to end on loopback: scheduler, three workers (v100, p100, k80 on this CPU), tiny real jobs."""
+
+from __future__ import annotations
+
+import re
+
+from loopback_cluster import check_training
+
+JOBS = [
+    {"job_type": "ResNet-18 (batch size 32)", "steps": 120, "size": "tiny", "name": "r18"},
+    {"job_type": "LM (batch size 20)", "steps": 120, "size": "tiny", "name": "lm"},
+    {"job_type": "Recommendation (batch size 512)", "steps": 150, "size": "tiny", "name": "rec"},
+    {"job_type": "ResNet-18 (batch size 16)", "steps": 60, "size": "tiny", "scale_factor": 2, "name": "r18x2"},
+]
+
+
+def test_four_jobs_on_three_workers_finish_exactly(cluster_factory):
+    cl = cluster_factory(round_seconds=6.0)
+    cl.start_scheduler()
+    cl.start_worker("w-v100", "v100", 2)
+    cl.start_worker("w-p100", "p100", 1)
+    cl.start_worker("w-k80", "k80", 1)
+    cl.wait_workers(3)
+    with cl.client() as c:
+        ids = c.submit(JOBS)
+        jobs = c.wait(ids, timeout=150)
+        status = c.status()
+    for job, spec in zip(jobs, JOBS):
+        assert job.status == "done" and job.steps_done == spec["steps"], job
+        check_training(cl, job.job_id, spec["steps"])
+    assert status.renewals > 0 and cl.events("renew"), "no lease was renewed"
+    assert any(len(cl.train_log(i)) and any(e.get("event") == "load" for e in cl.train_log(i)) for i in ids), \
+        "no job was ever preempted and restored"
+    # every rank of the 2-GPU job stopped at the same step in every attempt
+    logs = cl.rank_logs(ids[3])
+    for name, text in logs.items():
+        if "rank0" in name:
+            other = logs.get(name.replace("rank0", "rank1"), "")
+            stops = re.findall(r"stopping at step (\d+)", text)
+            assert stops == re.findall(r"stopping at step (\d+)", other), (name, stops)
+    assert status.throughputs, "no throughput was measured"

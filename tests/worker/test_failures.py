@@ -1,0 +1,72 @@
+"""Failures on loopback: a worker killed with SIGKILL mid-round, then a scheduler stopped and restarted."""
+
+from __future__ import annotations
+
+import signal
+
+from loopback_cluster import check_training, wait_for
+
+JOBS = [
+    {"job_type": "ResNet-18 (batch size 32)", "steps": 400, "size": "tiny", "name": "a"},
+    {"job_type": "Recommendation (batch size 512)", "steps": 400, "size": "tiny", "name": "b"},
+]
+
+
+def _running_with_checkpoint(cl, c, worker_id):
+    """A job running on worker_id that has already committed a checkpoint."""
+    for j in c.jobs():
+        if j.status == "running" and worker_id in j.placement and j.steps_done > 0:
+            return j
+    return None
+
+
+def test_worker_kill9_and_scheduler_restart_lose_nothing(cluster_factory):
+    cl = cluster_factory(round_seconds=6.0)
+    cl.start_scheduler()
+    cl.start_worker("w-v100", "v100", 1)
+    cl.start_worker("w-p100", "p100", 1)
+    cl.start_worker("w-k80", "k80", 1)
+    cl.wait_workers(3)
+    with cl.client() as c:
+        ids = c.submit(JOBS)
+        workers = {w.address: w.worker_id for w in c.status().workers}
+
+        # 1. kill -9 a worker while it runs a job that has a checkpoint
+        def victim():
+            for w in c.status().workers:
+                job = _running_with_checkpoint(cl, c, w.worker_id)
+                if job is not None:
+                    return w, job
+            return None
+
+        w, job = wait_for(victim, 90, "no job with a checkpoint ever ran")
+        name = next(n for n, p in cl.workers.items() if f"127.0.0.1:{_port_of(cl, n)}" == w.address)
+        cl.workers[name].send_signal(signal.SIGKILL)
+        cl.workers[name].wait(10)
+        lost_at = job.steps_done
+        wait_for(lambda: any(e["kind"] == "worker_down" for e in cl.events()), 30, "worker not declared dead")
+        wait_for(lambda: any(e["kind"] == "launch" and e["job_id"] == job.job_id and
+                             w.worker_id not in str(e["placement"]) for e in cl.events("launch")
+                             if e["ts"] > cl.events("worker_down")[0]["ts"]), 60, "job not relaunched elsewhere")
+        assert any(e["kind"] == "lost" and e["job_id"] == job.job_id for e in cl.events())
+
+        # 2. stop the scheduler mid-run and start it again on the same state
+        wait_for(lambda: any(j.status == "running" for j in c.jobs()), 30, "nothing running")
+    cl.stop_process(cl.scheduler)
+    cl.start_scheduler()
+    with cl.client() as c:
+        jobs = c.wait(ids, timeout=150)
+    for j, spec in zip(jobs, JOBS):
+        assert j.status == "done" and j.steps_done == spec["steps"], j
+        check_training(cl, j.job_id, spec["steps"])
+    assert cl.events("restart"), "the second scheduler did not restore its state"
+    loads = [e for e in cl.train_log(job.job_id) if e.get("event") == "load"]
+    assert any(e["step"] >= lost_at for e in loads), "the job did not resume from its last checkpoint"
+    assert workers  # (addresses were known)
+
+
+def _port_of(cl, name: str) -> int:
+    import re
+
+    text = (cl.root / f"{name}.log").read_text()
+    return int(re.search(r"listening on \S+:(\d+)", text)[1])
