@@ -20,6 +20,7 @@ class Allocation:
     values: np.ndarray           # (rows, worker types)
     scale_factors: np.ndarray    # (rows,)
     capacity: np.ndarray         # (worker types,)
+    pools: np.ndarray | None = None  # (worker types,) columns with one pool index share its GPUs
 
     @staticmethod
     def label(row: tuple[str, ...]) -> str:
@@ -59,8 +60,13 @@ class Allocation:
             if total > 1 + tol:
                 raise AllocationError(f"job {job} gets {total:.6g} > 1 of the time")
         used = self.scale_factors @ x
-        over = used > self.capacity + tol * np.maximum(1.0, self.capacity)
-        if over.any():
-            j = int(np.argmax(over))
-            raise AllocationError(f"{self.worker_types[j]} uses {used[j]:.6g} GPUs of {self.capacity[j]:g}")
+        pools = np.arange(len(self.worker_types)) if self.pools is None else np.asarray(self.pools)
+        # columns of one pool (v100 and v100_unconsolidated) draw on the same GPUs
+        pool_used = np.bincount(pools, weights=used)
+        first = {int(p): j for j, p in reversed(list(enumerate(pools)))}
+        for pool, j in first.items():
+            cap = self.capacity[j]
+            if pool_used[pool] > cap + tol * max(1.0, cap):
+                names = "+".join(w for w, q in zip(self.worker_types, pools) if q == pool)
+                raise AllocationError(f"{names} uses {pool_used[pool]:.6g} GPUs of {cap:g}")
         return self

@@ -86,3 +86,13 @@ def test_allocation_check_names_the_violation():
                       np.array([2.0]))
     with pytest.raises(AllocationError, match="job a gets 1.2"):
         pair.check()
+
+
+def test_allocation_check_counts_placement_twins_against_one_pool():
+    cols = ["v100", "v100_unconsolidated"]
+    alloc = Allocation([("a",), ("b",)], cols, np.array([[1.0, 0.0], [0.0, 1.0]]), np.array([2.0, 2.0]),
+                       np.array([3.0, 3.0]), pools=np.array([0, 0]))
+    with pytest.raises(AllocationError, match="v100\\+v100_unconsolidated uses 4"):
+        alloc.check()
+    alloc.capacity = np.array([4.0, 4.0])
+    assert alloc.check() is alloc

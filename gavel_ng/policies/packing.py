@@ -324,4 +324,5 @@ def decompose(p, x: np.ndarray) -> Allocation:
         values = np.vstack([values, np.clip(pair_vals, 0.0, 1.0)])
         labels += [(inp.job_ids[k // M], inp.job_ids[k % M]) for k in key.tolist()]
         scales += list(inp.scale_factors[key // M].astype(float))
-    return Allocation(labels, list(inp.worker_types), values, np.asarray(scales), inp.capacity.astype(float))
+    return Allocation(labels, list(inp.worker_types), values, np.asarray(scales), inp.capacity.astype(float),
+                      inp.pools)

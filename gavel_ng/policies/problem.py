@@ -255,7 +255,7 @@ class Problem:
         values[self.var_row, self.var_col] = np.clip(x, 0.0, 1.0)
         labels = [tuple(inp.job_ids[m] for m in row if m >= 0) for row in self.members]
         return Allocation(labels, list(inp.worker_types), values, self.row_scale.astype(float),
-                          inp.capacity.astype(float))
+                          inp.capacity.astype(float), inp.pools)
 
     def fallback_x(self) -> np.ndarray:
         """The isolated allocation (1/n of every type): always valid."""
