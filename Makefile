@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -e ".[dev,worker]"
+	$(BIN)/pip install --quiet --disable-pip-version-check -e ".[dev,worker,sweep]"
 	touch $(STAMP)
 
 # A simulation on the built-in throughput profiles: heterogeneity-aware vs agnostic LAS.

@@ -7,10 +7,21 @@ import logging
 import sys
 
 from ..errors import InputError
-from . import (policies_cmd, profiles_cmd, scheduler_cmd, simulate_cmd, solve_cmd, status_cmd, submit_cmd,
-               worker_cmd)
+from . import (
+    plot_cmd,
+    policies_cmd,
+    profiles_cmd,
+    scheduler_cmd,
+    simulate_cmd,
+    solve_cmd,
+    status_cmd,
+    submit_cmd,
+    sweep_cmd,
+    worker_cmd,
+)
 
-COMMANDS = (solve_cmd, policies_cmd, profiles_cmd, simulate_cmd, scheduler_cmd, worker_cmd, submit_cmd, status_cmd)
+COMMANDS = (solve_cmd, policies_cmd, profiles_cmd, simulate_cmd, scheduler_cmd, worker_cmd, submit_cmd, status_cmd,
+            sweep_cmd, plot_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:

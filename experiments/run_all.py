@@ -1,0 +1,84 @@
+"""Run every paper-reproduction script in one configuration and collect the claims.
+
+    python experiments/run_all.py [--config reduced|full] [--table reference|builtin] [--only a,b]
+        [--backend ray --address HOST:PORT]
+
+Each script is resumable (finished simulations are skipped), so an interrupted run_all
+continues where it stopped. Writes experiments/results/summary[-full].md: every claim and
+each script's wall time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import importlib
+import sys
+import time
+from pathlib import Path
+
+import common as c
+import pandas as pd
+
+SCRIPTS = ["fig09_las_single", "fig10_las_multi", "fig11_ftf", "fifo", "las_priorities", "makespan", "cost",
+           "hierarchical", "fig15_mechanism", "fig16_estimator", "builtin_heterogeneity", "window_effect"]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--config", choices=sorted(c.CONFIGS), default="reduced")
+    ap.add_argument("--table", choices=("reference", "builtin"), default="reference")
+    ap.add_argument("--only", help="comma-separated script names")
+    ap.add_argument("--workers", type=int)
+    ap.add_argument("--backend", choices=("local", "ray"), default="local")
+    ap.add_argument("--address")
+    args = ap.parse_args(argv)
+    names = args.only.split(",") if args.only else SCRIPTS
+    common = ["--config", args.config, "--table", args.table, "--backend", args.backend]
+    common += ["--workers", str(args.workers)] if args.workers else []
+    common += ["--address", args.address] if args.address else []
+    times = {}
+    for name in names:
+        start = time.perf_counter()
+        importlib.import_module(name).main(common)
+        times[name] = time.perf_counter() - start
+        print(f"== {name}: {times[name]:.0f} s", flush=True)
+    write_summary(args, times)
+    return 0
+
+
+def script_dir(script: str, args) -> Path:
+    """Where a script of this configuration wrote (builtin_heterogeneity always uses built-in profiles)."""
+    table = "builtin" if script == "builtin_heterogeneity" else args.table
+    suffix = ("-builtin" if table == "builtin" else "") + ("-full" if args.config == "full" else "")
+    return c.RESULTS / (script + suffix)
+
+
+def write_summary(args, times: dict[str, float]) -> Path:
+    lines = [f"# {args.config} configuration, {args.table} table\n",
+             "| script | result | paper | ours | verdict | note |", "|---|---|---|---|---|---|"]
+    for script in SCRIPTS:
+        claims = script_dir(script, args) / "claims.csv"
+        if claims.exists():
+            with claims.open() as f:
+                for r in csv.DictReader(f):
+                    lines.append(f"| {script} | {r['result']} | {r['paper']} | {r['ours']} | {r['verdict']} | "
+                                 f"{r['note']} |")
+    lines += ["", "| script | wall time this run (s) | simulation time in its results.csv (s, summed over points) |",
+              "|---|---|---|"]
+    compute = {}
+    for k in times:
+        res = script_dir(k, args) / "results.csv"
+        compute[k] = float(pd.read_csv(res)["wall_seconds"].sum()) if res.exists() else 0.0
+        lines.append(f"| {k} | {times[k]:.0f} | {compute[k]:.0f} |")
+    lines.append(f"| total | {sum(times.values()):.0f} | {sum(compute.values()):.0f} |")
+    suffix = ("-builtin" if args.table == "builtin" else "") + ("-full" if args.config == "full" else "")
+    path = c.RESULTS / f"summary{suffix}.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+    print(path)
+    return path
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,136 @@
+"""`gavel-ng sweep`: a grid of simulate runs in parallel, appended to one resumable table."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from ..errors import InputError
+from ..sweep.grid import FIELDS, SweepPoint, expand, field_type, parse_value
+
+# simulate's flags that take several values here; the cluster mixes contain commas,
+# so several are given with ';' or by repeating the flag
+LIST_SEP = {"cluster": ";"}
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "sweep", help="run a grid of simulations (policies x rates x seeds x ...) in parallel",
+        description="Every simulate flag takes a comma-separated list (clusters: ';' or the flag repeated); the "
+                    "grid is their product. Finished points are appended to RESULTS as they complete; running "
+                    "the same command again skips them, so an interrupted sweep continues where it stopped.")
+    p.add_argument("--results", required=True, metavar="FILE", help="results table (.csv, or .parquet with pyarrow)")
+    p.add_argument("--grid", metavar="FILE", help='JSON grid: {"axes": {"policy": ["las", ...], ...}, "base": {...}}')
+    p.add_argument("--backend", choices=("local", "ray"), default="local",
+                   help="local process pool (default) or a Ray cluster")
+    p.add_argument("--address", help="Ray cluster address (default: start a local Ray instance)")
+    p.add_argument("--workers", type=int, help="parallel processes (default: all cores)")
+    p.add_argument("--dry-run", action="store_true", help="list the points and whether each is done; run nothing")
+    p.add_argument("--json", action="store_true", help="print a JSON report instead of text")
+    for name, f in FIELDS.items():
+        flag = "--" + name.replace("_", "-")
+        kind = field_type(name)
+        if kind == "bool":
+            p.add_argument(flag, dest=name, nargs="?", const="true", metavar="BOOLS",
+                           help=f"bare flag: true; or a list such as true,false (default {f.default})")
+        else:
+            p.add_argument(flag, dest=name, action="append", metavar="LIST",
+                           help=f"default {f.default}" + ("; mixes: ';' or repeat" if name == "cluster" else ""))
+    p.set_defaults(run=run)
+
+
+def axes_from_args(args) -> tuple[dict[str, list], dict]:
+    axes: dict[str, list] = {}
+    base: dict = {}
+    if args.grid:
+        try:
+            data = json.loads(Path(args.grid).read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise InputError("--grid", args.grid, f"cannot read JSON ({exc})") from None
+        if not isinstance(data, dict):
+            raise InputError("--grid", args.grid, "must be a JSON object")
+        raw_axes = data.get("axes", {k: v for k, v in data.items() if k != "base"})
+        axes = {k: v if isinstance(v, list) else [v] for k, v in raw_axes.items()}
+        base = dict(data.get("base", {}))
+    for name in FIELDS:
+        raw = getattr(args, name)
+        if raw is None:
+            continue
+        texts = raw if isinstance(raw, list) else [raw]
+        sep = LIST_SEP.get(name, ",")
+        values = [parse_value(name, t) for text in texts for t in text.split(sep) if t.strip() or name != "cluster"]
+        axes[name] = list(dict.fromkeys(values))
+    if not any(k in axes or k in base for k in ("jobs_per_hour", "static", "trace")):
+        raise InputError("sweep", "trace", "give --jobs-per-hour LIST, --static N or --trace FILE")
+    return axes, base
+
+
+def run(args) -> int:
+    from ..sweep import ResultsStore, run_sweep
+
+    axes, base = axes_from_args(args)
+    points = expand(axes, base)
+    store = ResultsStore(args.results)
+    if args.dry_run:
+        done = store.done_ids()
+        for p in points:
+            print(f"{'done' if p.point_id in done else 'todo'}  {p.point_id}  {p.describe()}")
+        return 0
+    bar = None if args.json else Progress(sys.stderr)
+    try:
+        report = run_sweep(points, store, backend=args.backend, workers=args.workers, address=args.address,
+                           on_result=bar)
+    finally:
+        if bar is not None:
+            bar.close()
+    if args.json:
+        print(json.dumps(report.__dict__))
+    else:
+        print(f"{report.total} points: {report.skipped} already done, {report.ran} run "
+              f"({report.failed} failed) in {report.seconds:.1f} s -> {args.results}")
+        for e in report.errors[:10]:
+            print(f"  failed {e}")
+    return 1 if report.failed else 0
+
+
+class Progress:
+    """A progress bar on a terminal; one line per finished point otherwise."""
+
+    def __init__(self, stream, width: int = 30):
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.width = width
+        self.start = time.monotonic()
+        self.first: int | None = None
+        self.shown = False
+
+    def __call__(self, res, done: int, total: int) -> None:
+        if self.first is None:
+            self.first = done - 1
+        elapsed = time.monotonic() - self.start
+        ran = done - self.first
+        eta = elapsed / ran * (total - done) if ran else 0.0
+        point = SweepPoint(**{k: res.row[k] for k in FIELDS})
+        status = "" if res.ok else " FAILED"
+        if self.tty:
+            fill = int(self.width * done / max(total, 1))
+            line = (f"\r[{'#' * fill}{'.' * (self.width - fill)}] {done}/{total} points  "
+                    f"{_clock(elapsed)} elapsed, ~{_clock(eta)} left{status}   ")
+            self.stream.write(line)
+            self.shown = True
+        else:
+            self.stream.write(f"[{done}/{total}] {_clock(elapsed)} ~{_clock(eta)} left  {point.describe()}{status}\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.shown:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _clock(seconds: float) -> str:
+    m, s = divmod(int(seconds), 60)
+    h, m = divmod(m, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"

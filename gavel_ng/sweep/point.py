@@ -1,0 +1,167 @@
+"""Running one sweep point: the same path as `gavel-ng simulate`, returning rows, not files.
+
+Runs in worker processes (local pool or Ray), so everything it returns is plain data
+that the driver appends to the results table.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import socket
+import time
+import traceback
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from .grid import SweepPoint
+
+log = logging.getLogger(__name__)
+HOUR = 3600.0
+METRICS = ("avg_jct_hours", "p50_jct_hours", "p90_jct_hours", "p99_jct_hours", "makespan_hours", "utilization",
+           "jobs_measured", "total_cost_usd", "slo_violations", "jobs_with_slo", "slo_violation_fraction",
+           "avg_ftf_rho", "max_ftf_rho", "avg_jct_high_priority_hours", "avg_jct_low_priority_hours",
+           "lease_renewal_fraction", "unstable", "unstable_reason", "policy_solves", "solve_seconds", "rounds",
+           "simulated_hours", "wall_seconds", "mode", "solver_fallbacks", "policy_solved", "paired_fraction")
+OPTIONAL = ("space_sharing", "placement", "estimate_throughputs", "profile_fraction", "reference_jobs")
+BOOKKEEPING = ("point_id", "status", "error", "finished_at", "host")
+JOB_COLUMNS = ("job_id", "job_type", "scale_factor", "weight", "arrival_s", "finish_s", "jct_s", "ftf_rho",
+               "slo_s", "slo_violated")
+
+
+@dataclass
+class PointResult:
+    """One finished point: its table row and the per-job records of its measured window."""
+
+    row: dict[str, Any]
+    jobs: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.row.get("status") == "ok"
+
+
+@lru_cache(maxsize=16)
+def _table(throughputs: str | None, heterogeneity: float, worker_types: tuple[str, ...], payload: str | None):
+    from ..simulator import default_table
+    from ..throughputs import ThroughputTable
+
+    if throughputs is None:
+        if heterogeneity == 1.0:
+            return default_table(list(worker_types))
+        from ..profiles import default_table as modeled
+
+        return modeled(list(worker_types), heterogeneity=heterogeneity)
+    if payload is not None:  # shipped by the driver (Ray nodes may not see the driver's files)
+        return ThroughputTable.from_gavel_dict(json.loads(payload), source=throughputs)
+    return ThroughputTable.load(throughputs)
+
+
+def simulate_point(point: SweepPoint, table_payload: str | None = None):
+    """The SimResult of one point (used by experiments that need more than the row)."""
+    from ..cli.simulate_cmd import parse_window
+    from ..cluster import Cluster
+    from ..simulator import SimConfig, simulate
+    from ..traces import TraceGenerator, TraceSpec, generate, read_trace
+
+    cluster = priced(Cluster.parse(point.cluster, gpus_per_server=point.gpus_per_server))
+    table = _table(point.throughputs, point.heterogeneity, tuple(cluster.worker_types), table_payload)
+    spec = TraceSpec(point.jobs_per_hour, point.multi_gpu, point.priorities, point.slos, point.seed)
+    if point.trace is not None:
+        trace = read_trace(point.trace)
+    elif point.static is not None:
+        trace = generate(spec, table, point.static)
+    else:
+        trace = TraceGenerator(spec, table)
+    config = SimConfig(policy=point.policy, round_seconds=point.round_seconds, window=parse_window(point.window),
+                       min_solve_interval=point.min_solve_interval, preemption_overhead_s=point.preemption_overhead,
+                       ideal=point.ideal, gavel_compat=point.gavel_compat, seed=point.seed,
+                       max_sim_seconds=None if point.max_hours is None else point.max_hours * HOUR,
+                       max_active_jobs=point.max_active_jobs, reset_ledger=point.ledger == "reset",
+                       **_optional(point))
+    return simulate(cluster, table, trace, config)
+
+
+def priced(cluster):
+    """The cluster with the built-in list prices of the GPU types they know, so that the cost
+    policies (min_cost, min_cost_slo) can run: `Cluster.parse` leaves prices empty, and the
+    simulator's allocator takes its prices from the cluster."""
+    from dataclasses import replace
+
+    from ..simulator.allocators import default_prices
+
+    prices = {**default_prices(cluster.worker_types), **cluster.price_per_gpu_hour}
+    return replace(cluster, price_per_gpu_hour=prices)
+
+
+def _optional(point: SweepPoint) -> dict[str, Any]:
+    """Settings only newer simulators know: passed when set, an error naming them otherwise."""
+    from dataclasses import fields as dc_fields
+
+    from ..errors import InputError
+    from ..simulator import SimConfig
+
+    known = {f.name for f in dc_fields(SimConfig)}
+    wanted = {k: v for k, v in point.changed().items() if k in OPTIONAL}
+    missing = sorted(set(wanted) - known)
+    if missing:
+        raise InputError("sweep point", ", ".join(missing), "not supported by this simulator yet")
+    return wanted
+
+
+def run_point(point: SweepPoint, table_payload: str | None = None) -> PointResult:
+    """Simulate one point; any failure becomes a row with status 'error' (retried on resume)."""
+    row: dict[str, Any] = {**point.as_row(), "point_id": point.point_id, "host": socket.gethostname()}
+    try:
+        result = simulate_point(point, table_payload)
+    except Exception as exc:  # noqa: BLE001 - one bad point must not end a sweep
+        log.debug("point %s failed:\n%s", point.point_id, traceback.format_exc())
+        row.update({k: None for k in METRICS})
+        row.update(status="error", error=f"{type(exc).__name__}: {exc}", finished_at=time.time())
+        return PointResult(row)
+    s = result.summary
+    row.update({k: s.get(k) for k in METRICS})
+    row.update(_derived(result))
+    row.update(status="ok", error=None, finished_at=time.time())
+    return PointResult(row, job_records(result))
+
+
+def _derived(result) -> dict[str, Any]:
+    ja, (lo, hi) = result.jobs, result.window
+    ids = np.arange(lo, min(hi, len(ja)))
+    done = ids[~np.isnan(ja.finish[ids])]
+    jct = (ja.finish[done] - ja.arrival[done]) / HOUR
+    w = ja.weight[done]
+    out: dict[str, Any] = {"avg_jct_high_priority_hours": None, "avg_jct_low_priority_hours": None}
+    if len(w) and w.max() > w.min():
+        high = w >= w.max()
+        out["avg_jct_high_priority_hours"] = round(float(jct[high].mean()), 6)
+        out["avg_jct_low_priority_hours"] = round(float(jct[~high].mean()), 6)
+    s = result.summary
+    out["slo_violation_fraction"] = round(s["slo_violations"] / s["jobs_with_slo"], 6) if s["jobs_with_slo"] else None
+    return out
+
+
+def job_records(result) -> list[dict[str, Any]]:
+    """Per-job records of the measured window (for CDF plots)."""
+    from ..simulator.metrics import ftf_rho
+
+    ja, (lo, hi) = result.jobs, result.window
+    ids = np.arange(lo, min(hi, len(ja)))
+    done = ids[~np.isnan(ja.finish[ids])]
+    rho = dict(zip(done.tolist(), ftf_rho(result.config, result.cluster, ja, done).tolist()))
+    out = []
+    for i in ids.tolist():
+        fin = float(ja.finish[i])
+        jct = fin - ja.arrival[i] if not math.isnan(fin) else None
+        slo = float(ja.slo[i])
+        out.append({"job_id": i, "job_type": result.job_types[i], "scale_factor": int(ja.sf[i]),
+                    "weight": float(ja.weight[i]), "arrival_s": float(ja.arrival[i]),
+                    "finish_s": None if math.isnan(fin) else fin, "jct_s": jct, "ftf_rho": rho.get(i),
+                    "slo_s": slo if math.isfinite(slo) else None,
+                    "slo_violated": None if not math.isfinite(slo) else int(jct is None or jct > slo)})
+    return out
