@@ -45,6 +45,23 @@ def add_parser(sub) -> None:
                    help="mechanism memory: decayed time received kept across re-solves (default) or "
                         "restarted at every reset event (the paper's literal rule)")
     p.add_argument("--cold-solves", action="store_true", help="solve every allocation from scratch (no warm LP)")
+    p.add_argument("--space-sharing", action="store_true",
+                   help="jobs of equal scale factor may share GPUs: solve POLICY_packed with the table's pair "
+                        "throughputs (any *_packed policy and gandiva always do)")
+    p.add_argument("--placement", action="store_true",
+                   help="placement-sensitive policy: every type gets a TYPE_unconsolidated twin (multi-GPU jobs "
+                        "spread over servers, at the table's unconsolidated throughput) on the same GPUs. Off by "
+                        "default: it changes nothing for single-GPU traces, and without it a job that ends up "
+                        "split still runs at the unconsolidated throughput")
+    p.add_argument("--estimate-throughputs", action="store_true",
+                   help="the policy sees a throughput estimator (jobs profiled against reference jobs on arrival, "
+                        "measurements fed back each round) instead of the table; jobs run at the table's")
+    p.add_argument("--profile-fraction", type=float, default=0.25, metavar="F",
+                   help="with --estimate-throughputs: share of (worker type, reference job) cells profiled when "
+                        "a job arrives (default 0.25)")
+    p.add_argument("--reference-jobs", type=int, metavar="N",
+                   help="with --estimate-throughputs: keep only N job types (seeded) as reference jobs; the "
+                        "others are new to the estimator (default: every type of the table)")
     p.add_argument("--max-hours", type=float, help="simulated-time cap; a run that hits it is marked unstable")
     p.add_argument("--max-active-jobs", type=int, default=4000, help="active-job cap (marks the run unstable)")
     p.add_argument("--save-trace", metavar="FILE", help="also write the trace used (Gavel format)")
@@ -92,7 +109,10 @@ def run(args) -> int:
                        min_solve_interval=args.min_solve_interval, preemption_overhead_s=args.preemption_overhead,
                        ideal=args.ideal, gavel_compat=args.gavel_compat, warm_start=not args.cold_solves,
                        seed=args.seed, max_sim_seconds=None if args.max_hours is None else args.max_hours * 3600,
-                       max_active_jobs=args.max_active_jobs, reset_ledger=args.ledger == "reset")
+                       max_active_jobs=args.max_active_jobs, reset_ledger=args.ledger == "reset",
+                       space_sharing=args.space_sharing, placement=args.placement,
+                       estimate_throughputs=args.estimate_throughputs, profile_fraction=args.profile_fraction,
+                       reference_jobs=args.reference_jobs)
     progress = None if args.json else _progress()
     result = simulate(cluster, table, trace, config, progress=progress)
     if progress is not None:
@@ -154,6 +174,11 @@ def _text(s: dict) -> str:
         f"policy solves      {s['policy_solves']} ({s['solve_seconds']:.2f} s)   rounds {s['rounds']}",
         f"simulated          {s['simulated_hours']:.1f} h in {s['wall_seconds']:.2f} s",
     ]
+    if s.get("policy_solved", s["policy"]) != s["policy"] or s.get("paired_fraction"):
+        lines.insert(1, f"space sharing      {s['policy_solved']}, {s['paired_fraction']:.3f} of job time in pairs")
+    if s.get("estimated_throughputs"):
+        lines.insert(1, f"estimated          throughputs from the estimator ({s['estimator_measurements']} "
+                        f"measurements, {s['estimator_rejected']} rejected)")
     if s["unstable"]:
         lines.append(f"UNSTABLE: {s['unstable_reason']}")
     return "\n".join(lines)

@@ -52,7 +52,8 @@ class AllocationRows:
 
 @dataclass
 class RoundPlan:
-    """What runs this round. Entry e runs jobs keys[e] on gpus[e] of type types[e]."""
+    """What runs this round. Entry e runs jobs keys[e] on gpus[e] of type types[e] (a
+    topology type), as allocation column cols[e] (when columns are not the types)."""
 
     keys: list[tuple[int, ...]]
     rows: np.ndarray            # (E,) allocation row, -1 for a backfilled job
@@ -64,6 +65,7 @@ class RoundPlan:
     member_job: np.ndarray      # (F,) every job that runs, flattened
     member_entry: np.ndarray    # (F,) its entry
     share: np.ndarray | None = None   # (E, J) time fractions, only for fluid (ideal) plans
+    cols: np.ndarray | None = None    # (E,) allocation column of each entry; None: the same as types
 
     @property
     def num_entries(self) -> int:
@@ -80,17 +82,47 @@ class JobView:
 
 
 class RoundMechanism:
-    def __init__(self, topology: Topology, config: MechanismConfig | None = None):
+    """`col_pool` (optional) makes the allocation's columns differ from the topology's types:
+    column j draws on the GPUs of type col_pool[j] (a placement-sensitive allocation has
+    `TYPE` and `TYPE_unconsolidated` columns on the same GPUs), and `col_spread[j]` says
+    that an entry of column j may be spread over servers. Entries of the other columns
+    are placed on one server when any has room, and run split (at whatever the executor
+    charges for that) only when none has."""
+
+    def __init__(self, topology: Topology, config: MechanismConfig | None = None,
+                 col_pool=None, col_spread=None):
         self.topo = topology
         self.cfg = config or MechanismConfig()
-        self.J = len(topology.worker_types)
+        T = len(topology.worker_types)
+        if col_pool is None:
+            self.col_pool = None
+            self.J = T
+            self.col_spread = np.zeros(T, bool)
+        else:
+            self.col_pool = np.asarray(col_pool, dtype=np.int64)
+            self.J = len(self.col_pool)
+            self.col_spread = np.zeros(self.J, bool) if col_spread is None else np.asarray(col_spread, bool)
+            if len(self.col_spread) != self.J or (self.J and (self.col_pool.min() < 0 or self.col_pool.max() >= T)):
+                raise ValueError("col_pool / col_spread must give every column a worker type of the topology")
+        pool = np.arange(T) if self.col_pool is None else self.col_pool
+        # the column a job the allocation does not know (backfill) is credited to: its type's first
+        # non-spread column
+        self._home_col = np.array([int(np.flatnonzero((pool == t) & ~self.col_spread)[0])
+                                   if ((pool == t) & ~self.col_spread).any() else -1 for t in range(T)])
+        self._col_cap = topology.capacity[pool]
         self.placer = Placer(topology)
         self.rng = np.random.default_rng(self.cfg.seed)
         names = list(topology.worker_types)
         if self.cfg.type_order is not None:
             first = [names.index(w) for w in self.cfg.type_order if w in names]
-            self._type_order = first + [j for j in range(self.J) if j not in first]
+            self._type_order = self._cols_of_types(first + [j for j in range(T) if j not in first])
         self.reset(AllocationRows([], np.zeros((0, self.J)), np.zeros(0)))
+
+    def _cols_of_types(self, types: list[int]) -> list[int]:
+        """Columns in the order of their types (a type's columns in column order)."""
+        if self.col_pool is None:
+            return list(types)
+        return [int(c) for t in types for c in np.flatnonzero(self.col_pool == t)]
 
     # ----- allocation epochs -------------------------------------------------------------
     def reset(self, alloc: AllocationRows) -> None:
@@ -122,7 +154,7 @@ class RoundMechanism:
             for k, r in enumerate(self.rows):
                 for m in r:
                     self.rows_of_job.setdefault(m, []).append(k)
-        self._fits = self.row_sf[:, None] <= self.topo.capacity[None, :]
+        self._fits = self.row_sf[:, None] <= self._col_cap[None, :]
 
     def knows(self, job: int) -> bool:
         return job in self.rows_of_job
@@ -140,24 +172,34 @@ class RoundMechanism:
         if cfg.type_order is None and not cfg.random_type_order:
             order = global_order(self.X, prio, never, eligible)
         else:
-            types = self.rng.permutation(self.J).tolist() if cfg.random_type_order else self._type_order
+            T = len(self.topo.worker_types)
+            types = self._cols_of_types(self.rng.permutation(T).tolist()) if cfg.random_type_order \
+                else self._type_order
             totals = self.received.sum(axis=0) if self.totals is None else self.totals
             order = per_type_order(self.X, prio, self.received, totals, eligible, types)
         free = self.topo.capacity.astype(np.int64).tolist()
         busy: set[int] = set()
-        taken = greedy_select(order, self.J, self.rows, self._row_sf_list, free, busy, self._single)
+        taken = greedy_select(order, self.J, self.rows, self._row_sf_list, free, busy, self._single, self.col_pool)
         keys = [self.rows[r] for r, _ in taken]
         rows = [r for r, _ in taken]
-        types = [j for _, j in taken]
+        cols = [j for _, j in taken]
+        pool = self.col_pool
+        types = cols if pool is None else pool[np.asarray(cols, dtype=np.int64)].tolist()
         sfs = [self._row_sf_list[r] for r in rows]
         if cfg.backfill_new_jobs and new_jobs is not None and new_jobs.jobs and sum(free) > 0:
             for i, j in backfill(new_jobs.jobs, new_jobs.sfs, new_jobs.throughputs, free, busy):
                 keys.append((new_jobs.jobs[i],))
                 rows.append(-1)
                 types.append(j)
+                if pool is not None:   # else cols is types
+                    cols.append(int(self._home_col[j]))
                 sfs.append(new_jobs.sfs[i])
-        placed = self.placer.place(keys, types, sfs)
-        return make_plan(keys, rows, types, sfs, placed.gpus, placed.renewed, placed.consolidated)
+        if pool is None:
+            placed = self.placer.place(keys, types, sfs)
+            return make_plan(keys, rows, types, sfs, placed.gpus, placed.renewed, placed.consolidated)
+        spread = self.col_spread[np.asarray(cols, dtype=np.int64)].tolist() if cols else []
+        placed = self.placer.place(keys, types, sfs, spread)
+        return make_plan(keys, rows, types, sfs, placed.gpus, placed.renewed, placed.consolidated, cols=cols)
 
     def record(self, plan: RoundPlan, occupied: np.ndarray) -> None:
         """Credit each running (row, type) with the seconds it held its GPUs."""
@@ -168,13 +210,14 @@ class RoundMechanism:
         mine = plan.rows >= 0
         if plan.share is not None or not mine.any():
             return
-        r, j, t = plan.rows[mine], plan.types[mine], np.asarray(occupied, dtype=float)[mine]
+        cols = plan.types if plan.cols is None else plan.cols
+        r, j, t = plan.rows[mine], cols[mine], np.asarray(occupied, dtype=float)[mine]
         self.received[r, j] += t
         if self.totals is not None:
             np.add.at(self.totals, j, t)
 
 
-def make_plan(keys, rows, types, sfs, gpus, renewed, consolidated, share=None) -> RoundPlan:
+def make_plan(keys, rows, types, sfs, gpus, renewed, consolidated, share=None, cols=None) -> RoundPlan:
     sizes = [len(k) for k in keys]
     if all(s == 1 for s in sizes):
         member_job = np.fromiter((k[0] for k in keys), dtype=np.int64, count=len(keys))
@@ -184,4 +227,5 @@ def make_plan(keys, rows, types, sfs, gpus, renewed, consolidated, share=None) -
         member_entry = np.repeat(np.arange(len(keys), dtype=np.int64), sizes)
     return RoundPlan(keys, np.asarray(rows, dtype=np.int64), np.asarray(types, dtype=np.int64),
                      np.asarray(sfs, dtype=np.int64), gpus, np.asarray(renewed, dtype=bool),
-                     np.asarray(consolidated, dtype=bool), member_job, member_entry, share)
+                     np.asarray(consolidated, dtype=bool), member_job, member_entry, share,
+                     None if cols is None else np.asarray(cols, dtype=np.int64))

@@ -34,7 +34,11 @@ class Placer:
     def forget(self) -> None:
         self.last = {}
 
-    def place(self, keys: list[tuple[int, ...]], types: list[int], sfs: list[int]) -> Placed:
+    def place(self, keys: list[tuple[int, ...]], types: list[int], sfs: list[int],
+              spread: list[bool] | None = None) -> Placed:
+        """`spread[i]`: entry i may be split over servers (an `_unconsolidated` column). Entries
+        that may not are placed first, each on one server when one has room; a renewal that
+        left such an entry split is given up for a fresh try at consolidating it."""
         topo = self.topo
         E = len(keys)
         free = np.ones(topo.num_gpus, dtype=bool)
@@ -46,7 +50,9 @@ class Placer:
         held: list[int] = []
         for i, key in enumerate(keys):
             prev = last.get(key)
-            if prev is not None and prev[0] == types[i] and len(prev[1]) == sfs[i]:
+            if prev is not None and prev[0] == types[i] and len(prev[1]) == sfs[i] and (
+                    spread is None or spread[i] or sfs[i] == 1
+                    or len({int(topo.gpu_server[g]) for g in prev[1]}) == 1):
                 gpus[i] = prev[1]
                 held.extend(prev[1])
                 renewed[i] = True
@@ -60,6 +66,8 @@ class Placer:
         if fresh:
             wide = [i for i in fresh if sfs[i] > 1]
             wide.sort(key=lambda i: -sfs[i])
+            if spread is not None:   # consolidated entries take whole servers first
+                wide.sort(key=lambda i: spread[i])
             for i in wide:
                 gpus[i] = self._place_wide(types[i], sfs[i], free)
                 consolidated[i] = len({int(topo.gpu_server[g]) for g in gpus[i]}) == 1

@@ -28,7 +28,7 @@ def priorities(X: np.ndarray, received: np.ndarray, totals: np.ndarray | None = 
     f = fractions(received, totals)
     positive = X > EPS
     never = positive & (received <= 0)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # decayed f may underflow
         p = np.where(positive & (f > 0), X / np.where(f > 0, f, 1.0), 0.0)
     if never_served_factor is not None:
         p = np.where(never, X * never_served_factor, p)

@@ -12,11 +12,14 @@ import numpy as np
 
 
 def greedy_select(order: np.ndarray, num_types: int, row_members: list[tuple[int, ...]], row_sf: list[int],
-                  free: list[int], busy: set[int], row_single: list[int] | None = None) -> list[tuple[int, int]]:
-    """Taken (row, type) pairs in the order taken. `free` and `busy` are updated in place.
+                  free: list[int], busy: set[int], row_single: list[int] | None = None,
+                  col_pool: np.ndarray | None = None) -> list[tuple[int, int]]:
+    """Taken (row, column) pairs in the order taken. `free` and `busy` are updated in place.
 
     `row_single[r]` is row r's job when it has one member, else -1 (a fast path: most
-    rows are single jobs).
+    rows are single jobs). `col_pool[j]` is the GPU pool (index into `free`) column j
+    draws on (placement-sensitive allocations: `TYPE` and `TYPE_unconsolidated` share the
+    type's GPUs); None: column j is pool j.
     """
     if row_single is None:
         row_single = [r[0] if len(r) == 1 else -1 for r in row_members]
@@ -24,10 +27,12 @@ def greedy_select(order: np.ndarray, num_types: int, row_members: list[tuple[int
     left = sum(free)
     smallest = min(row_sf) if row_sf else 1
     rows = (order // num_types).tolist()
-    types = (order % num_types).tolist()
-    for r, j in zip(rows, types):
+    cols = order % num_types
+    types = cols.tolist()
+    pools = types if col_pool is None else np.asarray(col_pool)[cols].tolist()
+    for r, j, q in zip(rows, types, pools):
         s = row_sf[r]
-        if free[j] < s:
+        if free[q] < s:
             continue
         m = row_single[r]
         if m >= 0:
@@ -39,7 +44,7 @@ def greedy_select(order: np.ndarray, num_types: int, row_members: list[tuple[int
             if any(x in busy for x in members):
                 continue
             busy.update(members)
-        free[j] -= s
+        free[q] -= s
         left -= s
         taken.append((r, j))
         if left < smallest:

@@ -11,12 +11,13 @@ import numpy as np
 
 from ..cluster import Cluster
 from ..errors import InputError
-from ..mechanism import MechanismConfig, RoundMechanism, SchedulerLoop, Topology
-from ..throughputs import ThroughputTable
+from ..mechanism import MechanismConfig, RoundMechanism, RoundPlan, SchedulerLoop, Topology
+from ..throughputs import UNCONSOLIDATED, ThroughputTable
 from ..traces import Trace, TraceGenerator
-from .allocators import PolicyAllocator
+from .allocators import PolicyAllocator, needs_pairs, packed_policy_name
+from .estimated import EstimatedThroughputs
 from .executor import IdealPlanner, JobArrays, SimExecutor
-from .metrics import summarize
+from .metrics import prices_for, summarize
 
 log = logging.getLogger(__name__)
 GAVEL_COMPAT_SOLVE_INTERVAL = 1920.0
@@ -40,6 +41,11 @@ class SimConfig:
     max_active_jobs: int = 4000
     reset_ledger: bool = False             # the paper's literal ledger instead of the decayed one
     prices: dict[str, float] = field(default_factory=dict)
+    space_sharing: bool = False            # solve NAME_packed: jobs may share a GPU (gandiva, *_packed always do)
+    placement: bool = False                # TYPE_unconsolidated twin columns (placement-sensitive policy)
+    estimate_throughputs: bool = False     # the policy sees a ThroughputEstimator, not the table
+    profile_fraction: float = 0.25         # share of (type, reference job) cells profiled on arrival
+    reference_jobs: int | None = None      # job types the estimator keeps as reference jobs (None: all)
 
     def __post_init__(self) -> None:
         if not self.round_seconds > 0:
@@ -48,6 +54,8 @@ class SimConfig:
             raise InputError("--preemption-overhead", self.preemption_overhead_s, "must be >= 0")
         if self.min_solve_interval < 0:
             raise InputError("--min-solve-interval", self.min_solve_interval, "must be >= 0")
+        if not 0.0 <= self.profile_fraction <= 1.0:
+            raise InputError("--profile-fraction", self.profile_fraction, "must be between 0 and 1")
         if self.window is not None and not (0 <= self.window[0] < self.window[1]):
             raise InputError("--window", f"{self.window[0]}:{self.window[1]}", "must be START:END with START < END")
 
@@ -63,8 +71,11 @@ class SimResult:
 
 
 def simulate(cluster: Cluster, table: ThroughputTable, trace: Trace | TraceGenerator, config: SimConfig,
-             progress: Callable[[float, int, int, int], None] | None = None) -> SimResult:
-    """Run until every job in the window finished (or the caps end an overloaded run)."""
+             progress: Callable[[float, int, int, int], None] | None = None,
+             observe: Callable[[RoundPlan], None] | None = None) -> SimResult:
+    """Run until every job in the window finished (or the caps end an overloaded run).
+
+    `observe(plan)` sees every round's plan after it ran (tests, traces of decisions)."""
     wall = time.perf_counter()
     workers = cluster.worker_types
     for w in workers:
@@ -80,16 +91,39 @@ def simulate(cluster: Cluster, table: ThroughputTable, trace: Trace | TraceGener
     jobs = JobArrays.empty(table, workers)
     _check_fits(full, jobs, cluster)
     source = (lambda n: generator.ensure(n)) if generator else (lambda n: full)
+    packed = needs_pairs(packed_policy_name(config.policy, config.space_sharing))
+    if packed:
+        jobs.add_pairs(table, workers)
+    estimator = None
+    if config.estimate_throughputs:
+        estimator = EstimatedThroughputs(table, jobs, workers, config.profile_fraction, config.reference_jobs,
+                                         seed=config.seed)
+    # cost policies see the same prices the cost metric uses (built-in list prices unless given)
+    priced = Cluster(cluster.gpus, cluster.gpus_per_server, prices_for(config, cluster))
+    allocator = PolicyAllocator(config.policy, priced, jobs, warm=config.warm_start, table=table,
+                                space_sharing=config.space_sharing, placement=config.placement,
+                                estimator=estimator)
     ex = SimExecutor(jobs, source, config.round_seconds, len(workers), config.preemption_overhead_s,
-                     integer_steps=config.gavel_compat,
-                     pair_lookup=lambda a, b, j: table.get_pair(a, b, workers[j]))
-    allocator = PolicyAllocator(config.policy, cluster, jobs, warm=config.warm_start)
+                     integer_steps=config.gavel_compat, col_pool=allocator.col_pool)
+    if estimator is not None:
+        ex.on_round = estimator.on_round
+        ex.view_throughputs = estimator.view
+    if observe is not None:
+        inner = ex.on_round
+
+        def on_round(plan, steps, start, used):
+            if inner is not None:
+                inner(plan, steps, start, used)
+            observe(plan)
+
+        ex.on_round = on_round
     if config.ideal:
-        planner = IdealPlanner(len(workers))
+        planner = IdealPlanner(len(allocator.columns))
     else:
         mcfg = MechanismConfig.gavel_compat(allocator.is_agnostic, config.seed) if config.gavel_compat \
             else MechanismConfig.since_reset(config.seed) if config.reset_ledger else MechanismConfig(seed=config.seed)
-        planner = RoundMechanism(Topology.from_cluster(cluster), mcfg)
+        spread = None if allocator.col_pool is None else [c.endswith(UNCONSOLIDATED) for c in allocator.columns]
+        planner = RoundMechanism(Topology.from_cluster(cluster), mcfg, allocator.col_pool, spread)
     interval = GAVEL_COMPAT_SOLVE_INTERVAL if config.gavel_compat and config.min_solve_interval == 0 \
         else config.min_solve_interval
     loop = SchedulerLoop(planner, allocator, ex, interval)
@@ -121,6 +155,13 @@ def simulate(cluster: Cluster, table: ThroughputTable, trace: Trace | TraceGener
     summary = summarize(config, cluster, jobs, window, ex, loop.stats, unstable, reason,
                         time.perf_counter() - wall)
     summary["solver_fallbacks"] = allocator.warnings
+    summary["policy_solved"] = allocator.spec.name
+    summary["placement"] = bool(config.placement)
+    summary["paired_fraction"] = round(ex.paired_seconds / ex.run_seconds, 6) if ex.run_seconds else 0.0
+    summary["estimated_throughputs"] = estimator is not None
+    if estimator is not None:
+        summary["estimator_measurements"] = estimator.measurements
+        summary["estimator_rejected"] = estimator.est.rejected
     return SimResult(summary, jobs, window, full.job_types, config, cluster)
 
 

@@ -3,6 +3,14 @@
 A scheduled job runs min(throughput x round, remaining) steps and finishes mid-round
 when it is done; a multi-GPU job split across servers runs at its unconsolidated
 throughput when the table has one. All per-round work is numpy over the round's entries.
+
+Space sharing: an entry with two jobs holds its GPUs once, and each member advances at
+its in-pair throughput (the table's pair entry; the `_unconsolidated` pair entry when a
+multi-GPU pair ends up split over servers). When one member finishes mid-round the other
+keeps its in-pair rate until the round ends: what it would run at if nothing told it
+that its partner left, and what a runtime learns only when the round's leases end. The
+entry holds its GPUs until both are done (or the round ends). Throughputs are always
+the true (table) ones; what the policy believed is the allocator's business.
 """
 
 from __future__ import annotations
@@ -12,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..mechanism import AllocationRows, JobView, RoundPlan, RoundResult, make_plan
-from ..throughputs import ThroughputTable
+from ..throughputs import UNCONSOLIDATED, ThroughputTable
 from ..traces import Trace
 
 
@@ -34,6 +42,8 @@ class JobArrays:
     T: np.ndarray            # (keys, J) consolidated steps/s
     Tu: np.ndarray           # (keys, J) unconsolidated steps/s, nan where unmeasured
     key_list: list
+    P: np.ndarray | None = None    # (keys, keys, J) steps/s of a job sharing a GPU with another; 0 = cannot
+    Pu: np.ndarray | None = None   # the same for a multi-GPU pair split over servers, nan where unmeasured
 
     @classmethod
     def empty(cls, table: ThroughputTable, worker_types: list[str]) -> JobArrays:
@@ -47,6 +57,26 @@ class JobArrays:
         z = np.zeros(0)
         return cls(np.zeros(0, np.int64), np.zeros(0, np.int64), z, z, z, z, z, z, z, z, z,
                    table.matrix(keys, worker_types), Tu, keys)
+
+    def add_pairs(self, table: ThroughputTable, worker_types: list[str]) -> None:
+        """Pair throughputs as dense arrays (once per simulation: a lookup per round is an index)."""
+        index = {k: i for i, k in enumerate(self.key_list)}
+        K, J = len(self.key_list), len(worker_types)
+        self.P = np.zeros((K, K, J))
+        self.Pu = np.full((K, K, J), np.nan)
+        for out, suffix in ((self.P, ""), (self.Pu, UNCONSOLIDATED)):
+            for j, w in enumerate(worker_types):
+                for key, per in table.pairs.get(w + suffix, {}).items():
+                    a = index.get(key)
+                    if a is None:
+                        continue
+                    for other, (mine, theirs) in per.items():
+                        b = index.get(other)
+                        if b is None:
+                            continue
+                        out[a, b, j] = mine
+                        if other not in table.pairs[w + suffix] or key not in table.pairs[w + suffix][other]:
+                            out[b, a, j] = theirs      # only one side measured
 
     def append(self, trace: Trace, start: int) -> None:
         index = {k: i for i, k in enumerate(self.key_list)}
@@ -74,14 +104,19 @@ class SimExecutor:
     """Simulated clock, admission from a trace, and per-round execution."""
 
     def __init__(self, jobs: JobArrays, source, round_seconds: float, num_types: int,
-                 preemption_overhead: float = 0.0, integer_steps: bool = False, pair_lookup=None):
+                 preemption_overhead: float = 0.0, integer_steps: bool = False, col_pool=None):
         self.jobs = jobs
         self.source = source          # callable(n) -> Trace with at least n jobs, or None when exhausted
         self.L = float(round_seconds)
         self.J = num_types
         self.overhead = float(preemption_overhead)
         self.integer_steps = integer_steps
-        self.pair_lookup = pair_lookup
+        # allocation columns -> types, for fluid (ideal) plans over placement-sensitive columns
+        self.col_pool = None if col_pool is None else np.asarray(col_pool, dtype=np.int64)
+        self.on_round = None                 # callback(plan, steps, start, used) per member, after a round
+        self.view_throughputs = None         # callable(jobs) -> (n, J) what backfill sees; None: the truth
+        self.paired_seconds = 0.0            # job-seconds run sharing a GPU
+        self.run_seconds = 0.0               # job-seconds run
         self.clock = 0.0
         self.order = np.zeros(0, np.int64)   # admission order (by arrival, stable)
         self.next_pos = 0
@@ -133,7 +168,8 @@ class SimExecutor:
 
     def job_view(self, jobs: list[int]) -> JobView:
         idx = np.asarray(jobs, dtype=np.int64)
-        return JobView(list(jobs), self.jobs.sf[idx].tolist(), self.jobs.T[self.jobs.key[idx]])
+        T = self.jobs.T[self.jobs.key[idx]] if self.view_throughputs is None else self.view_throughputs(jobs)
+        return JobView(list(jobs), self.jobs.sf[idx].tolist(), T)
 
     # ----- execution -------------------------------------------------------------------
     def execute(self, plan: RoundPlan) -> RoundResult:
@@ -142,11 +178,16 @@ class SimExecutor:
         ja, L, now = self.jobs, self.L, self.clock
         jobs, e = plan.member_job, plan.member_entry
         thr, rate_share = self._throughputs(plan)
-        rem = ja.remaining[jobs]
+        inv = None
         if plan.share is not None:
+            if len(e) != plan.num_entries:   # fluid: a job progresses in all its rows (alone, in pairs) at once
+                jobs, inv = np.unique(jobs, return_inverse=True)
+                rate_share = np.bincount(inv, weights=rate_share, minlength=len(jobs))
+            rem = ja.remaining[jobs]
             start = np.zeros(len(jobs))
             rate = rate_share
         else:
+            rem = ja.remaining[jobs]
             start = np.where(plan.renewed[e], 0.0, min(self.overhead, L))
             rate = thr
         run = L - start
@@ -161,11 +202,22 @@ class SimExecutor:
         ja.remaining[jobs] = rem - steps
         if len(e) == plan.num_entries:
             occupied = used
+        elif inv is not None:
+            occupied = np.zeros(plan.num_entries)
+            np.maximum.at(occupied, e, used[inv])
         else:
+            if len(np.unique(jobs)) != len(jobs):
+                raise RuntimeError("a job appears in two entries of one round")
             occupied = np.zeros(plan.num_entries)
             np.maximum.at(occupied, e, used)
+            ran = used - start
+            self.paired_seconds += float(ran[np.bincount(e, minlength=plan.num_entries)[e] > 1].sum())
+        self.run_seconds += float((used - start).sum())
+        if self.on_round is not None:
+            self.on_round(plan, steps, start, used)     # per member (per job for fluid plans)
         if plan.share is not None:
-            self.busy += ((plan.sfs * occupied)[:, None] * plan.share).sum(axis=0)
+            by_col = ((plan.sfs * occupied)[:, None] * plan.share).sum(axis=0)
+            self.busy += by_col if self.col_pool is None else np.bincount(self.col_pool, by_col, minlength=self.J)
         else:
             self.busy += np.bincount(plan.types, weights=plan.sfs * occupied, minlength=self.J)
         finished = jobs[done]            # a job runs at most once a round: no duplicates
@@ -200,10 +252,17 @@ class SimExecutor:
         ja = self.jobs
         jobs, e = plan.member_job, plan.member_entry
         k = ja.key[jobs]
+        paired = len(e) != plan.num_entries
         if plan.share is not None:
             T = ja.T[k]
-            if len(e) != plan.num_entries:
-                T = self._pair_matrix(plan, T)
+            if self.col_pool is not None:
+                T = np.hstack([T, np.nan_to_num(ja.Tu[k])])
+            if paired:
+                f, partner = self._partners(plan)
+                P = ja.P[k[f], k[partner]]
+                if self.col_pool is not None:
+                    P = np.hstack([P, np.nan_to_num(ja.Pu[k[f], k[partner]])])
+                T[f] = P
             return T, (plan.share[e] * T).sum(axis=1)
         types = plan.types[e]
         thr = ja.T[k, types]
@@ -211,24 +270,27 @@ class SimExecutor:
         if split.any():
             u = ja.Tu[k[split], types[split]]
             thr[split] = np.where(np.isnan(u), thr[split], u)
-        if len(e) != plan.num_entries:
-            for f in np.flatnonzero(np.bincount(e, minlength=plan.num_entries)[e] > 1):
-                thr[f] = self._pair_thr(plan.keys[e[f]], int(jobs[f]), int(types[f]))
+        if paired:
+            f, partner = self._partners(plan)
+            a, b, j = k[f], k[partner], types[f]
+            pair = ja.P[a, b, j]
+            sp = split[f]
+            if sp.any():
+                u = ja.Pu[a[sp], b[sp], j[sp]]
+                pair[sp] = np.where(np.isnan(u), pair[sp], u)
+            thr[f] = pair
         return thr, None
 
-    def _pair_thr(self, key: tuple[int, ...], job: int, j: int) -> float:
-        other = next(m for m in key if m != job)
-        ja = self.jobs
-        pair = self.pair_lookup(ja.key_list[ja.key[job]], ja.key_list[ja.key[other]], j)
-        return 0.0 if pair is None else float(pair[0])
-
-    def _pair_matrix(self, plan: RoundPlan, T: np.ndarray) -> np.ndarray:
+    @staticmethod
+    def _partners(plan: RoundPlan) -> tuple[np.ndarray, np.ndarray]:
+        """Members of two-job entries and, for each, the position of its partner."""
         e = plan.member_entry
-        T = T.copy()
-        for f in np.flatnonzero(np.bincount(e, minlength=plan.num_entries)[e] > 1):
-            for j in range(self.J):
-                T[f, j] = self._pair_thr(plan.keys[e[f]], int(plan.member_job[f]), j)
-        return T
+        sizes = np.bincount(e, minlength=plan.num_entries)
+        if sizes.max(initial=0) > 2:
+            raise ValueError("the simulator runs combinations of at most two jobs")
+        start = np.cumsum(sizes) - sizes
+        f = np.flatnonzero(sizes[e] == 2)
+        return f, 2 * start[e[f]] + 1 - f
 
 
 class IdealPlanner:
