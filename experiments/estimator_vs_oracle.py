@@ -29,6 +29,8 @@ import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from by_load import mean_jct, plot_by_load
+
 REPO = Path(__file__).resolve().parents[1]
 TABLE = REPO.parent / "shared" / "reference" / "gavel" / "simulation_throughputs.json"
 VARIANTS = {                      # name: (space sharing, estimated)
@@ -100,12 +102,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _mean(rows: list[dict], load: float, variant: str) -> tuple[float | None, bool]:
-    v = [r for r in rows if r["jobs_per_hour"] == load and r["variant"] == variant]
-    jcts = [r["avg_jct_hours"] for r in v if r["avg_jct_hours"] is not None]
-    return (sum(jcts) / len(jcts) if jcts else None), any(r["unstable"] for r in v)
-
-
 def markdown(rows: list[dict], args) -> str:
     variants = list(dict.fromkeys(r["variant"] for r in rows))
     loads = list(dict.fromkeys(r["jobs_per_hour"] for r in rows))
@@ -118,7 +114,7 @@ def markdown(rows: list[dict], args) -> str:
     for load in loads:
         cells, vals = [], {}
         for v in variants:
-            m, bad = _mean(rows, load, v)
+            m, bad = mean_jct(rows, load, "variant", v)
             vals[v] = None if bad else m
             cells.append("-" if m is None else f"{m:.2f}" + (" (unstable)" if bad else ""))
         est, orc, las = vals.get("las_packed estimated"), vals.get("las_packed oracle"), vals.get("las")
@@ -129,18 +125,7 @@ def markdown(rows: list[dict], args) -> str:
 
 
 def plot(rows: list[dict], path: Path, window: str) -> None:
-    from gavel_ng.plots import plot_grouped_bars
-
-    groups, marks = {}, {}
-    for r in rows:
-        x = f"{r['jobs_per_hour']:g} jobs/h"
-        m, bad = _mean(rows, r["jobs_per_hour"], r["variant"])
-        if m is not None:
-            groups.setdefault(x, {})[r["variant"]] = m
-        if bad:
-            marks.setdefault(x, set()).add(r["variant"])
-    plot_grouped_bars(groups, path, "input job rate", "average JCT (hours)",
-                      f"estimated vs oracle, 12 GPUs, jobs {window}", marks)
+    plot_by_load(rows, "variant", path, f"estimated vs oracle, 12 GPUs, jobs {window}")
 
 
 if __name__ == "__main__":

@@ -24,6 +24,8 @@ import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from by_load import mean_jct, plot_by_load
+
 REPO = Path(__file__).resolve().parents[1]
 TABLE = REPO.parent / "shared" / "reference" / "gavel" / "simulation_throughputs.json"
 PAPER_GANDIVA_OVER_PACKED = 2.2        # §7.3: "2.2x better average JCT ... at high load"
@@ -81,12 +83,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _mean(rows: list[dict], load: float, policy: str) -> tuple[float | None, bool]:
-    v = [r for r in rows if r["jobs_per_hour"] == load and r["policy"] == policy]
-    jcts = [r["avg_jct_hours"] for r in v if r["avg_jct_hours"] is not None]
-    return (sum(jcts) / len(jcts) if jcts else None), any(r["unstable"] for r in v)
-
-
 def markdown(rows: list[dict], window: str) -> str:
     policies = list(dict.fromkeys(r["policy"] for r in rows))
     loads = list(dict.fromkeys(r["jobs_per_hour"] for r in rows))
@@ -98,7 +94,7 @@ def markdown(rows: list[dict], window: str) -> str:
     for load in loads:
         cells, vals = [], {}
         for p in policies:
-            m, bad = _mean(rows, load, p)
+            m, bad = mean_jct(rows, load, "policy", p)
             vals[p] = None if bad else m
             cells.append("-" if m is None else f"{m:.2f}" + (" (unstable)" if bad else ""))
         paper = f"{PAPER_GANDIVA_OVER_PACKED:.1f}x" if load == PAPER_HIGH_LOAD else "-"
@@ -112,18 +108,7 @@ def _ratio(vals: dict, a: str, b: str) -> str:
 
 
 def plot(rows: list[dict], path: Path, window: str) -> None:
-    from gavel_ng.plots import plot_grouped_bars
-
-    groups, marks = {}, {}
-    for r in rows:
-        x = f"{r['jobs_per_hour']:g} jobs/h"
-        m, bad = _mean(rows, r["jobs_per_hour"], r["policy"])
-        if m is not None:
-            groups.setdefault(x, {})[r["policy"]] = m
-        if bad:
-            marks.setdefault(x, set()).add(r["policy"])
-    plot_grouped_bars(groups, path, "input job rate", "average JCT (hours)",
-                      f"space sharing, 36/36/36, jobs {window}", marks)
+    plot_by_load(rows, "policy", path, f"space sharing, 36/36/36, jobs {window}")
 
 
 if __name__ == "__main__":

@@ -35,36 +35,12 @@ def plot_allocation(allocations: Allocation | dict[str, Allocation], path: str |
     axes[0][-1].legend(title="worker type", loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def plot_jct_cdf(jcts_hours: dict[str, np.ndarray], path: str | Path, title: str = "") -> Path:
     """CDF of job completion times (hours, log scale), one line per run."""
-    fig, ax = plt.subplots(figsize=(5.5, 3.8))
-    for name, values in jcts_hours.items():
-        v = np.sort(np.asarray(values, dtype=float))
-        if len(v):
-            ax.step(v, np.arange(1, len(v) + 1) / len(v), where="post",
-                    label=f"{name} (mean {v.mean():.1f} h)")
-    ax.set_xscale("log")
-    ax.set_xlabel("job completion time (hours)")
-    ax.set_ylabel("fraction of jobs")
-    ax.set_ylim(0, 1.02)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(loc="lower right", fontsize="small")
-    if title:
-        ax.set_title(title)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return plot_cdf(jcts_hours, path, "job completion time (hours)", title=title, unit=" h")
 
 
 def _save(fig, path: str | Path) -> Path:

@@ -135,7 +135,7 @@ def format_job_key(key: JobKey) -> str:
 
 
 def parse_job_key(raw: str, where: str) -> JobKey:
-    """Parse "('ResNet-18 (batch size 16)', 1)" without eval."""
+    """Parse "('A3C', 1)" (a Python tuple literal) without eval."""
     try:
         value = ast.literal_eval(raw)
     except (ValueError, SyntaxError):

@@ -1,0 +1,27 @@
+"""Per-load means and grouped bars shared by the full-window scripts (space_sharing, estimator_vs_oracle)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def mean_jct(rows: list[dict], load: float, key: str, name: str) -> tuple[float | None, bool]:
+    """Mean average JCT over seeds of rows[key] == name at this load, and whether any run was unstable."""
+    v = [r for r in rows if r["jobs_per_hour"] == load and r[key] == name]
+    jcts = [r["avg_jct_hours"] for r in v if r["avg_jct_hours"] is not None]
+    return (sum(jcts) / len(jcts) if jcts else None), any(r["unstable"] for r in v)
+
+
+def plot_by_load(rows: list[dict], key: str, path: Path, title: str) -> None:
+    """Grouped bars of average JCT per load, one bar per rows[key]; unstable runs marked."""
+    from gavel_ng.plots import plot_grouped_bars
+
+    groups, marks = {}, {}
+    for r in rows:
+        x = f"{r['jobs_per_hour']:g} jobs/h"
+        m, bad = mean_jct(rows, r["jobs_per_hour"], key, r[key])
+        if m is not None:
+            groups.setdefault(x, {})[r[key]] = m
+        if bad:
+            marks.setdefault(x, set()).add(r[key])
+    plot_grouped_bars(groups, path, "input job rate", "average JCT (hours)", title, marks)
