@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import csv
+import sys
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 
@@ -25,3 +28,17 @@ def plot_by_load(rows: list[dict], key: str, path: Path, title: str) -> None:
         if bad:
             marks.setdefault(x, set()).add(r[key])
     plot_grouped_bars(groups, path, "input job rate", "average JCT (hours)", title, marks)
+
+
+def run_points(run_point, points: list, fields: list[str], workers: int, out_csv: Path) -> list[dict]:
+    """Run points in a process pool, writing each row to out_csv as it finishes."""
+    rows = []
+    with out_csv.open("w", newline="") as f, ProcessPoolExecutor(max(1, workers)) as pool:
+        w = csv.DictWriter(f, fields)
+        w.writeheader()
+        for row in pool.map(run_point, points):
+            w.writerow(row)
+            f.flush()
+            rows.append(row)
+            print(*row.values(), sep="\t", file=sys.stderr, flush=True)
+    return rows

@@ -24,12 +24,10 @@ both better than LAS without space sharing).
 from __future__ import annotations
 
 import argparse
-import csv
 import sys
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from by_load import mean_jct, plot_by_load
+from by_load import mean_jct, plot_by_load, run_points
 
 REPO = Path(__file__).resolve().parents[1]
 TABLE = REPO.parent / "shared" / "reference" / "gavel" / "simulation_throughputs.json"
@@ -86,15 +84,7 @@ def main(argv: list[str] | None = None) -> int:
               for load in args.loads.split(",") for seed in args.seeds.split(",") for v in variants]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    rows = []
-    with (out / "runs.csv").open("w", newline="") as f, ProcessPoolExecutor(max(1, args.workers)) as pool:
-        w = csv.DictWriter(f, FIELDS)
-        w.writeheader()
-        for row in pool.map(run_point, points):
-            w.writerow(row)
-            f.flush()
-            rows.append(row)
-            print(*row.values(), sep="\t", file=sys.stderr, flush=True)
+    rows = run_points(run_point, points, FIELDS, args.workers, out / "runs.csv")
     md = markdown(rows, args)
     (out / "table.md").write_text(md)
     plot(rows, out / "avg_jct.png", args.window)

@@ -249,13 +249,20 @@ class DeployExecutor:
                 log.info("KillJob job %d on %s: %s", req.job_id, w.worker_id, exc.code())
 
     # ----- leases (called from gRPC threads) --------------------------------------------------
+    def _attempt(self, req):
+        """The job and its live attempt, or a lease telling a stale attempt to stop (seconds_left -1)."""
+        job = self.state.jobs[req.job_id]
+        att = job.live
+        if att is None or att.attempt != req.attempt:
+            return job, att, pb.Lease(steps_total=job.spec.steps, seconds_left=-1, renew_in=-1, round_seconds=self.L)
+        return job, att, None
+
     def init_job(self, req: pb.InitJobRequest) -> pb.Lease:
         st = self.state
         with st.cv:
-            job = st.jobs[req.job_id]
-            att = job.live
-            if att is None or att.attempt != req.attempt:
-                return pb.Lease(steps_total=job.spec.steps, seconds_left=-1, renew_in=-1, round_seconds=self.L)
+            job, att, stale = self._attempt(req)
+            if stale is not None:
+                return stale
             if req.checkpoint_step > job.steps_done:     # the checkpoint is the truth about progress
                 job.steps_done = int(req.checkpoint_step)
                 st.store.update_job(job.job_id, steps_done=job.steps_done)
@@ -269,10 +276,9 @@ class DeployExecutor:
         """Renewed iff the job runs on exactly the same GPUs in the round its lease ends into."""
         st = self.state
         with st.cv:
-            job = st.jobs[req.job_id]
-            att = job.live
-            if att is None or att.attempt != req.attempt:
-                return pb.Lease(steps_total=job.spec.steps, seconds_left=-1, renew_in=-1, round_seconds=self.L)
+            job, att, stale = self._attempt(req)
+            if stale is not None:
+                return stale
             st.progress(job, att, req.steps, req.compute_seconds)
             if not self.renewals:
                 return self._lease(job, att, False)
