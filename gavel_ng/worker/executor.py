@@ -28,7 +28,8 @@ import grpc
 import numpy as np
 
 from ..mechanism import JobView, RoundPlan, RoundResult
-from .planner import DynamicPlanner, PolicyAllocator
+from .allocator import PolicyAllocator
+from .planner import DynamicPlanner
 from .protos import gavel_pb2 as pb
 from .rpc import job_token
 from .state import FINISHED, Attempt, ClusterState, JobState, WorkerState

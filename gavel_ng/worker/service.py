@@ -20,9 +20,10 @@ from ..errors import InputError
 from ..mechanism import SchedulerLoop
 from ..profiles import default_table
 from ..throughputs import ThroughputTable
+from .allocator import PolicyAllocator
 from .executor import DeployExecutor
 from .measured import MeasuredTable
-from .planner import DynamicPlanner, PolicyAllocator
+from .planner import DynamicPlanner
 from .protos import gavel_pb2 as pb
 from .rpc import Security, Stub, authenticate, make_server, new_token, open_channel
 from .spec import ClusterConfig, JobSpec, validate_submission
