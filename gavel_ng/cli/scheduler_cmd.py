@@ -20,6 +20,11 @@ def add_parser(sub) -> None:
     p.add_argument("--bind", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
     p.add_argument("--round-seconds", type=float, help="round length (default: the config's, else 360)")
     p.add_argument("--policy", help="scheduling policy (default: the config's, else las)")
+    p.add_argument("--space-sharing", action="store_true",
+                   help="let pairs of jobs share GPUs (the policy's NAME_packed variant)")
+    p.add_argument("--estimator", action="store_true",
+                   help="the policy sees the throughput estimator fed by measurements; accepts job types "
+                        "the throughput table does not know (with a command)")
     p.add_argument("--no-lease-renewals", action="store_true",
                    help="preempt every job at every round end (to measure what renewals save)")
     p.add_argument("--token-file", metavar="FILE", help="shared token (default: the config's, else STATE/token)")
@@ -42,6 +47,9 @@ def run(args) -> int:
         changes["policy"] = args.policy
     if args.no_lease_renewals:
         changes["lease_renewals"] = False
+    for flag in ("space_sharing", "estimator"):
+        if getattr(args, flag):
+            changes[flag] = True
     for name in ("token_file", "tls_cert", "tls_key", "tls_ca"):
         if getattr(args, name) is not None:
             changes[name] = getattr(args, name)

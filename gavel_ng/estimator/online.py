@@ -56,7 +56,8 @@ class EstimatorConfig:
 @dataclass(frozen=True)
 class Measurement:
     """Job `job` ran on `worker_type` for `seconds` and did `steps` steps; alone, or
-    sharing the GPU with `partner`, which did `partner_steps` meanwhile."""
+    sharing the GPU with `partner`, which did `partner_steps` meanwhile (None: the
+    partner's side was not observed over the same interval, only `job`'s side is learned)."""
 
     job: JobId
     worker_type: str
@@ -276,8 +277,9 @@ class ThroughputEstimator:
         base = m.worker_type.removesuffix(UNCONSOLIDATED)
         other = self.jobs[m.partner]
         state.pairs.setdefault((base, m.partner), Smoothed(self.config.window)).add(m.steps / m.seconds, m.seconds)
-        other.pairs.setdefault((base, m.job), Smoothed(self.config.window)).add(m.partner_steps / m.seconds,
-                                                                                 m.seconds)
+        if m.partner_steps is not None:
+            other.pairs.setdefault((base, m.job), Smoothed(self.config.window)).add(m.partner_steps / m.seconds,
+                                                                                     m.seconds)
         self._learn_cell(m.job, m.partner, base)
         self._learn_cell(m.partner, m.job, base)
         return True
@@ -288,6 +290,8 @@ class ThroughputEstimator:
         pm = self.pair_model(state.scale_factor)
         if pm.trivial or other.known not in pm.ref.keys or state.known is not None or base not in pm.ref.worker_types:
             return
+        if (base, partner) not in state.pairs or (base, job) not in other.pairs:
+            return                     # one side observed so far: nothing to normalize against
         w, r = pm.ref.worker_types.index(base), pm.ref.index(other.known)
         alone = self.isolated(job, base)
         if alone <= 0 or pm.ref.isolated[r, w] <= 0:
@@ -319,7 +323,8 @@ class ThroughputEstimator:
             if m.partner not in self.jobs or m.partner == m.job:
                 return f"unknown or self partner {m.partner!r}"
             p = m.partner_steps
-            if isinstance(p, bool) or not isinstance(p, (int, float)) or not math.isfinite(p) or p <= 0:
+            bad = isinstance(p, bool) or not isinstance(p, (int, float)) or not math.isfinite(p) or p <= 0
+            if p is not None and bad:
                 return f"partner_steps={p!r} must be a positive finite number"
             if self.jobs[m.partner].scale_factor != self.jobs[m.job].scale_factor:
                 return "partners must have equal scale factors"

@@ -38,6 +38,7 @@ class PolicySpec:
 
 
 PACKED = "_packed"
+PAIR_POLICIES = ("gandiva",)   # policies that pack jobs without being NAME_packed variants
 _REGISTRY: dict[str, PolicySpec] = {}
 _ALIASES: dict[str, str] = {}
 
@@ -79,6 +80,20 @@ def get_policy(name: str) -> PolicySpec:
         raise InputError("policy", name, f"unknown policy; known: {', '.join(list_policies())}")
     return _REGISTRY[key]
 
+
+
+def space_sharing_name(policy: str, space_sharing: bool) -> str:
+    """The policy actually solved: `NAME_packed` when space sharing is on (gandiva packs anyway)."""
+    spec = get_policy(policy)
+    if space_sharing and not spec.packed and spec.name not in PAIR_POLICIES:
+        return spec.name + PACKED
+    return spec.name
+
+
+def needs_pairs(policy: str) -> bool:
+    """Whether the policy's input must carry pair throughputs (SchedulingProblem.pairs)."""
+    spec = get_policy(policy)
+    return spec.packed or spec.name in PAIR_POLICIES
 
 def list_policies(include_aliases: bool = False) -> list[str]:
     _load_builtins()

@@ -25,27 +25,11 @@ from ..cluster import Cluster
 from ..mechanism import AllocationRows
 from ..policies import SchedulingProblem
 from ..policies.packing import PairTable
-from ..policies.registry import PACKED, get_policy
+from ..policies.registry import needs_pairs, space_sharing_name
 from ..policies.session import PolicySession
 from ..throughputs import UNCONSOLIDATED, ThroughputTable
 
 log = logging.getLogger(__name__)
-PAIR_POLICIES = ("gandiva",)   # policies that pack jobs without being NAME_packed variants
-
-
-def packed_policy_name(policy: str, space_sharing: bool) -> str:
-    """The policy actually solved: `NAME_packed` for --space-sharing (gandiva packs anyway)."""
-    spec = get_policy(policy)
-    if space_sharing and not spec.packed and spec.name not in PAIR_POLICIES:
-        return spec.name + PACKED
-    return spec.name
-
-
-def needs_pairs(policy: str) -> bool:
-    spec = get_policy(policy)
-    return spec.packed or spec.name in PAIR_POLICIES
-
-
 class PolicyAllocator:
     """Builds the policy input from the executor's job arrays and solves it."""
 
@@ -54,7 +38,7 @@ class PolicyAllocator:
                  estimator=None):
         self.cluster = cluster
         self.jobs = jobs                      # simulator.executor.JobArrays
-        policy = packed_policy_name(policy, space_sharing)
+        policy = space_sharing_name(policy, space_sharing)
         self.packed = needs_pairs(policy)
         self.placement = placement
         self.estimator = estimator            # simulator.estimated.EstimatedThroughputs or None

@@ -12,9 +12,10 @@ import numpy as np
 from ..cluster import Cluster
 from ..errors import InputError
 from ..mechanism import MechanismConfig, RoundMechanism, RoundPlan, SchedulerLoop, Topology
+from ..policies.registry import needs_pairs, space_sharing_name
 from ..throughputs import UNCONSOLIDATED, ThroughputTable
 from ..traces import Trace, TraceGenerator
-from .allocators import PolicyAllocator, needs_pairs, packed_policy_name
+from .allocators import PolicyAllocator
 from .estimated import EstimatedThroughputs
 from .executor import IdealPlanner, JobArrays, SimExecutor
 from .metrics import prices_for, summarize
@@ -91,7 +92,7 @@ def simulate(cluster: Cluster, table: ThroughputTable, trace: Trace | TraceGener
     jobs = JobArrays.empty(table, workers)
     _check_fits(full, jobs, cluster)
     source = (lambda n: generator.ensure(n)) if generator else (lambda n: full)
-    packed = needs_pairs(packed_policy_name(config.policy, config.space_sharing))
+    packed = needs_pairs(space_sharing_name(config.policy, config.space_sharing))
     if packed:
         jobs.add_pairs(table, workers)
     estimator = None

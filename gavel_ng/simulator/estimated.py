@@ -24,6 +24,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..estimator import EstimatorConfig, Measurement, ThroughputEstimator, profile_from_table
+from ..estimator.view import isolated_columns, pair_table
 from ..mechanism import RoundPlan
 from ..policies.packing import PairTable
 from ..throughputs import UNCONSOLIDATED, ThroughputTable
@@ -70,28 +71,10 @@ class EstimatedThroughputs:
     # ----- the policy's view ------------------------------------------------------------
     def isolated(self, jobs: list[int], columns: list[str]) -> np.ndarray:
         self.sync(jobs)
-        out = self.est.isolated_matrix(list(jobs), columns)
-        twin = np.array([c.endswith(UNCONSOLIDATED) for c in columns])
-        if twin.any():   # single-GPU jobs are never split over servers: no twin column
-            single = self.jobs.sf[np.asarray(jobs, dtype=np.int64)] <= 1
-            out[np.ix_(single, twin)] = 0.0
-        return out
+        return isolated_columns(self.est, jobs, columns)
 
     def pair_table(self, jobs: list[int], columns: list[str], T: np.ndarray) -> PairTable:
-        """Every job its own class: frac[a, b, c] = a's estimated in-pair share of its isolated
-        steps/s on column c (the base type's fraction on its `_unconsolidated` twin)."""
-        n = len(jobs)
-        frac = np.zeros((n, n, len(columns)))
-        base_frac: dict[str, np.ndarray] = {}
-        alone = dict(zip(self.workers, self.est.isolated_matrix(list(jobs), self.workers).T))
-        for c, col in enumerate(columns):
-            base = col.removesuffix(UNCONSOLIDATED)
-            if base not in base_frac:
-                pm = self.est.pair_matrix(list(jobs), base)[:, :, 0]
-                iso = alone[base][:, None]
-                base_frac[base] = np.where(iso > 0, pm / np.where(iso > 0, iso, 1.0), 0.0)
-            frac[:, :, c] = np.where(T[:, c][:, None] > 0, base_frac[base], 0.0)
-        return PairTable(np.arange(n), frac)
+        return pair_table(self.est, jobs, columns, T)
 
     # ----- measurements -----------------------------------------------------------------
     def on_round(self, plan: RoundPlan, steps: np.ndarray, start: np.ndarray, used: np.ndarray) -> None:

@@ -141,19 +141,29 @@ class WorkerDaemon:
             except Exception:
                 log.exception("monitor")
 
+    @staticmethod
+    def _gpus_free(t: Task, busy: dict[int, set[int]]) -> bool:
+        """Free, or (space sharing) held only by the job the scheduler paired this one with."""
+        allowed = {t.req.share_with} if t.req.share_with else set()
+        return all(busy.get(g, set()) <= allowed for g in t.req.gpus)
+
     def _tick(self) -> None:
         now = time.time()
         with self.lock:
             if not self.stop_event.is_set():
                 self.standby.fill()
-            busy = {g for t in self.running for g in t.req.gpus}
+            busy: dict[int, set[int]] = {}          # GPU -> jobs running on it
+            for t in self.running:
+                for g in t.req.gpus:
+                    busy.setdefault(g, set()).add(t.req.job_id)
             for t in list(self.queued):
                 if t.stop_reason is not None or now > t.deadline + self.grace:
                     self.queued.remove(t)
                     self._end(t, [], t.stop_reason or "killed-lease")
-                elif not busy & set(t.req.gpus):
+                elif self._gpus_free(t, busy):
                     self.queued.remove(t)
-                    busy.update(t.req.gpus)
+                    for g in t.req.gpus:
+                        busy.setdefault(g, set()).add(t.req.job_id)
                     self._start(t)
             for t in list(self.running):
                 codes = [p.poll() for p in t.procs]

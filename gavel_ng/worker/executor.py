@@ -13,6 +13,10 @@ allocation is solved and the next round placed off the critical path. execute() 
 
 Jobs not renewed stop by themselves at their lease end; workers kill those that
 overrun it by more than the grace period.
+
+Space sharing: a planned pair is two assignments on the same GPUs, each naming the other
+as partner; each member is launched as soon as its GPUs are free or held only by its
+partner, and runs as its own attempt (own lease, own renewals, own checkpoints).
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ class Assignment:
     placement: tuple[tuple[str, int], ...]   # (worker id, local GPU) per rank
     worker_type: str
     consolidated: bool
+    partner: int | None = None               # space sharing: the job on the same GPUs
 
 
 class DeployExecutor:
@@ -66,7 +71,6 @@ class DeployExecutor:
         self.current: dict[int, Assignment] = {}
         self.next: dict[int, Assignment] | None = None
         self._version = -1
-        self._warned_pairs = False
 
     # ----- Executor protocol ---------------------------------------------------------------
     def now(self) -> float:
@@ -102,15 +106,11 @@ class DeployExecutor:
         out = {}
         types = self.state.worker_types
         for e in range(plan.num_entries):
-            key = plan.keys[e]
-            if len(key) != 1:
-                if not self._warned_pairs:
-                    log.warning("space sharing is not supported by the deployment runtime: pairs are skipped")
-                    self._warned_pairs = True
-                continue
+            members = [int(m) for m in plan.keys[e]]
             placement = tuple(self.planner.placement(plan, e))
-            out[int(key[0])] = Assignment(int(key[0]), placement, types[int(plan.types[e])],
-                                          bool(plan.consolidated[e]))
+            for m in members:
+                partner = next((x for x in members if x != m), None)
+                out[m] = Assignment(m, placement, types[int(plan.types[e])], bool(plan.consolidated[e]), partner)
         return out
 
     def _begin_round(self, desired: dict[int, Assignment]) -> None:
@@ -126,7 +126,8 @@ class DeployExecutor:
                     and tuple(live.placement) == a.placement and live.lease_end >= self.round_end - 1e-6]
             st.store.set_meta("round", st.round_no)
             st.store.event("round", round_no=st.round_no, start=self.round_start, kept=kept,
-                           plan={str(m): [a.worker_type, [list(p) for p in a.placement]] for m, a in desired.items()})
+                           plan={str(m): [a.worker_type, [list(p) for p in a.placement], a.partner]
+                                 for m, a in desired.items()})
             st.cv.notify_all()
 
     def _occupied(self, plan: RoundPlan) -> np.ndarray:
@@ -134,14 +135,16 @@ class DeployExecutor:
         out = np.zeros(plan.num_entries)
         with st.lock:
             for e in range(plan.num_entries):
-                job = st.jobs.get(int(plan.keys[e][0]))
-                if job is None or int(job.job_id) not in self.current:
-                    continue
-                if job.finished is not None and job.finished < self.round_end:
-                    out[e] = min(max(job.finished - self.round_start, 0.0), self.L)
-                elif job.live is not None or job.status not in FINISHED:
-                    out[e] = self.L
+                out[e] = max(self._held(st.jobs.get(int(m))) for m in plan.keys[e])
         return out
+
+    def _held(self, job: JobState | None) -> float:
+        """Seconds of the current round the job held its planned GPUs."""
+        if job is None or job.job_id not in self.current:
+            return 0.0
+        if job.finished is not None and job.finished < self.round_end:
+            return min(max(job.finished - self.round_start, 0.0), self.L)
+        return self.L if job.live is not None or job.status not in FINISHED else 0.0
 
     def _run_until(self, t: float, idle: bool = False) -> None:
         """Keep the current round's jobs running until time t (or, idle, until something happens)."""
@@ -171,18 +174,25 @@ class DeployExecutor:
         st = self.state
         if self.round_end is None or now >= self.round_end:
             return []
-        held = {p for j in st.jobs.values() if j.live is not None for p in j.live.placement}
+        held: dict[tuple[str, int], set[int]] = {}
+        for j in st.jobs.values():
+            if j.live is not None:
+                for p in j.live.placement:
+                    held.setdefault(p, set()).add(j.job_id)
         out = []
         for m, a in self.current.items():
             job = st.jobs.get(m)
             if job is None or job.status in FINISHED or job.live is not None or job.blocked_round == st.round_no:
                 continue
-            if any(not self._alive(w) for w, _ in a.placement) or any(p in held for p in a.placement):
+            allowed = {a.partner} if a.partner is not None else set()
+            if any(not self._alive(w) for w, _ in a.placement) or any(
+                    not held.get(p, set()) <= allowed for p in a.placement):
                 continue
             if self.round_end - now < 0.25 * self.L and not self._keeps(m, a):
                 continue                      # not worth a start-up for a sliver of a round
             out.append((job, self._new_attempt(job, a, now)))
-            held.update(a.placement)
+            for p in a.placement:
+                held.setdefault(p, set()).add(m)
         return out
 
     def _alive(self, worker_id: str) -> bool:
@@ -197,15 +207,17 @@ class DeployExecutor:
         st = self.state
         job.attempts += 1
         att = Attempt(job.job_id, job.attempts, list(a.placement), a.worker_type, a.consolidated, now,
-                      self.round_end, job.steps_done)
+                      self.round_end, job.steps_done, partner=a.partner)
         job.live = att
+        st.attempt_started(att)
         job.status = "running"
         st.stats["launches"] += 1
         st.store.add_attempt(job.job_id, att.attempt, att.placement, a.worker_type, now, job.steps_done)
         st.store.update_job(job.job_id, status="running", attempts=job.attempts)
         st.store.set_meta("launches", st.stats["launches"])
         st.store.event("launch", job_id=job.job_id, round_no=st.round_no, attempt=att.attempt,
-                       worker_type=a.worker_type, placement=[list(p) for p in a.placement], steps=job.steps_done)
+                       worker_type=a.worker_type, placement=[list(p) for p in a.placement], steps=job.steps_done,
+                       partner=a.partner)
         return att
 
     def _launch(self, job: JobState, att: Attempt) -> None:
@@ -219,7 +231,8 @@ class DeployExecutor:
             req = pb.RunJobRequest(job_id=job.job_id, attempt=att.attempt, spec=job.spec.to_proto(), gpus=gpus,
                                    rank_offset=rank, world_size=len(att.placement), dist_init=dist_init,
                                    lease_seconds=att.lease_end - time.time(), checkpoint_dir=str(ckpt),
-                                   job_token=job_token(st.secret, job.job_id, att.attempt))
+                                   job_token=job_token(st.secret, job.job_id, att.attempt),
+                                   share_with=att.partner or 0)
             rank += len(gpus)
             w = st.workers.get(wid)
             try:
@@ -296,13 +309,13 @@ class DeployExecutor:
                 break
             left = att.lease_end - time.time()
             if left <= 0 or self.stop.is_set():
-                return self._lease(job, att, False)
+                return self._lease(job, att, False, final=True)
             st.cv.wait(min(left, 0.5))
             if job.live is not att:
                 return pb.Lease(steps_total=job.spec.steps, seconds_left=-1, renew_in=-1)
         a = target.get(job.job_id)
         if a is None or a.placement != tuple(att.placement) or job.status in FINISHED:
-            return self._lease(job, att, False)
+            return self._lease(job, att, False, final=True)
         att.lease_end = self.round_end + self.L if target is self.next else self.round_end
         att.renewals += 1
         job.renewals += 1
@@ -320,9 +333,10 @@ class DeployExecutor:
             return self.current
         return self.next
 
-    def _lease(self, job: JobState, att: Attempt, renewed: bool) -> pb.Lease:
+    def _lease(self, job: JobState, att: Attempt, renewed: bool, final: bool = False) -> pb.Lease:
+        """`final`: the lease will not be renewed, so the iterator should not ask again."""
         now = time.time()
-        renew_in = max(att.lease_end - self.renew_margin - now, 0.0) if self.renewals else -1.0
+        renew_in = max(att.lease_end - self.renew_margin - now, 0.0) if self.renewals and not final else -1.0
         return pb.Lease(steps_total=job.spec.steps, seconds_left=max(att.lease_end - now, 0.0), renew_in=renew_in,
                         renewed=renewed, round_seconds=self.L)
 

@@ -5,6 +5,9 @@ types a job type has not run on yet are scaled by how far its measurements are f
 table on the types it did run on (geometric mean of measured/table), so that a model
 table and real measurements never mix on different scales: the table keeps the relative
 speeds of the types, the measurements set the absolute level.
+
+Pairs (space sharing) work the same way one level up: a measured in-pair rate of a job
+type next to a partner type replaces the table's fraction of its isolated rate.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import math
 
 import numpy as np
 
+from ..policies.packing import PairTable
 from ..throughputs import JobKey, ThroughputTable
 
 MIN_WEIGHT = 0.3     # weight of a new sample once a few are in (exponential moving average)
@@ -25,6 +29,8 @@ class MeasuredTable:
         self.enabled = enabled
         # (job type, sf, worker type, consolidated) -> (steps/s, samples)
         self.values: dict[tuple[str, int, str, bool], tuple[float, int]] = {}
+        # (job key, partner key, worker type) -> (steps/s of the job while sharing, samples)
+        self.pairs: dict[tuple[JobKey, JobKey, str], tuple[float, int]] = {}
         self._cache: dict[JobKey, np.ndarray] = {}
 
     def load(self, rows: list[tuple[str, int, str, bool, float, int]]) -> None:
@@ -36,12 +42,15 @@ class MeasuredTable:
                steps_per_s: float) -> tuple[float, int]:
         """Fold in one measurement; returns the new (value, samples) to persist."""
         key = (job_type, sf, worker_type, consolidated)
-        old, n = self.values.get(key, (0.0, 0))
-        weight = max(MIN_WEIGHT, 1.0 / (n + 1))
-        value = steps_per_s if n == 0 else (1 - weight) * old + weight * steps_per_s
-        self.values[key] = (value, n + 1)
+        self.values[key] = _fold(self.values.get(key), steps_per_s)
         self._cache.pop((job_type, sf), None)
-        return value, n + 1
+        return self.values[key]
+
+    def record_pair(self, key: JobKey, partner: JobKey, worker_type: str, steps_per_s: float) -> tuple[float, int]:
+        """Fold in one in-pair rate of `key` while it shared a GPU with a job of `partner`."""
+        k = (key, partner, worker_type)
+        self.pairs[k] = _fold(self.pairs.get(k), steps_per_s)
+        return self.pairs[k]
 
     def row(self, key: JobKey) -> np.ndarray:
         """Steps/s of one (job type, scale factor) on each worker type (consolidated)."""
@@ -66,6 +75,33 @@ class MeasuredTable:
             return np.zeros((0, len(self.worker_types)))
         return np.vstack([self.row(k) for k in keys])
 
+    def pair_table(self, keys: list[JobKey]) -> PairTable:
+        """The table's pair fractions, with measured in-pair rates over this view's isolated rows."""
+        pt = PairTable.from_table(self.base, keys, self.worker_types)
+        if self.enabled and self.pairs:
+            uniq = list(dict.fromkeys(keys))
+            index = {k: i for i, k in enumerate(uniq)}
+            for (key, partner, w), (v, _) in self.pairs.items():
+                c, d = index.get(key), index.get(partner)
+                if c is None or d is None or w not in self.worker_types:
+                    continue
+                j = self.worker_types.index(w)
+                alone = self.row(key)[j]
+                if alone > 0 and pt.frac[c, d, j] > 0:      # the table says whether the pair fits at all
+                    pt.frac[c, d, j] = v / alone
+        return pt
+
     def measured(self) -> dict[str, float]:
-        """'job type|sf|worker type' -> steps/s (consolidated measurements), for status."""
-        return {f"{t}|{sf}|{w}": v for (t, sf, w, cons), (v, _) in sorted(self.values.items()) if cons}
+        """'job type|sf|worker type' -> steps/s (consolidated measurements; pairs add
+        '|with PARTNER TYPE'), for status."""
+        out = {f"{t}|{sf}|{w}": v for (t, sf, w, cons), (v, _) in sorted(self.values.items()) if cons}
+        for (key, partner, w), (v, _) in sorted(self.pairs.items()):
+            out[f"{key[0]}|{key[1]}|{w}|with {partner[0]}"] = v
+        return out
+
+
+def _fold(old: tuple[float, int] | None, sample: float) -> tuple[float, int]:
+    """Exponential moving average that starts as a plain mean."""
+    value, n = old or (0.0, 0)
+    weight = max(MIN_WEIGHT, 1.0 / (n + 1))
+    return (sample if n == 0 else (1 - weight) * value + weight * sample), n + 1

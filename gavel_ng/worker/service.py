@@ -17,6 +17,7 @@ from pathlib import Path
 import grpc
 
 from ..errors import InputError
+from ..estimator import ThroughputEstimator
 from ..mechanism import SchedulerLoop
 from ..profiles import default_table
 from ..throughputs import ThroughputTable
@@ -102,7 +103,8 @@ class SchedulerServicer:
         specs = []
         for i, m in enumerate(req.jobs):
             spec = JobSpec.from_proto(m)
-            validate_submission(spec, self.svc.table.base, self.state.worker_types, f"jobs[{i}]")
+            validate_submission(spec, self.svc.table.base, self.state.worker_types, f"jobs[{i}]",
+                                estimated=self.state.estimator is not None)
             specs.append(spec)
         ids = self.state.submit(specs)
         log.info("accepted jobs %s", ids)
@@ -140,14 +142,15 @@ class SchedulerService:
             if w not in base.worker_types:
                 raise InputError("cluster-config.worker_types", w, "not in the throughput table")
         self.table = MeasuredTable(base, list(config.worker_types), config.measured_throughputs)
-        self.state = ClusterState(config, self.store, self.table, self.secret)
+        estimator = ThroughputEstimator(base) if config.estimator else None
+        self.state = ClusterState(config, self.store, self.table, self.secret, estimator)
         self.state.restore()
         self.stop_event = threading.Event()
         root = config.checkpoint_root
         self.checkpoint_root = Path(root) if root else self.state_dir / "checkpoints"
         self.checkpoint_root.mkdir(parents=True, exist_ok=True)
         self.planner = DynamicPlanner(self.state)
-        self.allocator = PolicyAllocator(self.state, config.policy)
+        self.allocator = PolicyAllocator(self.state, config.policy, config.space_sharing)
         self.loop: SchedulerLoop | None = None
         self.executor = DeployExecutor(self.state, self.planner, self.allocator, self.checkpoint_root,
                                        self.stop_event, self._topology_changed)
@@ -186,7 +189,7 @@ class SchedulerService:
         self._thread = threading.Thread(target=self._run_loop, name="rounds", daemon=True)
         self._thread.start()
         log.info("scheduler listening on %s:%d (policy %s, rounds of %gs, state %s)", self.bind, self.port,
-                 self.config.policy, self.config.round_seconds, self.state_dir)
+                 self.allocator.spec.name, self.config.round_seconds, self.state_dir)
         return self.port
 
     def _run_loop(self) -> None:
@@ -230,7 +233,7 @@ class SchedulerService:
         st = self.state
         now = time.monotonic()
         with st.lock:
-            reply = pb.StatusReply(worker_types=st.worker_types, policy=self.config.policy, round=st.round_no,
+            reply = pb.StatusReply(worker_types=st.worker_types, policy=self.allocator.spec.name, round=st.round_no,
                                    round_seconds=self.config.round_seconds,
                                    round_ends_in=self.executor.round_ends_in(),
                                    renewals=st.stats["renewals"], launches=st.stats["launches"],

@@ -100,11 +100,26 @@ class JobSpec:
                 "working_dir": self.working_dir, "size": self.size, "env": dict(self.env)}
 
 
-def validate_submission(spec: JobSpec, table: ThroughputTable, worker_types: list[str], where: str) -> None:
-    """What the scheduler checks before accepting a job: it must be schedulable on this cluster."""
+def validate_submission(spec: JobSpec, table: ThroughputTable, worker_types: list[str], where: str,
+                        estimated: bool = False) -> None:
+    """What the scheduler checks before accepting a job: it must be schedulable on this cluster.
+
+    With the estimator (`estimated`), a job type the table does not know is accepted when
+    the job brings its own command: its throughputs are estimated from similar reference
+    jobs at its scale factor and refined by what it measures.
+    """
     spec.check(where)
     if spec.job_type not in table.job_types:
-        raise InputError(f"{where}.job_type", spec.job_type, "unknown job type (not in the throughput table)")
+        if not estimated:
+            raise InputError(f"{where}.job_type", spec.job_type, "unknown job type (not in the throughput table; "
+                                                                 "set \"estimator\": true to estimate new types)")
+        if not spec.command:
+            raise InputError(f"{where}.command", [], f"required: {spec.job_type!r} is not a built-in job type")
+        scales = sorted({k[1] for w in worker_types for k in table.isolated.get(w, {})})
+        if spec.scale_factor not in scales:
+            raise InputError(f"{where}.scale_factor", spec.scale_factor,
+                             f"no reference jobs at this scale factor (have {scales})")
+        return
     key = (spec.job_type, spec.scale_factor)
     if not any(table.get(key, w) > 0 for w in worker_types):
         raise InputError(f"{where}.scale_factor", spec.scale_factor,
@@ -151,6 +166,8 @@ class ClusterConfig:
     checkpoint_root: str | None = None       # None: STATE/checkpoints (must be shared by all workers)
     token_file: str | None = None
     measured_throughputs: bool = True
+    space_sharing: bool = False              # the policy's NAME_packed variant: pairs share GPUs
+    estimator: bool = False                  # the policy sees gavel_ng.estimator, fed by measurements
     max_failures: int = 3
     tls_cert: str | None = None
     tls_key: str | None = None
@@ -193,8 +210,9 @@ class ClusterConfig:
         for name in ("grace_seconds", "worker_timeout_seconds"):
             if getattr(self, name) is not None:
                 positive(name, getattr(self, name))
-        require(isinstance(self.lease_renewals, bool), "cluster-config.lease_renewals", self.lease_renewals,
-                "must be true or false")
+        for name in ("lease_renewals", "measured_throughputs", "space_sharing", "estimator"):
+            require(isinstance(getattr(self, name), bool), f"cluster-config.{name}", getattr(self, name),
+                    "must be true or false")
         require(_int(self.max_failures) and self.max_failures >= 1, "cluster-config.max_failures",
                 self.max_failures, "must be an integer >= 1")
         for w, price in self.prices.items():

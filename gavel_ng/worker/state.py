@@ -15,7 +15,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..estimator import Measurement, ThroughputEstimator
+from ..estimator.view import isolated_columns, pair_table
 from ..mechanism import Topology
+from ..policies.packing import PairTable
+from ..throughputs import UNCONSOLIDATED
 from .measured import MeasuredTable
 from .protos import gavel_pb2 as pb
 from .rpc import Stub
@@ -52,11 +56,14 @@ class Attempt:
     launched: float
     lease_end: float
     steps_start: int
+    partner: int | None = None           # the job planned to share these GPUs
     reports: dict[str, pb.DoneReport] = field(default_factory=dict)
     renewals: int = 0
     restored: bool = False               # loaded from the store after a restart
     measured_steps: int = 0              # progress already folded into the throughput table
     measured_seconds: float = 0.0
+    sharing: int | None = None           # who shared the GPUs since the last measurement (None: alone)
+    mixed: bool = False                  # ... or that changed meanwhile: the interval measures nothing
 
     @property
     def workers(self) -> list[str]:
@@ -85,10 +92,12 @@ class JobState:
 
 
 class ClusterState:
-    def __init__(self, config: ClusterConfig, store: Store, table: MeasuredTable, secret: str):
+    def __init__(self, config: ClusterConfig, store: Store, table: MeasuredTable, secret: str,
+                 estimator: ThroughputEstimator | None = None):
         self.config = config
         self.store = store
         self.table = table
+        self.estimator = estimator
         self.secret = secret
         self.worker_types = list(config.worker_types)
         self.lock = threading.RLock()
@@ -111,6 +120,10 @@ class ClusterState:
             self.jobs[row.job_id] = JobState(row.job_id, row.spec, row.submitted, status, row.steps_done,
                                              row.steps_done, row.finished, row.attempts, row.failures, row.renewals)
         self.table.load(self.store.load_throughputs())
+        for job in self.jobs.values():
+            if job.status not in FINISHED:
+                self._estimate(job)
+        self._replay_measurements()
         now = time.time()
         for a in self.store.running_attempts():
             job = self.jobs.get(a.job_id)
@@ -118,7 +131,7 @@ class ClusterState:
                 self.store.end_attempt(a.job_id, a.attempt, "lost", now)
                 continue
             job.live = Attempt(a.job_id, a.attempt, a.placement, a.worker_type, True, a.launched, now,
-                               job.steps_done, restored=True)
+                               job.steps_done, restored=True, mixed=True)
             job.status = "running"
         if self.jobs:
             self.store.event("restart", jobs=len(self.jobs), live=sum(j.live is not None for j in self.jobs.values()))
@@ -132,6 +145,7 @@ class ClusterState:
             ids = self.store.add_jobs(specs, now)
             for i, spec in zip(ids, specs):
                 self.jobs[i] = JobState(i, spec, now)
+                self._estimate(self.jobs[i])
                 self.store.event("submit", job_id=i, job_type=spec.job_type, steps=spec.steps,
                                  scale_factor=spec.scale_factor)
             self.wake = True
@@ -151,6 +165,8 @@ class ClusterState:
 
     def _finish_job(self, job: JobState, status: str) -> None:
         job.status = status
+        if self.estimator is not None:
+            self.estimator.remove_job(job.job_id)
         job.finished = time.time()
         self.store.update_job(job.job_id, status=status, finished=job.finished, steps_done=job.steps_done)
         self.store.event(status if status != "done" else "finish", job_id=job.job_id, steps=job.steps_done)
@@ -297,6 +313,7 @@ class ClusterState:
             self._measure(job, att, int(lead.steps_run), float(lead.compute_seconds))
         job.steps_done = steps
         job.steps_live = max(job.steps_live, steps)
+        self._attempt_gone(att)
         job.live = None
         status = "crashed" if crashed else "done" if done else "ended"
         self.store.end_attempt(job.job_id, att.attempt, status, time.time(), steps,
@@ -328,6 +345,7 @@ class ClusterState:
 
     def _lose(self, att: Attempt, reason: str) -> None:
         job = self.jobs[att.job_id]
+        self._attempt_gone(att)
         job.live = None
         if job.status not in FINISHED:
             job.status = "queued"
@@ -340,15 +358,109 @@ class ClusterState:
         job.steps_live = max(job.steps_live, int(steps))
         self._measure(job, att, int(steps) - att.steps_start, float(compute_seconds))
 
+    def _sharing_now(self, att: Attempt) -> tuple[int | None, bool]:
+        """(the job sharing att's GPUs, or None alone; True if the sharing is not one exact partner)."""
+        mine = set(att.placement)
+        others = [j.live for j in self.jobs.values()
+                  if j.live is not None and j.live is not att and mine & set(j.live.placement)]
+        if not others:
+            return None, False
+        if len(others) == 1 and others[0].placement == att.placement:
+            return others[0].job_id, False
+        return None, True
+
+    def attempt_started(self, att: Attempt) -> None:
+        """Lock held, att already live: who shares GPUs with whom changed for its neighbours."""
+        mine = set(att.placement)
+        for j in self.jobs.values():
+            o = j.live
+            if o is None or o is att or not mine & set(o.placement):
+                continue
+            planned = o.sharing == att.job_id and att.partner == o.job_id and o.placement == att.placement
+            o.mixed = o.mixed or not planned
+        partner = self.jobs.get(att.partner) if att.partner is not None else None
+        now_with, now_mixed = self._sharing_now(att)
+        att.sharing = att.partner
+        att.mixed = now_mixed or (now_with is not None and now_with != att.partner) or (
+            partner is not None and partner.live is not None and partner.live.placement != att.placement)
+
+    def _attempt_gone(self, att: Attempt) -> None:
+        mine = set(att.placement)
+        for j in self.jobs.values():
+            if j.live is not None and j.live is not att and mine & set(j.live.placement):
+                j.live.mixed = True
+
     def _measure(self, job: JobState, att: Attempt, steps_run: int, seconds: float) -> None:
-        """Fold the steps and time since the last measurement of this attempt into the table."""
+        """Fold the steps and time since the last measurement of this attempt into what the
+        policy sees: an isolated rate if it ran alone the whole interval, an in-pair rate if it
+        shared its GPUs with one partner throughout, nothing if that changed meanwhile."""
         d_steps, d_secs = steps_run - att.measured_steps, seconds - att.measured_seconds
         if d_steps < MIN_MEASURED_STEPS or d_secs <= 0:
             return
         att.measured_steps, att.measured_seconds = steps_run, seconds
+        now_with, now_mixed = self._sharing_now(att)
+        valid = not att.mixed and att.sharing == now_with
+        with_, att.sharing, att.mixed = att.sharing, now_with, now_mixed
+        if not valid:
+            return
+        worker_type = att.worker_type
+        if not att.consolidated and job.spec.scale_factor > 1:
+            worker_type += UNCONSOLIDATED
+        self._fold(job.job_id, worker_type, d_secs, d_steps, with_)
+        self.store.event("measure", job_id=job.job_id, worker_type=worker_type, seconds=d_secs, steps=d_steps,
+                         partner=with_)
+
+    def _fold(self, job_id: int, worker_type: str, seconds: float, steps: int, partner: int | None,
+              persist: bool = True) -> None:
+        job = self.jobs[job_id]
         t, sf = job.key
-        value, n = self.table.record(t, sf, att.worker_type, att.consolidated, d_steps / d_secs)
-        self.store.save_throughput(t, sf, att.worker_type, att.consolidated, value, n)
+        base, consolidated = worker_type.removesuffix(UNCONSOLIDATED), not worker_type.endswith(UNCONSOLIDATED)
+        other = self.jobs.get(partner) if partner is not None else None
+        if partner is None:
+            value, n = self.table.record(t, sf, base, consolidated, steps / seconds)
+            if persist:
+                self.store.save_throughput(t, sf, base, consolidated, value, n)
+        elif other is not None and consolidated:
+            self.table.record_pair(job.key, other.key, base, steps / seconds)
+        est = self.estimator
+        if est is not None and job_id in est.jobs and worker_type in est.workers and (
+                partner is None or partner in est.jobs):
+            est.record(Measurement(job_id, worker_type, seconds, steps, partner=partner))
+
+    def _replay_measurements(self) -> None:
+        """After a restart: pair rates and per-job estimator samples come back from the events
+        (isolated rates per job type are already in the throughputs table)."""
+        n = 0
+        for e in self.store.events("measure"):
+            d, job_id = e["detail"], e["job_id"]
+            if job_id not in self.jobs or (d.get("partner") is None and (
+                    self.estimator is None or job_id not in self.estimator.jobs)):
+                continue
+            if d.get("partner") is None:
+                est = self.estimator
+                if d["worker_type"] in est.workers:
+                    est.record(Measurement(job_id, d["worker_type"], d["seconds"], d["steps"]))
+            else:
+                self._fold(job_id, d["worker_type"], d["seconds"], d["steps"], d["partner"], persist=False)
+            n += 1
+        if n:
+            log.info("replayed %d throughput measurements", n)
+
+    # ----- the policy's view of throughputs --------------------------------------------------
+    def view_isolated(self, ids: list[int]) -> np.ndarray:
+        """(jobs, worker types) steps/s the policy should believe (lock held)."""
+        if self.estimator is not None:
+            return isolated_columns(self.estimator, ids, self.worker_types)
+        return self.table.matrix([self.jobs[m].key for m in ids])
+
+    def view_pairs(self, ids: list[int], T: np.ndarray) -> PairTable:
+        if self.estimator is not None:
+            return pair_table(self.estimator, ids, self.worker_types, T)
+        return self.table.pair_table([self.jobs[m].key for m in ids])
+
+    def _estimate(self, job: JobState) -> None:
+        if self.estimator is not None and job.job_id not in self.estimator.jobs:
+            self.estimator.add_job(job.job_id, job.spec.scale_factor, known_key=job.key)
 
     # ----- topology ---------------------------------------------------------------------------
     def capacity(self) -> np.ndarray:

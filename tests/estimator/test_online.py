@@ -46,6 +46,18 @@ def test_estimates_are_close_to_the_truth(est, reference_table):
     assert est.pair_matrix(["a", "d"], "v100").sum() == 0                 # different scale factors
 
 
+
+def test_one_sided_pair_measurements_learn_each_side(est):
+    """A deployment sees each member's progress at its own times: sides arrive separately."""
+    assert est.record(Measurement("a", "v100", 60.0, 60.0 * 1.5, partner="b"))
+    assert est.pair("a", "b", "v100")[0] == pytest.approx(1.5)
+    assert est.record(Measurement("b", "v100", 60.0, 60.0 * 20, partner="a"))
+    assert est.pair("a", "b", "v100") == pytest.approx((1.5, 20.0))
+    # a known reference partner measured on both sides refines the new job's fingerprint
+    assert est.record(Measurement("a", "k80", 60.0, 60.0 * 0.2, partner="c"))
+    assert est.record(Measurement("c", "k80", 60.0, 60.0 * 0.3, partner="a"))
+    assert est.pair("a", "c", "k80") == pytest.approx((0.2, 0.3))
+
 def test_measurements_replace_estimates_robustly(est):
     before = est.pair("a", "b", "v100")
     for _ in range(3):
