@@ -13,10 +13,10 @@ from collections import defaultdict
 
 from loopback_cluster import check_training
 
-CUSTOM = {"job_type": "my ResNet", "steps": 150, "name": "custom",
+CUSTOM = {"job_type": "my ResNet", "steps": 800, "name": "custom",
           "command": [sys.executable, "-m", "gavel_ng.worker.run_job", "--job-type", "ResNet-18 (batch size 32)",
                       "--size", "tiny"]}
-KNOWN = {"job_type": "Recommendation (batch size 512)", "steps": 200, "size": "tiny", "name": "rec"}
+KNOWN = {"job_type": "Recommendation (batch size 512)", "steps": 3000, "size": "tiny", "name": "rec"}
 
 
 def _overlapping(launches: list[dict], ends: dict[tuple[int, int], float]) -> bool:
