@@ -107,6 +107,7 @@ class GavelIterator:
                 self.lease.init(max(step, 0))
                 self.total = self.lease.steps_total
         self._batches = iter(self.loader)
+        log.info("rank %d of %d: training from step %d", self._sync.rank, self._sync.world, self.step)
         self._t0 = self._last = None
         self._step_time = 0.0
 

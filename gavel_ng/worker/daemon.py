@@ -24,7 +24,7 @@ from pathlib import Path
 import grpc
 
 from ..errors import InputError
-from .proc import RankResult, builtin_command, free_port, signal_group, spawn
+from .proc import RankResult, builtin_command, clear_stale_rendezvous, free_port, signal_group, spawn
 from .protos import gavel_pb2 as pb
 from .rpc import Security, Stub, make_server, open_channel
 from .standby import StandbyPool
@@ -205,6 +205,9 @@ class WorkerDaemon:
         if req.world_size > 1:
             if req.dist_init:
                 base["GAVEL_NG_DIST_INIT"] = req.dist_init
+                if req.rank_offset == 0:                 # one worker of the job tidies up
+                    for p in clear_stale_rendezvous(req.dist_init, req.attempt):
+                        log.info("job %d: removed %s, left by an attempt that was killed", req.job_id, p.name)
             else:
                 base.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())})
                 base["GAVEL_NG_DIST_INIT"] = "env://"

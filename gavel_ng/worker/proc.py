@@ -78,3 +78,25 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
         s.bind((host, 0))
         return s.getsockname()[1]
+
+
+def clear_stale_rendezvous(dist_init: str, attempt: int) -> list[Path]:
+    """Delete the rendezvous files of the job's earlier attempts; returns what was deleted.
+
+    torch's FileStore removes its file once every rank closed it cleanly, so a rank killed
+    mid-run (its worker lost, a lease overrun) leaves it in the checkpoint directory. The
+    scheduler names them `<stem>-<attempt>`; an earlier attempt is over by the time a later
+    one starts (a straggler of a lost one loses its store, which only ends it sooner)."""
+    if not dist_init.startswith("file://"):
+        return []
+    path = Path(dist_init[len("file://"):])
+    stem, sep, _ = path.name.rpartition("-")
+    if not sep or not path.parent.is_dir():
+        return []
+    removed = []
+    for p in path.parent.glob(f"{stem}-*"):
+        n = p.name[len(stem) + 1:]
+        if n.isdigit() and int(n) < attempt and p.is_file():
+            p.unlink(missing_ok=True)
+            removed.append(p)
+    return removed

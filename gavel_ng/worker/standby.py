@@ -20,7 +20,8 @@ from pathlib import Path
 from .proc import wrapped_argv
 
 log = logging.getLogger(__name__)
-PRELOAD = ("torch", "gavel_ng.workloads", "gavel_ng.iterator", "gavel_ng.worker.rpc")
+# torch._dynamo: DistributedDataParallel imports it on every rank (about 1 s on a quiet machine)
+PRELOAD = ("torch", "torch._dynamo", "gavel_ng.workloads", "gavel_ng.iterator", "gavel_ng.worker.rpc")
 
 _STANDBY = r"""
 import json, os, runpy, sys

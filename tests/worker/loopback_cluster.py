@@ -162,3 +162,12 @@ def check_training(cluster: LocalCluster, job_id: int, steps: int) -> None:
             assert after[0] < 0.95 * first, (job_id, e, after[0], first)
     ckpts = sorted((cluster.state / "checkpoints" / f"job-{job_id}").glob("ckpt-*"))
     assert json.loads((ckpts[-1] / "gavel.json").read_text())["step"] == steps
+
+
+def worker_name(cluster: LocalCluster, worker_id: str) -> str:
+    """The name a worker was started under (start_worker), from the id its log announces."""
+    for name in cluster.workers:
+        log = cluster.root / f"{name}.log"
+        if log.exists() and re.search(rf"^worker {re.escape(worker_id)} listening on ", log.read_text(), re.M):
+            return name
+    raise KeyError(worker_id)
