@@ -1,56 +1,140 @@
-"""`gavel-ng status`: workers, jobs with progress, the allocation and the round of a running scheduler."""
+"""`gavel-ng status`: workers, jobs with progress, the allocation and the round.
+
+Asks a running scheduler, or with `--state DIR` reads its state directory read-only (no
+scheduler needed: a stopped or crashed one, or a running one without its token). Both
+give one ClusterStatus, printed by one formatter.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import sqlite3
 import sys
+from pathlib import Path
 
+from ..errors import InputError
 from .submit_cmd import add_connection_args, client_from_args
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("status", help="show a running scheduler's workers, jobs and allocation",
-                       description="Workers, jobs (progress, placement), the current allocation and round.")
+    p = sub.add_parser("status", help="show a scheduler's workers, jobs and allocation",
+                       description="Workers, jobs (progress, placement), the current allocation and round: from a "
+                                   "running scheduler, or with --state from its state directory (read-only).")
     add_connection_args(p)
+    p.add_argument("--state", metavar="DIR",
+                   help="read the scheduler's state directory instead of asking it (works while it runs, "
+                        "after it stopped or crashed); connection options are then ignored")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--all", action="store_true", help="include finished jobs in the table")
     p.set_defaults(run=run)
 
 
 def run(args) -> int:
-    from ..worker.client import SchedulerError
+    if args.state is not None:
+        st = read_state(args.state)
+    else:
+        from ..worker.client import SchedulerError
 
-    with client_from_args(args) as client:
-        try:
-            st = client.status()
-        except SchedulerError as exc:
-            print(f"gavel-ng status: error: {exc}", file=sys.stderr)
-            return 2
+        with client_from_args(args) as client:
+            try:
+                st = client.status()
+            except SchedulerError as exc:
+                print(f"gavel-ng status: error: {exc}", file=sys.stderr)
+                return 2
     if args.json:
         print(json.dumps(dataclasses.asdict(st), indent=1))
-        return 0
-    print(f"policy {st.policy}, round {st.round} ({st.round_seconds:g}s, ends in {st.round_ends_in:.1f}s), "
-          f"{st.launches} launches, {st.renewals} lease renewals")
-    print(f"\nworkers ({sum(w.alive for w in st.workers)} alive)")
-    print(f"  {'id':<14}{'address':<24}{'type':<8}{'gpus':>5}  {'state':<6}{'jobs'}")
+    else:
+        print(format_status(st, show_all=args.all))
+    return 0
+
+
+def read_state(state_dir: str):
+    """The status recorded under a state directory; InputError (exit 2) naming --state if it is none."""
+    from ..worker.client import ClusterStatus
+    from ..worker.store import NotAStateDir
+
+    path = Path(state_dir)
+    if not path.exists():
+        raise InputError("--state", state_dir, "no such directory")
+    if not path.is_dir():
+        raise InputError("--state", state_dir, "not a directory")
+    try:
+        return ClusterStatus.from_state_dir(path)
+    except NotAStateDir as exc:
+        raise InputError("--state", state_dir, f"not a scheduler state directory: {exc}") from None
+    except sqlite3.Error as exc:
+        raise InputError("--state", state_dir, f"cannot read the scheduler state ({exc})") from None
+
+
+def format_status(st, show_all: bool = False) -> str:
+    """The human-readable view of a ClusterStatus (live or read from a state directory)."""
+    lines = [_header(st)]
+    lines += _workers(st)
+    lines += _jobs(st, show_all)
+    lines += _allocation(st)
+    lines += _throughputs(st)
+    return "\n".join(lines)
+
+
+def _header(st) -> str:
+    if st.live:
+        when = f"{st.round_seconds:g}s, ends in {st.round_ends_in:.1f}s"
+        return (f"policy {st.policy}, round {st.round} ({when}), {st.launches} launches, "
+                f"{st.renewals} lease renewals")
+    return (f"state read from {st.source} (no scheduler asked: workers and jobs as last recorded)\n"
+            f"policy {st.policy}, round {st.round} ({st.round_seconds:g}s), {st.launches} launches, "
+            f"{st.renewals} lease renewals")
+
+
+def _workers(st) -> list[str]:
+    seen = "last seen" if st.live else "changed"
+    out = [f"\nworkers ({sum(w.alive for w in st.workers)} {'alive' if st.live else 'alive when last recorded'})",
+           f"  {'id':<14}{'address':<24}{'type':<8}{'gpus':>5}  {'state':<6}{seen:>10}  jobs"]
     for w in st.workers:
         jobs = ",".join(str(j) for j in w.running_jobs) or "-"
-        print(f"  {w.worker_id:<14}{w.address:<24}{w.gpu_type:<8}{w.gpus:>5}  {'up' if w.alive else 'down':<6}{jobs}")
-    shown = [j for j in st.jobs if args.all or not j.finished]
+        out.append(f"  {w.worker_id:<14}{w.address:<24}{w.gpu_type:<8}{w.gpus:>5}  {'up' if w.alive else 'down':<6}"
+                   f"{_ago(w.last_seen_ago):>10}  {jobs}")
+    return out
+
+
+def _jobs(st, show_all: bool) -> list[str]:
     done = sum(j.status == "done" for j in st.jobs)
-    print(f"\njobs ({len(st.jobs)} submitted, {done} done)")
-    print(f"  {'id':>4}  {'job type':<34}{'gpus':>4}  {'status':<10}{'progress':>18}  {'tries':>5}  placement")
-    for j in shown:
+    out = [f"\njobs ({len(st.jobs)} submitted, {done} done)",
+           f"  {'id':>4}  {'job type':<34}{'gpus':>4}  {'status':<10}{'progress':>18}  {'tries':>5}  placement"]
+    for j in (j for j in st.jobs if show_all or not j.finished):
         pct = 100.0 * j.steps_live / j.steps_total if j.steps_total else 0.0
         prog = f"{j.steps_live}/{j.steps_total} {pct:3.0f}%"
         label = j.job_type + (f" [{j.name}]" if j.name else "")
-        print(f"  {j.job_id:>4}  {label[:33]:<34}{j.scale_factor:>4}  {j.status:<10}{prog:>18}  {j.attempts:>5}  "
-              f"{j.placement or '-'}")
-    if st.allocation:
-        print("\nallocation (fraction of time per worker type)")
-        print("  " + f"{'jobs':<10}" + "".join(f"{w:>8}" for w in st.worker_types))
-        for jobs, share in st.allocation:
-            label = "+".join(str(j) for j in jobs)
-            print("  " + f"{label:<10}" + "".join(f"{share.get(w, 0.0):>8.3f}" for w in st.worker_types))
-    return 0
+        out.append(f"  {j.job_id:>4}  {label[:33]:<34}{j.scale_factor:>4}  {j.status:<10}{prog:>18}  "
+                   f"{j.attempts:>5}  {j.placement or '-'}")
+    return out
+
+
+def _allocation(st) -> list[str]:
+    if not st.allocation:
+        return []
+    out = ["\nallocation (fraction of time per worker type)",
+           "  " + f"{'jobs':<10}" + "".join(f"{w:>8}" for w in st.worker_types)]
+    for jobs, share in st.allocation:
+        label = "+".join(str(j) for j in jobs)
+        out.append("  " + f"{label:<10}" + "".join(f"{share.get(w, 0.0):>8.3f}" for w in st.worker_types))
+    return out
+
+
+def _throughputs(st) -> list[str]:
+    if not st.throughputs:
+        return []
+    out = ["\nmeasured throughputs (steps/s)"]
+    for key, value in st.throughputs.items():
+        job_type, sf, rest = (key.split("|", 2) + ["", ""])[:3]
+        out.append(f"  {job_type[:40]:<41}x{sf:<3} {rest.replace('|', ' '):<24}{value:>10.2f}")
+    return out
+
+
+def _ago(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f}s ago"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m ago"
+    return f"{seconds / 3600:.0f}h ago"

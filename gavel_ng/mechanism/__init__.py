@@ -1,6 +1,6 @@
 """Gavel's round-based mechanism (§5): priorities, greedy selection, placement, the loop."""
 
-from .core import AllocationRows, JobView, MechanismConfig, RoundMechanism, RoundPlan, make_plan
+from .core import AllocationRows, JobView, Ledger, MechanismConfig, RoundMechanism, RoundPlan, make_plan
 from .placement import Placed, Placer
 from .priorities import fractions, priorities
 from .round import Allocator, Executor, LoopStats, Planner, RoundResult, SchedulerLoop
@@ -8,7 +8,7 @@ from .selection import backfill, greedy_select
 from .topology import Topology
 
 __all__ = [
-    "AllocationRows", "Allocator", "Executor", "JobView", "LoopStats", "MechanismConfig", "Placed", "Placer",
+    "AllocationRows", "Allocator", "Executor", "JobView", "Ledger", "LoopStats", "MechanismConfig", "Placed", "Placer",
     "Planner", "RoundMechanism", "RoundPlan", "RoundResult", "SchedulerLoop", "Topology", "backfill",
     "fractions", "greedy_select", "make_plan", "priorities",
 ]

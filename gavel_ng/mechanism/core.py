@@ -2,7 +2,9 @@
 
 It keeps, per allocation row and worker type, the time received since the last reset,
 and knows nothing of how allocations are computed or how rounds are executed: the same
-object serves the simulator and a real-cluster runtime.
+object serves the simulator and a real-cluster runtime. A runtime whose workers come and
+go moves it onto the new GPUs (`set_topology`) and saves and restores its memory
+(`ledger`, `restore_ledger`) across restarts.
 """
 
 from __future__ import annotations
@@ -51,6 +53,23 @@ class AllocationRows:
 
 
 @dataclass
+class Ledger:
+    """The mechanism's memory of who got what: seconds each allocation row received per column
+    (decayed as configured), and each column's total where the config keeps one. A runtime saves it
+    so that a restarted scheduler keeps its fairness history."""
+
+    rows: list[tuple[int, ...]]
+    received: np.ndarray                # (K, J)
+    totals: np.ndarray | None = None    # (J,)
+
+    def without_jobs(self, jobs) -> Ledger:
+        """The rows none of whose jobs is in `jobs` (e.g. finished ones)."""
+        gone = set(jobs)
+        keep = [k for k, r in enumerate(self.rows) if not gone.intersection(r)]
+        return Ledger([self.rows[k] for k in keep], np.asarray(self.received, dtype=float)[keep], self.totals)
+
+
+@dataclass
 class RoundPlan:
     """What runs this round. Entry e runs jobs keys[e] on gpus[e] of type types[e] (a
     topology type), as allocation column cols[e] (when columns are not the types)."""
@@ -91,7 +110,6 @@ class RoundMechanism:
 
     def __init__(self, topology: Topology, config: MechanismConfig | None = None,
                  col_pool=None, col_spread=None):
-        self.topo = topology
         self.cfg = config or MechanismConfig()
         T = len(topology.worker_types)
         if col_pool is None:
@@ -104,19 +122,43 @@ class RoundMechanism:
             self.col_spread = np.zeros(self.J, bool) if col_spread is None else np.asarray(col_spread, bool)
             if len(self.col_spread) != self.J or (self.J and (self.col_pool.min() < 0 or self.col_pool.max() >= T)):
                 raise ValueError("col_pool / col_spread must give every column a worker type of the topology")
+        self._use_topology(topology)
+        self.placer = Placer(topology)
+        self.rng = np.random.default_rng(self.cfg.seed)
+        self.reset(AllocationRows([], np.zeros((0, self.J)), np.zeros(0)))
+
+    def _use_topology(self, topology: Topology) -> None:
+        """Everything the mechanism derives from the topology rather than from its ledger."""
+        T = len(topology.worker_types)
         pool = np.arange(T) if self.col_pool is None else self.col_pool
+        self.topo = topology
         # the column a job the allocation does not know (backfill) is credited to: its type's first
         # non-spread column
         self._home_col = np.array([int(np.flatnonzero((pool == t) & ~self.col_spread)[0])
                                    if ((pool == t) & ~self.col_spread).any() else -1 for t in range(T)])
         self._col_cap = topology.capacity[pool]
-        self.placer = Placer(topology)
-        self.rng = np.random.default_rng(self.cfg.seed)
         names = list(topology.worker_types)
         if self.cfg.type_order is not None:
             first = [names.index(w) for w in self.cfg.type_order if w in names]
             self._type_order = self._cols_of_types(first + [j for j in range(T) if j not in first])
-        self.reset(AllocationRows([], np.zeros((0, self.J)), np.zeros(0)))
+
+    def set_topology(self, topology: Topology, gpu_remap) -> None:
+        """Workers joined or left (same worker types, new GPU numbering). The ledger (rows, time
+        received, retired jobs) and the allocation stay; `gpu_remap[g]` is old GPU g's new number or
+        -1 where it is gone: last round's placements move with their GPUs, and those that lost one are
+        forgotten (placed afresh, no renewal). Capacities, hence which rows fit, follow the new GPUs."""
+        if list(topology.worker_types) != list(self.topo.worker_types):
+            raise ValueError(f"set_topology: worker types {list(topology.worker_types)} differ from "
+                             f"{list(self.topo.worker_types)}; build a new mechanism instead")
+        remap = np.asarray(gpu_remap, dtype=np.int64).reshape(-1)
+        if len(remap) != self.topo.num_gpus:
+            raise ValueError(f"set_topology: gpu_remap has {len(remap)} entries for {self.topo.num_gpus} GPUs")
+        kept = remap[remap >= 0]
+        if len(kept) and (kept.max() >= topology.num_gpus or len(np.unique(kept)) != len(kept)):
+            raise ValueError("set_topology: gpu_remap must map old GPUs to distinct GPUs of the new topology")
+        self._use_topology(topology)
+        self.placer.set_topology(topology, remap)
+        self._fits = self.row_sf[:, None] <= self._col_cap[None, :]
 
     def _cols_of_types(self, types: list[int]) -> list[int]:
         """Columns in the order of their types (a type's columns in column order)."""
@@ -163,6 +205,25 @@ class RoundMechanism:
         """A finished job: its rows (alone or in combinations) run no more."""
         for k in self.rows_of_job.pop(job, ()):
             self.alive[k] = False
+
+    # ----- the ledger, for a runtime to save and restore -----------------------------------------
+    def ledger(self) -> Ledger:
+        """A copy of the time received by the rows still alive (retired jobs' rows carry nothing)."""
+        keep = np.flatnonzero(self.alive)
+        return Ledger([self.rows[k] for k in keep], self.received[keep].copy(),
+                      None if self.totals is None else self.totals.copy())
+
+    def restore_ledger(self, ledger: Ledger) -> None:
+        """Take a saved ledger (e.g. after a restart). Its rows have no allocation yet, so nothing of
+        them runs until the next reset(), which carries their time received over as usual."""
+        K = len(ledger.rows)
+        received = np.asarray(ledger.received, dtype=float)
+        if received.shape != (K, self.J):
+            raise ValueError(f"restore_ledger: received has shape {received.shape}, expected {(K, self.J)}")
+        self.reset(AllocationRows(list(ledger.rows), np.zeros((K, self.J)), np.ones(K)))
+        self.received = received.copy()
+        if ledger.totals is not None and self.totals is not None:
+            self.totals = np.asarray(ledger.totals, dtype=float).reshape(self.J).copy()
 
     # ----- one round ----------------------------------------------------------------------
     def plan(self, new_jobs: JobView | None = None) -> RoundPlan:

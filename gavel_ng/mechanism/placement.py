@@ -34,6 +34,17 @@ class Placer:
     def forget(self) -> None:
         self.last = {}
 
+    def set_topology(self, topology: Topology, gpu_remap: np.ndarray) -> None:
+        """GPUs renumbered (workers joined or left): `gpu_remap[g]` is old GPU g's new number, -1 if
+        gone. A placement keeps its renewal only if all its GPUs are still there, of the same type."""
+        last = {}
+        for key, (j, gpus) in self.last.items():
+            new = gpu_remap[np.asarray(gpus, dtype=np.int64)]
+            if (new >= 0).all() and (topology.gpu_type[new] == j).all():
+                last[key] = (j, tuple(new.tolist()))
+        self.topo = topology
+        self.last = last
+
     def place(self, keys: list[tuple[int, ...]], types: list[int], sfs: list[int],
               spread: list[bool] | None = None) -> Placed:
         """`spread[i]`: entry i may be split over servers (an `_unconsolidated` column). Entries

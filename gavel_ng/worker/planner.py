@@ -1,10 +1,14 @@
-"""The simulator's mechanism, fed by a cluster whose workers come and go.
+"""The deployment's mechanism, fed by a cluster whose workers come and go.
 
 `DynamicPlanner` is the SchedulerLoop's Planner: it wraps gavel_ng.mechanism's
-RoundMechanism and, when the set of live workers changed since the last allocation,
-rebuilds it on the new topology while keeping the time each row received and last
-round's placement (remapped to the new GPU numbering), so that a worker joining does not
-cost the others their lease renewals.
+RoundMechanism and, when the set of live workers changed, moves it onto the new topology
+(`RoundMechanism.set_topology`): the time each row received and last round's placements
+(renumbered) stay, so that a worker joining costs the others neither their fairness
+history nor their lease renewals.
+
+It also makes that history durable: the ledger (time received per row and worker type)
+is written to the Store after each round that ran something, and the allocation after
+each solve; `restore()` reads both back after a scheduler restart.
 """
 
 from __future__ import annotations
@@ -13,8 +17,9 @@ import logging
 
 import numpy as np
 
-from ..mechanism import AllocationRows, JobView, MechanismConfig, RoundMechanism, RoundPlan, make_plan
-from .state import ClusterState
+from ..mechanism import AllocationRows, JobView, Ledger, MechanismConfig, RoundMechanism, RoundPlan, make_plan
+from .state import FINISHED, ClusterState
+from .store import AllocationRecord, LedgerRecord
 
 log = logging.getLogger(__name__)
 
@@ -27,33 +32,44 @@ class DynamicPlanner:
         self.mech = RoundMechanism(topo, self.config)
         self.plan_map = self.gpu_map
 
-    def reset(self, alloc: AllocationRows) -> None:
-        topo, gpu_map, version = self.state.topology()
-        if version != self.version:
-            self._rebuild(topo, gpu_map)
-            self.version = version
-        self.mech.reset(alloc)
+    # ----- restart ---------------------------------------------------------------------------
+    def restore(self) -> None:
+        """After a restart (ClusterState already restored): the last allocation, for status, and
+        the ledger, minus the rows of jobs that finished, into the mechanism. Rows come back
+        without an allocation; the first solve carries their time received over."""
+        st = self.state
+        types = list(st.worker_types)
+        alloc = st.store.load_allocation()
+        if alloc is not None and alloc.worker_types == types:
+            st.allocation = (list(alloc.rows), np.asarray(alloc.shares, dtype=float).reshape(-1, len(types)))
+        saved = st.store.load_ledger()
+        if saved is None:
+            return
+        if saved.columns != types:
+            log.warning("ledger in the store is for worker types %s, not %s: fairness history starts over",
+                        saved.columns, types)
+            return
+        finished = {m for m, j in st.jobs.items() if j.status in FINISHED}
+        known = set(st.jobs)
+        ledger = Ledger(list(saved.rows), np.asarray(saved.received, dtype=float).reshape(-1, len(types)),
+                        None if saved.totals is None else np.asarray(saved.totals, dtype=float))
+        gone = finished | {m for r in ledger.rows for m in r if m not in known}
+        ledger = ledger.without_jobs(gone)
+        self.mech.restore_ledger(ledger)
+        log.info("restored the ledger of %d allocation rows (round %d)", len(ledger.rows), saved.round)
 
-    def _rebuild(self, topo, gpu_map) -> None:
-        old, old_map = self.mech, self.gpu_map
-        new = RoundMechanism(topo, self.config)
-        # carry the ledger: RoundMechanism.reset() carries rows it already knows over
-        if getattr(old, "rows", None) is not None and getattr(old, "received", None) is not None:
-            new.rows, new.received = old.rows, old.received
-        index = {g: i for i, g in enumerate(gpu_map)}
-        last = {}
-        for key, (j, gpus) in getattr(old.placer, "last", {}).items():
-            mapped = [index.get(old_map[int(g)]) for g in np.asarray(gpus).tolist()]
-            if all(m is not None for m in mapped):     # same container type as the Placer uses
-                last[key] = (j, tuple(mapped) if isinstance(gpus, tuple) else np.array(mapped, dtype=np.int64))
-        new.placer.last = last
-        self.mech, self.gpu_map = new, gpu_map
-        log.info("topology: %d GPUs on %d workers", len(gpu_map), len(set(w for w, _ in gpu_map)))
+    # ----- Planner protocol -------------------------------------------------------------------
+    def reset(self, alloc: AllocationRows) -> None:
+        self._sync_topology()
+        self.mech.reset(alloc)
+        self._save_allocation(alloc)
+        self._save_ledger()
 
     def retire(self, job: int) -> None:
         self.mech.retire(job)
 
     def plan(self, new_jobs: JobView | None = None) -> RoundPlan:
+        self._sync_topology()
         if not self.gpu_map:
             return make_plan([], [], [], [], [], [], [])
         plan = self.mech.plan(new_jobs)
@@ -61,8 +77,39 @@ class DynamicPlanner:
         return plan
 
     def record(self, plan: RoundPlan, occupied: np.ndarray) -> None:
+        if not plan.num_entries:    # an idle wait (about a second) is no round: the ledger must not decay
+            return
         self.mech.record(plan, occupied)
+        self._save_ledger()
 
     def placement(self, plan: RoundPlan, entry: int) -> list[tuple[str, int]]:
         """(worker id, local GPU) of each GPU of a planned entry, in rank order."""
         return [self.plan_map[g] for g in np.asarray(plan.gpus[entry]).tolist()]
+
+    # ----- topology ------------------------------------------------------------------------------
+    def _sync_topology(self) -> None:
+        """Move the mechanism onto the live workers if they changed since it last looked."""
+        topo, gpu_map, version = self.state.topology()
+        if version == self.version:
+            return
+        index = {g: i for i, g in enumerate(gpu_map)}
+        remap = [index.get(g, -1) for g in self.gpu_map]
+        self.mech.set_topology(topo, remap)
+        self.gpu_map, self.version = gpu_map, version
+        log.info("topology: %d GPUs on %d workers (%d of them were there before)", len(gpu_map),
+                 len({w for w, _ in gpu_map}), sum(g >= 0 for g in remap))
+
+    # ----- persistence ---------------------------------------------------------------------------
+    def _save_ledger(self) -> None:
+        st = self.state
+        led = self.mech.ledger()
+        st.store.save_ledger(LedgerRecord(
+            round=st.round_no, columns=list(st.worker_types), rows=[list(r) for r in led.rows],
+            received=led.received.tolist(), totals=None if led.totals is None else led.totals.tolist()))
+
+    def _save_allocation(self, alloc: AllocationRows) -> None:
+        st = self.state
+        X = np.asarray(alloc.X, dtype=float).reshape(len(alloc.rows), len(st.worker_types))
+        st.store.save_allocation(AllocationRecord(
+            round=st.round_no, worker_types=list(st.worker_types), rows=[[int(m) for m in r] for r in alloc.rows],
+            shares=X.tolist()))

@@ -29,7 +29,7 @@ from .protos import gavel_pb2 as pb
 from .rpc import Security, Stub, authenticate, make_server, new_token, open_channel
 from .spec import ClusterConfig, JobSpec, validate_submission
 from .state import FINISHED, ClusterState
-from .store import Store
+from .store import ClusterInfo, Store
 
 log = logging.getLogger(__name__)
 TOKEN_FILE = "token"
@@ -150,7 +150,10 @@ class SchedulerService:
         self.checkpoint_root = Path(root) if root else self.state_dir / "checkpoints"
         self.checkpoint_root.mkdir(parents=True, exist_ok=True)
         self.planner = DynamicPlanner(self.state)
+        self.planner.restore()
         self.allocator = PolicyAllocator(self.state, config.policy, config.space_sharing)
+        self.store.save_cluster_info(ClusterInfo(self.allocator.spec.name, config.round_seconds,
+                                                 list(config.worker_types)))
         self.loop: SchedulerLoop | None = None
         self.executor = DeployExecutor(self.state, self.planner, self.allocator, self.checkpoint_root,
                                        self.stop_event, self._topology_changed)

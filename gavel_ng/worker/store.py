@@ -1,23 +1,31 @@
 """The scheduler's durable state: one SQLite file under --state.
 
 Jobs, attempts (one launch of a job), workers, measured throughputs, events and a few
-counters. Every change is committed when it happens (WAL, autocommit), so a scheduler
-killed at any moment restarts from what it last decided; readers (tests, tools) may open
-the file while the scheduler runs.
+counters, plus the mechanism's ledger and the last allocation (JSON under meta keys).
+Every change is committed when it happens (WAL, autocommit), so a scheduler killed at
+any moment restarts from what it last decided; readers (tests, tools, `gavel-ng status
+--state`) may open the file while the scheduler runs: `StateReader` reads it read-only.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .spec import JobSpec
 
+log = logging.getLogger(__name__)
 DB_NAME = "gavel.sqlite"
+LEDGER_KEY = "ledger"
+ALLOCATION_KEY = "allocation"
+CLUSTER_KEY = "cluster"
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
     job_id INTEGER PRIMARY KEY, spec TEXT NOT NULL, status TEXT NOT NULL, steps_done INTEGER NOT NULL,
@@ -65,7 +73,140 @@ class AttemptRow:
     status: str
 
 
-class Store:
+@dataclass
+class WorkerRow:
+    worker_id: str
+    address: str
+    gpu_type: str
+    gpus: int
+    registered: float
+    last_seen: float       # time.time() of the last registration or liveness change
+    alive: bool
+
+
+@dataclass
+class LedgerRecord:
+    """The mechanism's ledger as saved: seconds received per allocation row and column."""
+
+    round: int
+    columns: list[str]                   # worker types, in the order of received's columns
+    rows: list[tuple[int, ...]]
+    received: list[list[float]]          # (rows, columns)
+    totals: list[float] | None = None
+
+
+@dataclass
+class AllocationRecord:
+    """The last allocation the policy computed: time shares per row and worker type."""
+
+    round: int
+    worker_types: list[str]
+    rows: list[tuple[int, ...]]
+    shares: list[list[float]]            # (rows, worker types)
+
+
+@dataclass
+class ClusterInfo:
+    """What a reader cannot know from the rest of the file: how the scheduler was configured."""
+
+    policy: str
+    round_seconds: float
+    worker_types: list[str]
+
+
+class _Reads:
+    """Queries shared by the scheduler's Store and the read-only StateReader (both give `_all`)."""
+
+    def _all(self, sql: str, args: tuple = ()) -> list[tuple]:
+        raise NotImplementedError
+
+    def _dicts(self, sql: str, args: tuple) -> list[dict]:
+        raise NotImplementedError
+
+    def load_jobs(self) -> list[JobRow]:
+        rows = self._all("SELECT job_id, spec, status, steps_done, submitted, finished, attempts, failures, renewals "
+                         "FROM jobs ORDER BY job_id")
+        return [JobRow(r[0], JobSpec(**_spec_args(json.loads(r[1]))), *r[2:]) for r in rows]
+
+    def running_attempts(self) -> list[AttemptRow]:
+        rows = self._all("SELECT job_id, attempt, placement, worker_type, launched, status FROM attempts "
+                         "WHERE status = 'running'")
+        return [AttemptRow(r[0], r[1], [tuple(p) for p in json.loads(r[2])], r[3], r[4], r[5]) for r in rows]
+
+    def attempts(self, job_id: int | None = None) -> list[dict]:
+        sql = "SELECT * FROM attempts" + (" WHERE job_id = ?" if job_id is not None else "") + \
+              " ORDER BY job_id, attempt"
+        return self._dicts(sql, () if job_id is None else (job_id,))
+
+    def load_workers(self) -> list[WorkerRow]:
+        rows = self._all("SELECT worker_id, address, gpu_type, gpus, registered, last_seen, alive FROM workers "
+                         "ORDER BY registered, worker_id")
+        return [WorkerRow(*r[:6], bool(r[6])) for r in rows]
+
+    def load_throughputs(self) -> list[tuple[str, int, str, bool, float, int]]:
+        rows = self._all("SELECT job_type, scale_factor, worker_type, consolidated, steps_per_s, samples "
+                         "FROM throughputs")
+        return [(r[0], r[1], r[2], bool(r[3]), r[4], r[5]) for r in rows]
+
+    def events(self, kind: str | None = None) -> list[dict]:
+        sql = "SELECT * FROM events" + (" WHERE kind = ?" if kind else "") + " ORDER BY seq"
+        out = self._dicts(sql, (kind,) if kind else ())
+        for e in out:
+            e["detail"] = json.loads(e["detail"]) if e["detail"] else {}
+        return out
+
+    def get_meta(self, key: str, default: str | None = None) -> str | None:
+        rows = self._all("SELECT value FROM meta WHERE key = ?", (key,))
+        return rows[0][0] if rows else default
+
+    def load_ledger(self) -> LedgerRecord | None:
+        """None when none was saved or it does not parse (a warning: history starts over)."""
+        data = self._meta_json(LEDGER_KEY)
+        if data is None:
+            return None
+        try:
+            rec = LedgerRecord(int(data["round"]), [str(c) for c in data["columns"]], _rows(data["rows"]),
+                               _matrix(data["received"], len(data["rows"]), len(data["columns"])),
+                               None if data.get("totals") is None else [float(v) for v in data["totals"]])
+        except (KeyError, TypeError, ValueError) as exc:
+            log.warning("meta %r in %s is malformed (%s): ignored", LEDGER_KEY, DB_NAME, exc)
+            return None
+        return rec
+
+    def load_allocation(self) -> AllocationRecord | None:
+        data = self._meta_json(ALLOCATION_KEY)
+        if data is None:
+            return None
+        try:
+            return AllocationRecord(int(data["round"]), [str(w) for w in data["worker_types"]], _rows(data["rows"]),
+                                    _matrix(data["shares"], len(data["rows"]), len(data["worker_types"])))
+        except (KeyError, TypeError, ValueError) as exc:
+            log.warning("meta %r in %s is malformed (%s): ignored", ALLOCATION_KEY, DB_NAME, exc)
+            return None
+
+    def load_cluster_info(self) -> ClusterInfo | None:
+        data = self._meta_json(CLUSTER_KEY)
+        if data is None:
+            return None
+        try:
+            types = [str(w) for w in data["worker_types"]]
+            return ClusterInfo(str(data["policy"]), float(data["round_seconds"]), types)
+        except (KeyError, TypeError, ValueError):
+            return None
+
+    def _meta_json(self, key: str) -> dict | None:
+        text = self.get_meta(key)
+        if text is None:
+            return None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError:
+            log.warning("meta %r in %s is not JSON: ignored", key, DB_NAME)
+            return None
+        return data if isinstance(data, dict) else None
+
+
+class Store(_Reads):
     """Thread-safe: one connection, one lock; every method is a short transaction."""
 
     def __init__(self, state_dir: str | Path):
@@ -112,11 +253,6 @@ class Store:
         names = ", ".join(f"{k} = ?" for k in cols)
         self._exec(f"UPDATE jobs SET {names} WHERE job_id = ?", (*cols.values(), job_id))
 
-    def load_jobs(self) -> list[JobRow]:
-        rows = self._all("SELECT job_id, spec, status, steps_done, submitted, finished, attempts, failures, renewals "
-                         "FROM jobs ORDER BY job_id")
-        return [JobRow(r[0], JobSpec(**_spec_args(json.loads(r[1]))), *r[2:]) for r in rows]
-
     # ----- attempts --------------------------------------------------------------------
     def add_attempt(self, job_id: int, attempt: int, placement: list[tuple[str, int]], worker_type: str,
                     launched: float, steps_start: int) -> None:
@@ -130,16 +266,6 @@ class Store:
         self._exec("UPDATE attempts SET status = ?, ended = ?, steps_end = ?, steps_run = ?, compute_seconds = ?, "
                    "wall_seconds = ?, renewals = ? WHERE job_id = ? AND attempt = ?",
                    (status, ended, steps_end, steps_run, compute_seconds, wall_seconds, renewals, job_id, attempt))
-
-    def running_attempts(self) -> list[AttemptRow]:
-        rows = self._all("SELECT job_id, attempt, placement, worker_type, launched, status FROM attempts "
-                         "WHERE status = 'running'")
-        return [AttemptRow(r[0], r[1], [tuple(p) for p in json.loads(r[2])], r[3], r[4], r[5]) for r in rows]
-
-    def attempts(self, job_id: int | None = None) -> list[dict]:
-        sql = "SELECT * FROM attempts" + (" WHERE job_id = ?" if job_id is not None else "") + \
-              " ORDER BY job_id, attempt"
-        return self._dicts(sql, () if job_id is None else (job_id,))
 
     # ----- workers ---------------------------------------------------------------------
     def upsert_worker(self, worker_id: str, address: str, gpu_type: str, gpus: int, now: float,
@@ -158,30 +284,24 @@ class Store:
         self._exec("INSERT OR REPLACE INTO throughputs VALUES (?, ?, ?, ?, ?, ?, ?)",
                    (job_type, sf, worker_type, int(consolidated), value, samples, time.time()))
 
-    def load_throughputs(self) -> list[tuple[str, int, str, bool, float, int]]:
-        rows = self._all("SELECT job_type, scale_factor, worker_type, consolidated, steps_per_s, samples "
-                         "FROM throughputs")
-        return [(r[0], r[1], r[2], bool(r[3]), r[4], r[5]) for r in rows]
-
     # ----- events and counters -----------------------------------------------------------
     def event(self, kind: str, job_id: int | None = None, worker_id: str | None = None,
               round_no: int | None = None, **detail) -> None:
         self._exec("INSERT INTO events (ts, round, kind, job_id, worker_id, detail) VALUES (?, ?, ?, ?, ?, ?)",
                    (time.time(), round_no, kind, job_id, worker_id, json.dumps(detail) if detail else None))
 
-    def events(self, kind: str | None = None) -> list[dict]:
-        sql = "SELECT * FROM events" + (" WHERE kind = ?" if kind else "") + " ORDER BY seq"
-        out = self._dicts(sql, (kind,) if kind else ())
-        for e in out:
-            e["detail"] = json.loads(e["detail"]) if e["detail"] else {}
-        return out
-
-    def get_meta(self, key: str, default: str | None = None) -> str | None:
-        rows = self._all("SELECT value FROM meta WHERE key = ?", (key,))
-        return rows[0][0] if rows else default
-
     def set_meta(self, key: str, value: object) -> None:
         self._exec("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, str(value)))
+
+    # ----- the mechanism's memory and what status shows --------------------------------------
+    def save_ledger(self, rec: LedgerRecord) -> None:
+        self.set_meta(LEDGER_KEY, json.dumps(asdict(rec), separators=(",", ":")))
+
+    def save_allocation(self, rec: AllocationRecord) -> None:
+        self.set_meta(ALLOCATION_KEY, json.dumps(asdict(rec), separators=(",", ":")))
+
+    def save_cluster_info(self, info: ClusterInfo) -> None:
+        self.set_meta(CLUSTER_KEY, json.dumps(asdict(info)))
 
     def _dicts(self, sql: str, args: tuple) -> list[dict]:
         with self._lock:
@@ -196,6 +316,69 @@ def _spec_args(d: dict) -> dict:
     return d
 
 
-def open_readonly(state_dir: str | Path) -> sqlite3.Connection:
-    """For tools and tests: read the state while a scheduler runs."""
-    return sqlite3.connect(f"file:{Path(state_dir) / DB_NAME}?mode=ro", uri=True, timeout=30)
+def _rows(data) -> list[tuple[int, ...]]:
+    return [tuple(int(m) for m in r) for r in data]
+
+
+def _matrix(data, n: int, m: int) -> list[list[float]]:
+    out = [[float(v) for v in row] for row in data]
+    if len(out) != n or any(len(row) != m for row in out):
+        raise ValueError(f"expected a {n}x{m} matrix")
+    return out
+
+
+def open_readonly(state_dir: str | Path, timeout: float = 30.0) -> sqlite3.Connection:
+    """For tools and tests: read the state while a scheduler runs (never creates the file)."""
+    return sqlite3.connect(f"file:{Path(state_dir) / DB_NAME}?mode=ro", uri=True, timeout=timeout,
+                           isolation_level=None)
+
+
+class NotAStateDir(Exception):
+    """The directory holds no scheduler state (no database, or not ours)."""
+
+
+class StateReader(_Reads):
+    """Read-only view of a scheduler's state directory, for tools. Opens no write transaction and
+    creates nothing; `snapshot()` groups reads into one short read transaction so that they see
+    one consistent state while a scheduler writes (WAL readers never block the writer)."""
+
+    def __init__(self, state_dir: str | Path, timeout: float = 5.0):
+        self.dir = Path(state_dir)
+        self.path = self.dir / DB_NAME
+        if not self.path.is_file():
+            raise NotAStateDir(f"no {DB_NAME} in it")
+        try:
+            self._db = open_readonly(self.dir, timeout)
+            tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        except sqlite3.DatabaseError as exc:
+            raise NotAStateDir(f"{DB_NAME} cannot be read ({exc})") from None
+        missing = {"jobs", "attempts", "workers", "throughputs", "meta"} - tables
+        if missing:
+            self._db.close()
+            raise NotAStateDir(f"{DB_NAME} is not a gavel_ng state (no {', '.join(sorted(missing))} table)")
+
+    def __enter__(self) -> StateReader:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._db.close()
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """One read transaction around the reads inside it (released at once after them)."""
+        self._db.execute("BEGIN")
+        try:
+            yield
+        finally:
+            self._db.execute("COMMIT")
+
+    def _all(self, sql: str, args: tuple = ()) -> list[tuple]:
+        return self._db.execute(sql, args).fetchall()
+
+    def _dicts(self, sql: str, args: tuple) -> list[dict]:
+        cur = self._db.execute(sql, args)
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, row)) for row in cur.fetchall()]

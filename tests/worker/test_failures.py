@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import signal
 
-from loopback_cluster import check_training, wait_for
+from loopback_cluster import check_training, wait_for, worker_name
 
-# long enough (about 20 s of training each on an idle 2-core machine) that a job still runs,
-# with a checkpoint, after its first round: shorter jobs finish in one lease on a quiet machine
+# three jobs on two GPUs: whatever the policy, jobs are time-sliced, so they checkpoint and
+# move; each takes 10-20 s of training on an idle 2-core machine, several rounds of 6 s
 JOBS = [
-    {"job_type": "ResNet-18 (batch size 32)", "steps": 3000, "size": "tiny", "name": "a"},
-    {"job_type": "Recommendation (batch size 512)", "steps": 8000, "size": "tiny", "name": "b"},
+    {"job_type": "ResNet-18 (batch size 32)", "steps": 2000, "size": "tiny", "name": "a"},
+    {"job_type": "Recommendation (batch size 512)", "steps": 6000, "size": "tiny", "name": "b"},
+    {"job_type": "LM (batch size 20)", "steps": 10000, "size": "tiny", "name": "c"},
 ]
 
 
@@ -26,12 +27,10 @@ def test_worker_kill9_and_scheduler_restart_lose_nothing(cluster_factory):
     cl = cluster_factory(round_seconds=6.0)
     cl.start_scheduler()
     cl.start_worker("w-v100", "v100", 1)
-    cl.start_worker("w-p100", "p100", 1)
     cl.start_worker("w-k80", "k80", 1)
-    cl.wait_workers(3)
+    cl.wait_workers(2)
     with cl.client() as c:
         ids = c.submit(JOBS)
-        workers = {w.address: w.worker_id for w in c.status().workers}
 
         # 1. kill -9 a worker while it runs a job that has a checkpoint
         def victim():
@@ -42,7 +41,7 @@ def test_worker_kill9_and_scheduler_restart_lose_nothing(cluster_factory):
             return None
 
         w, job = wait_for(victim, 180, "no job with a checkpoint ever ran")
-        name = next(n for n, p in cl.workers.items() if f"127.0.0.1:{_port_of(cl, n)}" == w.address)
+        name = worker_name(cl, w.worker_id)
         cl.workers[name].send_signal(signal.SIGKILL)
         cl.workers[name].wait(10)
         lost_at = job.steps_done
@@ -51,6 +50,7 @@ def test_worker_kill9_and_scheduler_restart_lose_nothing(cluster_factory):
                              w.worker_id not in str(e["placement"]) for e in cl.events("launch")
                              if e["ts"] > cl.events("worker_down")[0]["ts"]), 60, "job not relaunched elsewhere")
         assert any(e["kind"] == "lost" and e["job_id"] == job.job_id for e in cl.events())
+        cl.start_worker("w-p100", "p100", 1)             # a replacement joins the running cluster
 
         # 2. stop the scheduler mid-run and start it again on the same state
         wait_for(lambda: any(j.status == "running" for j in c.jobs()), 30, "nothing running")
@@ -64,11 +64,3 @@ def test_worker_kill9_and_scheduler_restart_lose_nothing(cluster_factory):
     assert cl.events("restart"), "the second scheduler did not restore its state"
     loads = [e for e in cl.train_log(job.job_id) if e.get("event") == "load"]
     assert any(e["step"] >= lost_at for e in loads), "the job did not resume from its last checkpoint"
-    assert workers  # (addresses were known)
-
-
-def _port_of(cl, name: str) -> int:
-    import re
-
-    text = (cl.root / f"{name}.log").read_text()
-    return int(re.search(r"listening on \S+:(\d+)", text)[1])
