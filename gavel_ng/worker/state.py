@@ -15,8 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..estimator import Measurement, ThroughputEstimator
-from ..estimator.view import isolated_columns, pair_table
+from ..estimator import ThroughputEstimator
 from ..mechanism import Topology
 from ..policies.packing import PairTable
 from ..throughputs import UNCONSOLIDATED
@@ -25,6 +24,7 @@ from .protos import gavel_pb2 as pb
 from .rpc import Stub
 from .spec import ClusterConfig, JobSpec
 from .store import Store
+from .view import ThroughputView
 
 log = logging.getLogger(__name__)
 FINISHED = ("done", "cancelled", "failed")
@@ -98,6 +98,7 @@ class ClusterState:
         self.store = store
         self.table = table
         self.estimator = estimator
+        self.throughputs = ThroughputView(table, estimator)
         self.secret = secret
         self.worker_types = list(config.worker_types)
         self.lock = threading.RLock()
@@ -122,8 +123,8 @@ class ClusterState:
         self.table.load(self.store.load_throughputs())
         for job in self.jobs.values():
             if job.status not in FINISHED:
-                self._estimate(job)
-        self._replay_measurements()
+                self.throughputs.add_job(job.job_id, job.key)
+        self.throughputs.replay(self.store.events("measure"), {m: j.key for m, j in self.jobs.items()})
         now = time.time()
         for a in self.store.running_attempts():
             job = self.jobs.get(a.job_id)
@@ -145,7 +146,7 @@ class ClusterState:
             ids = self.store.add_jobs(specs, now)
             for i, spec in zip(ids, specs):
                 self.jobs[i] = JobState(i, spec, now)
-                self._estimate(self.jobs[i])
+                self.throughputs.add_job(i, self.jobs[i].key)
                 self.store.event("submit", job_id=i, job_type=spec.job_type, steps=spec.steps,
                                  scale_factor=spec.scale_factor)
             self.wake = True
@@ -165,8 +166,7 @@ class ClusterState:
 
     def _finish_job(self, job: JobState, status: str) -> None:
         job.status = status
-        if self.estimator is not None:
-            self.estimator.remove_job(job.job_id)
+        self.throughputs.remove_job(job.job_id)
         job.finished = time.time()
         self.store.update_job(job.job_id, status=status, finished=job.finished, steps_done=job.steps_done)
         self.store.event(status if status != "done" else "finish", job_id=job.job_id, steps=job.steps_done)
@@ -406,61 +406,23 @@ class ClusterState:
         worker_type = att.worker_type
         if not att.consolidated and job.spec.scale_factor > 1:
             worker_type += UNCONSOLIDATED
-        self._fold(job.job_id, worker_type, d_secs, d_steps, with_)
+        partner = (with_, self.jobs[with_].key) if with_ is not None and with_ in self.jobs else None
+        if with_ is not None and partner is None:
+            return
+        saved = self.throughputs.record(job.job_id, job.key, worker_type, d_secs, d_steps, partner)
+        if saved is not None:
+            split = worker_type.endswith(UNCONSOLIDATED)
+            self.store.save_throughput(job.key[0], job.key[1], att.worker_type, not split, *saved)
         self.store.event("measure", job_id=job.job_id, worker_type=worker_type, seconds=d_secs, steps=d_steps,
                          partner=with_)
-
-    def _fold(self, job_id: int, worker_type: str, seconds: float, steps: int, partner: int | None,
-              persist: bool = True) -> None:
-        job = self.jobs[job_id]
-        t, sf = job.key
-        base, consolidated = worker_type.removesuffix(UNCONSOLIDATED), not worker_type.endswith(UNCONSOLIDATED)
-        other = self.jobs.get(partner) if partner is not None else None
-        if partner is None:
-            value, n = self.table.record(t, sf, base, consolidated, steps / seconds)
-            if persist:
-                self.store.save_throughput(t, sf, base, consolidated, value, n)
-        elif other is not None and consolidated:
-            self.table.record_pair(job.key, other.key, base, steps / seconds)
-        est = self.estimator
-        if est is not None and job_id in est.jobs and worker_type in est.workers and (
-                partner is None or partner in est.jobs):
-            est.record(Measurement(job_id, worker_type, seconds, steps, partner=partner))
-
-    def _replay_measurements(self) -> None:
-        """After a restart: pair rates and per-job estimator samples come back from the events
-        (isolated rates per job type are already in the throughputs table)."""
-        n = 0
-        for e in self.store.events("measure"):
-            d, job_id = e["detail"], e["job_id"]
-            if job_id not in self.jobs or (d.get("partner") is None and (
-                    self.estimator is None or job_id not in self.estimator.jobs)):
-                continue
-            if d.get("partner") is None:
-                est = self.estimator
-                if d["worker_type"] in est.workers:
-                    est.record(Measurement(job_id, d["worker_type"], d["seconds"], d["steps"]))
-            else:
-                self._fold(job_id, d["worker_type"], d["seconds"], d["steps"], d["partner"], persist=False)
-            n += 1
-        if n:
-            log.info("replayed %d throughput measurements", n)
 
     # ----- the policy's view of throughputs --------------------------------------------------
     def view_isolated(self, ids: list[int]) -> np.ndarray:
         """(jobs, worker types) steps/s the policy should believe (lock held)."""
-        if self.estimator is not None:
-            return isolated_columns(self.estimator, ids, self.worker_types)
-        return self.table.matrix([self.jobs[m].key for m in ids])
+        return self.throughputs.isolated(ids, [self.jobs[m].key for m in ids])
 
     def view_pairs(self, ids: list[int], T: np.ndarray) -> PairTable:
-        if self.estimator is not None:
-            return pair_table(self.estimator, ids, self.worker_types, T)
-        return self.table.pair_table([self.jobs[m].key for m in ids])
-
-    def _estimate(self, job: JobState) -> None:
-        if self.estimator is not None and job.job_id not in self.estimator.jobs:
-            self.estimator.add_job(job.job_id, job.spec.scale_factor, known_key=job.key)
+        return self.throughputs.pairs(ids, [self.jobs[m].key for m in ids], T)
 
     # ----- topology ---------------------------------------------------------------------------
     def capacity(self) -> np.ndarray:
