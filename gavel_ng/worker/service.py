@@ -22,6 +22,7 @@ from ..mechanism import SchedulerLoop
 from ..profiles import default_table
 from ..throughputs import ThroughputTable
 from .allocator import PolicyAllocator
+from .client import placement_label
 from .executor import DeployExecutor
 from .measured import MeasuredTable
 from .planner import DynamicPlanner
@@ -222,12 +223,7 @@ class SchedulerService:
 
     # ----- status ------------------------------------------------------------------------------
     def job_info(self, j) -> pb.JobInfo:
-        placement = ""
-        if j.live is not None:
-            gpus = {}
-            for w, g in j.live.placement:
-                gpus.setdefault(w, []).append(str(g))
-            placement = j.live.worker_type + " " + " ".join(f"{w}:{','.join(g)}" for w, g in gpus.items())
+        placement = placement_label(j.live.worker_type, j.live.placement) if j.live is not None else ""
         return pb.JobInfo(job_id=j.job_id, spec=j.spec.to_proto(), status=j.status, steps_done=j.steps_done,
                           steps_live=max(j.steps_live, j.steps_done), submitted=j.submitted,
                           finished=j.finished or 0.0, attempts=j.attempts, placement=placement, renewals=j.renewals)
