@@ -30,12 +30,14 @@ class MechanismConfig:
     backfill_new_jobs: bool = True         # jobs unknown to the allocation use free GPUs
     carry_over: float = 1.0                # share of received time a persisting row keeps at a reset
     decay: float = 0.9                     # received time is multiplied by this every round (~10-round memory)
+    consolidate: bool = True               # multi-GPU entries on one server when one can be had (placement.py)
     seed: int = 0
 
     @classmethod
     def gavel_compat(cls, agnostic: bool, seed: int = 0) -> MechanismConfig:
         return cls(initial_received=180.0, never_served_factor=1e9, type_order=("v100", "p100", "k80"),
-                   random_type_order=agnostic, backfill_new_jobs=False, carry_over=0.0, decay=1.0, seed=seed)
+                   random_type_order=agnostic, backfill_new_jobs=False, carry_over=0.0, decay=1.0,
+                   consolidate=False, seed=seed)
 
     @classmethod
     def since_reset(cls, seed: int = 0) -> MechanismConfig:
@@ -123,7 +125,7 @@ class RoundMechanism:
             if len(self.col_spread) != self.J or (self.J and (self.col_pool.min() < 0 or self.col_pool.max() >= T)):
                 raise ValueError("col_pool / col_spread must give every column a worker type of the topology")
         self._use_topology(topology)
-        self.placer = Placer(topology)
+        self.placer = Placer(topology, self.cfg.consolidate)
         self.rng = np.random.default_rng(self.cfg.seed)
         self.reset(AllocationRows([], np.zeros((0, self.J)), np.zeros(0)))
 

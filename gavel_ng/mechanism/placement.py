@@ -4,6 +4,17 @@ A row that runs again on the same type keeps the GPUs it had (a lease renewal: n
 checkpoint and restore). The others are placed by decreasing scale factor, each on as
 few servers as possible: the fullest server that still fits it (best fit, which keeps
 whole servers free for the wide jobs to come), else across the servers with most room.
+
+With `consolidate` (the default) a multi-GPU entry that would otherwise be split over
+servers is put on one server when one can be had, because a split job runs at its
+unconsolidated throughput (a third to a half of the consolidated one for many models),
+which costs far more than a restart:
+
+* a split lease is renewed only when no server can take the entry whole this round;
+* when no server has room, one-GPU entries renewing on the server that needs the fewest
+  of them to move are moved elsewhere (they are re-placed, not renewed).
+
+Without it (the prototype), plain entries keep their split leases and nothing is moved.
 """
 
 from __future__ import annotations
@@ -24,11 +35,22 @@ class Placed:
     consolidated: np.ndarray   # (E,) bool: all GPUs on one server
 
 
+@dataclass
+class _Round:
+    """One placement's working state: free GPUs and, per GPU, the one-GPU renewal holding it."""
+
+    free: np.ndarray           # (G,) bool
+    holder: np.ndarray         # (G,) entry index of a one-GPU renewal on that GPU, -1 otherwise
+    gpus: list
+    renewed: list[bool]
+
+
 class Placer:
     """Remembers last round's placement so that staying rows keep their GPUs."""
 
-    def __init__(self, topology: Topology):
+    def __init__(self, topology: Topology, consolidate: bool = True):
         self.topo = topology
+        self.consolidate = consolidate
         self.last: dict[tuple[int, ...], tuple[int, tuple[int, ...]]] = {}
 
     def forget(self) -> None:
@@ -49,61 +71,133 @@ class Placer:
               spread: list[bool] | None = None) -> Placed:
         """`spread[i]`: entry i may be split over servers (an `_unconsolidated` column). Entries
         that may not are placed first, each on one server when one has room; a renewal that
-        left such an entry split is given up for a fresh try at consolidating it."""
+        left such an entry split is given up for a fresh try at consolidating it (with
+        `consolidate`, only when a server can take it whole)."""
         topo = self.topo
         E = len(keys)
-        free = np.ones(topo.num_gpus, dtype=bool)
-        gpus: list[tuple[int, ...] | None] = [None] * E
-        renewed = [False] * E
-        consolidated = [True] * E
+        st = _Round(np.ones(topo.num_gpus, dtype=bool), np.full(topo.num_gpus, -1, dtype=np.int64),
+                    [None] * E, [False] * E)
         last = self.last
         fresh: list[int] = []
-        held: list[int] = []
+        doubtful: list[int] = []      # wide entries whose lease is split: renewed unless they can be whole
+        held: list[int] = []          # GPUs of renewals and of split leases (held until their turn)
+        singles: list[int] = []       # one-GPU renewals
         for i, key in enumerate(keys):
             prev = last.get(key)
-            if prev is not None and prev[0] == types[i] and len(prev[1]) == sfs[i] and (
-                    spread is None or spread[i] or sfs[i] == 1
-                    or len({int(topo.gpu_server[g]) for g in prev[1]}) == 1):
-                gpus[i] = prev[1]
-                held.extend(prev[1])
-                renewed[i] = True
-            else:
+            if prev is None or prev[0] != types[i] or len(prev[1]) != sfs[i]:
                 fresh.append(i)
+                continue
+            if sfs[i] == 1:
+                singles.append(i)
+            elif (spread is not None and spread[i]) or self._servers(prev[1]) == 1:
+                pass
+            elif self.consolidate:
+                doubtful.append(i)
+                held.extend(prev[1])
+                continue
+            elif spread is not None:  # the prototype gives up split leases of consolidated columns only
+                fresh.append(i)
+                continue
+            st.gpus[i] = prev[1]
+            st.renewed[i] = True
+            held.extend(prev[1])
         if held:
-            free[held] = False
-        for i in range(E):
-            if renewed[i] and sfs[i] > 1:
-                consolidated[i] = len({int(topo.gpu_server[g]) for g in gpus[i]}) == 1
-        if fresh:
-            wide = [i for i in fresh if sfs[i] > 1]
-            wide.sort(key=lambda i: -sfs[i])
-            if spread is not None:   # consolidated entries take whole servers first
-                wide.sort(key=lambda i: spread[i])
-            for i in wide:
-                gpus[i] = self._place_wide(types[i], sfs[i], free)
-                consolidated[i] = len({int(topo.gpu_server[g]) for g in gpus[i]}) == 1
-            self._place_single([i for i in fresh if sfs[i] == 1], types, free, gpus)
-        self.last = dict(zip(keys, zip(types, gpus)))
-        return Placed(gpus, np.array(renewed, dtype=bool), np.array(consolidated, dtype=bool))
+            st.free[held] = False
+        if singles and self.consolidate:
+            st.holder[[st.gpus[i][0] for i in singles]] = singles
+        wide = [i for i in fresh + doubtful if sfs[i] > 1]
+        wide.sort(key=lambda i: -sfs[i])
+        if spread is not None:   # consolidated entries take whole servers first
+            wide.sort(key=lambda i: spread[i])
+        moved: list[int] = []
+        split_leases = set(doubtful)
+        for i in wide:
+            may_split = spread is not None and spread[i]
+            if i in split_leases:
+                self._replace_or_renew(st, i, last[keys[i]][1], types[i], sfs[i], moved)
+            else:
+                st.gpus[i] = self._place_wide(types[i], sfs[i], st, None if may_split else moved)
+        self._place_single([i for i in fresh if sfs[i] == 1] + moved, types, st.free, st.gpus)
+        self.last = dict(zip(keys, zip(types, st.gpus)))
+        consolidated = [sfs[i] == 1 or self._servers(st.gpus[i]) == 1 for i in range(E)]
+        return Placed(st.gpus, np.array(st.renewed, dtype=bool), np.array(consolidated, dtype=bool))
 
-    def _place_wide(self, j: int, sf: int, free: np.ndarray) -> tuple[int, ...]:
+    # ----- helpers -----------------------------------------------------------------------------
+    def _servers(self, gpus) -> int:
+        return len({int(self.topo.gpu_server[g]) for g in gpus})
+
+    def _replace_or_renew(self, st: _Round, i: int, prev: tuple[int, ...], j: int, sf: int,
+                          moved: list[int]) -> None:
+        """A split lease: placed whole on one server if one can take it (moving one-GPU entries
+        if need be), else renewed where it is."""
+        st.free[list(prev)] = True
+        server = self._whole_server(j, sf, st)
+        if server is None:
+            st.gpus[i] = prev
+            st.renewed[i] = True
+            st.free[list(prev)] = False
+        else:
+            st.gpus[i] = self._take_server(server, sf, st, moved)
+
+    def _place_wide(self, j: int, sf: int, st: _Round, moved: list[int] | None) -> tuple[int, ...]:
+        """On one server when one has room (moving one-GPU renewals when `moved` is given and that
+        makes room), else split over the servers with most room."""
+        free = st.free
         servers = self.topo.type_servers[j]
-        counts = np.array([free[self.topo.server_gpus[s]].sum() for s in servers])
+        counts = self._free_per_server(servers, free)
         fits = np.flatnonzero(counts >= sf)
         if len(fits):
-            pick = [servers[fits[np.argmin(counts[fits])]]]
-        else:  # split: most room first, as few servers as that takes
-            pick = servers[np.argsort(-counts, kind="stable")]
+            return self._take_server(servers[fits[np.argmin(counts[fits])]], sf, st, moved)
+        if moved is not None and self.consolidate:
+            server = self._whole_server(j, sf, st)
+            if server is not None:
+                return self._take_server(server, sf, st, moved)
         out: list[int] = []
-        for s in pick:
+        for s in servers[np.argsort(-counts, kind="stable")]:  # split: most room first
             ids = self.topo.server_gpus[s]
-            avail = ids[free[ids]][: sf - len(out)]
-            out.extend(avail.tolist())
+            out.extend(ids[free[ids]][: sf - len(out)].tolist())
             if len(out) == sf:
                 break
         if len(out) != sf:
             raise RuntimeError(f"placement: {sf} GPUs of type {j} selected but only {len(out)} free")
         free[out] = False
+        return tuple(out)
+
+    def _free_per_server(self, servers: np.ndarray, free: np.ndarray) -> np.ndarray:
+        return self._per_server(free)[servers]
+
+    def _per_server(self, mask: np.ndarray) -> np.ndarray:
+        """GPUs of each server where `mask` holds (one bincount: this runs for every wide entry)."""
+        return np.bincount(self.topo.gpu_server[mask], minlength=len(self.topo.server_type))
+
+    def _whole_server(self, j: int, sf: int, st: _Round) -> int | None:
+        """The server of type j that can hold sf GPUs with the fewest one-GPU renewals moved off it
+        (then the fullest: best fit), or None."""
+        servers = self.topo.type_servers[j]
+        counts = self._free_per_server(servers, st.free)
+        movable = self._per_server(st.holder >= 0)[servers]
+        ok = np.flatnonzero(counts + movable >= sf)
+        if not len(ok):
+            return None
+        moves = np.maximum(sf - counts[ok], 0)
+        best = ok[np.lexsort((counts[ok] + movable[ok], moves))[0]]
+        return int(servers[best])
+
+    def _take_server(self, s: int, sf: int, st: _Round, moved: list[int] | None) -> tuple[int, ...]:
+        """sf GPUs of server s: its free ones first, then those of one-GPU renewals, which move."""
+        ids = self.topo.server_gpus[s]
+        out = ids[st.free[ids]][:sf].tolist()
+        if len(out) < sf:
+            taken = ids[st.holder[ids] >= 0][: sf - len(out)]
+            for g in taken.tolist():
+                k = int(st.holder[g])
+                st.holder[g] = -1
+                st.gpus[k] = None
+                st.renewed[k] = False
+                if moved is not None:
+                    moved.append(k)
+            out.extend(taken.tolist())
+        st.free[out] = False
         return tuple(out)
 
     def _place_single(self, entries: list[int], types: list[int], free: np.ndarray,
