@@ -29,7 +29,15 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Objective:
-    """What to optimize. `kind` is one of maxmin, max, ratio, cvxpy."""
+    """What to optimize. `kind` is one of maxmin, max, ratio, cvxpy.
+
+    `then` (maxmin only) is a lexicographic second phase: holding every entry of `expr`
+    at least the optimal minimum (less a relative `then_tol`), maximize the total of
+    `then` over jobs. A max-min LP fixes only its bottleneck, and the vertex a simplex
+    returns may leave every other job at that level too (on slow types, in pairs).
+    HiGHS holds the minimum exactly (tol 0: the phase-1 vertex is feasible at it, and any
+    slack would let the second phase shave equal jobs unequally for nothing); cvxpy's
+    interior-point solvers get at least CVXPY_HOLD_TOL."""
 
     kind: str
     expr: Affine | None = None
@@ -38,6 +46,8 @@ class Objective:
     report: Callable[[float], float] = float
     fill: bool = True
     problem: Problem | None = None
+    then: Affine | None = None
+    then_tol: float = 0.0
 
     def value(self, x: np.ndarray) -> float:
         """The objective at allocation vector x, in the units the policy reports."""
@@ -202,9 +212,13 @@ class Problem:
         """A linear constraint built from `p.thr` etc., or any cvxpy constraint."""
         self.constraints.append(constraint)
 
-    def maximize_min(self, expr: Affine, report=float, fill: bool = True) -> Objective:
-        """max_X min_i expr_i; `fill` then spends leftover capacity without lowering the min."""
-        return Objective("maxmin", expr, report=report, fill=fill)
+    def maximize_min(self, expr: Affine, report=float, fill: bool = True, then: Affine | None = None,
+                     then_tol: float = 0.0) -> Objective:
+        """max_X min_i expr_i; `fill` then spends leftover capacity without lowering the min.
+
+        `then`: a second LP holds every expr_i >= (1 - then_tol) * the optimal minimum and
+        maximizes sum_m then_m (each class row counted once per job it stands for)."""
+        return Objective("maxmin", expr, report=report, fill=fill, then=then, then_tol=then_tol)
 
     def minimize_max(self, expr: Affine, report=None) -> Objective:
         return Objective("maxmin", -expr, report=report or (lambda t: -t))

@@ -2,13 +2,17 @@
 
 The simulator and the scheduler service re-solve after every arrival or completion,
 and successive problems differ by a job or two. A `PolicySession` keeps what can be
-reused between those solves. For the max-min policies (las, las_agnostic) it keeps one
+reused between those solves. For the max-min policies (las, las_pareto and their
+agnostic forms) it keeps one
 HiGHS model alive: each job owns a slot (J columns, a time row and a max-min row); a
 leaving job's columns are fixed at 0 and its max-min row freed, an arriving job takes a
 free slot, and the dual simplex restarts from the previous basis (about 0.5 ms a solve
-at 100 jobs against 4-5 ms cold). Every other policy, and any warm failure, goes
-through `solve`. The dense helpers below are the single-job form of the repair,
-leftover fill and type-blind spreading that solving.py applies to general layouts.
+at 100 jobs against 4-5 ms cold). For `las_pareto` (fairness.py) it then runs the
+second phase, the minimum held and the total normalized throughput maximized, in a
+twin model that is kept warm the same way. Every other policy, and any warm failure,
+goes through `solve`. The dense
+helpers below are the single-job form of the repair, leftover fill and type-blind
+spreading that solving.py applies to general layouts.
 """
 
 from __future__ import annotations
@@ -23,10 +27,13 @@ from ..allocation import Allocation
 from .inputs import SchedulingProblem
 from .problem import Solution
 from .registry import agnostic_throughputs, get_policy, solve
+from .solving import hold_level
 
 log = logging.getLogger(__name__)
 INF = highspy.kHighsInf
-WARM = {"las": False, "las_agnostic": True}
+# warm max-min policies: name -> (type-blind, second phase)
+WARM = {"las": (False, False), "las_agnostic": (True, False), "las_pareto": (False, True),
+        "las_pareto_agnostic": (True, True)}
 
 
 class PolicySession:
@@ -35,7 +42,7 @@ class PolicySession:
     def __init__(self, policy: str, capacity, warm: bool = True):
         self.spec = get_policy(policy)
         self.capacity = np.asarray(capacity, dtype=float)
-        self._warm = WarmMaxMin(self.capacity, WARM[self.spec.name]) \
+        self._warm = WarmMaxMin(self.capacity, *WARM[self.spec.name]) \
             if warm and self.spec.name in WARM else None
 
     @property
@@ -65,25 +72,37 @@ class PolicySession:
 
 
 class WarmMaxMin:
-    """max t  s.t.  c_m . x_m >= t,  sum_j x_mj <= 1,  sum_m sf_m x_mj <= cap_j,  0 <= x <= 1."""
+    """max t  s.t.  c_m . x_m >= t,  sum_j x_mj <= 1,  sum_m sf_m x_mj <= cap_j,  0 <= x <= 1;
+    then (`then=True`) max sum_m w_m c_m . x_m  s.t. the same and t >= t* (Objective.then).
 
-    def __init__(self, capacity: np.ndarray, agnostic: bool):
+    Each phase keeps its own model: between solves only bounds, rows and columns change,
+    never costs, so both restart from their previous optimal basis (a single model whose
+    costs swap back and forth measured 3x slower per solve)."""
+
+    def __init__(self, capacity: np.ndarray, agnostic: bool, then: bool = True, then_tol: float = 0.0):
         self.cap = np.asarray(capacity, dtype=float)
         self.J = len(self.cap)
         self.agnostic = agnostic
+        self.then = then
+        self.then_tol = then_tol
         self._build()
 
-    def _build(self) -> None:
+    def _model(self, t_cost: float) -> highspy.Highs:
         J = self.J
         h = highspy.Highs()
         h.silent()
         h.setOptionValue("solver", "simplex")
         h.setOptionValue("presolve", "off")
         h.changeObjectiveSense(highspy.ObjSense.kMaximize)
-        h.addCol(1.0, -INF, INF, 0, np.zeros(0, np.int32), np.zeros(0))      # t
+        h.addCol(t_cost, -INF, INF, 0, np.zeros(0, np.int32), np.zeros(0))      # t
         h.addRows(J, np.full(J, -INF), self.cap.copy(), 0, np.zeros(J, np.int32), np.zeros(0, np.int32),
                   np.zeros(0))
-        self.h = h
+        return h
+
+    def _build(self) -> None:
+        self.h = self._model(1.0)
+        self.h2 = self._model(0.0) if self.then else None   # t only bounded below, by phase 1
+        self.models = [self.h] + ([self.h2] if self.then else [])
         self.slot_of: dict = {}
         self.free_slots: list[int] = []
         self.num_slots = 0
@@ -95,35 +114,39 @@ class WarmMaxMin:
     def _rows(self, s: int) -> tuple[int, int]:
         return self.J + 2 * s, self.J + 2 * s + 1      # time row, max-min row
 
-    def _add(self, job, c: np.ndarray, sf: float, usable: np.ndarray) -> None:
-        h, J = self.h, self.J
+    def _add(self, job, c: np.ndarray, sf: float, usable: np.ndarray, cost: np.ndarray) -> None:
+        """Give `job` a slot in both models; `cost` is its columns' second-phase cost."""
+        J = self.J
         hi = np.where(usable, 1.0, 0.0)
-        if self.free_slots:
-            s = self.free_slots.pop()
-            cols = self._cols(s)
-            _, mm = self._rows(s)
-            for j in range(J):
-                h.changeCoeff(j, int(cols[j]), float(sf))
-                h.changeCoeff(mm, int(cols[j]), float(c[j]))
-            h.changeColsBounds(J, cols, np.zeros(J), hi)
-            h.changeRowBounds(mm, 0.0, INF)
-        else:
-            s = self.num_slots
-            self.num_slots += 1
-            tr, mm = self._rows(s)
-            h.addRows(2, np.array([-INF, 0.0]), np.array([1.0, INF]), 1, np.array([0, 0], np.int32),
-                      np.array([0], np.int32), np.array([-1.0]))
-            starts = np.arange(0, 3 * J, 3, dtype=np.int32)
-            index = np.array([[j, tr, mm] for j in range(J)], dtype=np.int32).ravel()
-            value = np.array([[sf, 1.0, c[j]] for j in range(J)], dtype=float).ravel()
-            h.addCols(J, np.zeros(J), np.zeros(J), hi, len(index), starts, index, value)
+        reuse = bool(self.free_slots)
+        s = self.free_slots.pop() if reuse else self.num_slots
+        self.num_slots += 0 if reuse else 1
+        cols = self._cols(s)
+        tr, mm = self._rows(s)
+        for h in self.models:
+            if reuse:
+                for j in range(J):
+                    h.changeCoeff(j, int(cols[j]), float(sf))
+                    h.changeCoeff(mm, int(cols[j]), float(c[j]))
+                h.changeColsBounds(J, cols, np.zeros(J), hi)
+                h.changeRowBounds(mm, 0.0, INF)
+            else:
+                h.addRows(2, np.array([-INF, 0.0]), np.array([1.0, INF]), 1, np.array([0, 0], np.int32),
+                          np.array([0], np.int32), np.array([-1.0]))
+                starts = np.arange(0, 3 * J, 3, dtype=np.int32)
+                index = np.array([[j, tr, mm] for j in range(J)], dtype=np.int32).ravel()
+                value = np.array([[sf, 1.0, c[j]] for j in range(J)], dtype=float).ravel()
+                h.addCols(J, np.zeros(J), np.zeros(J), hi, len(index), starts, index, value)
+        if self.h2 is not None:
+            self.h2.changeColsCost(J, cols, np.asarray(cost, dtype=float))
         self.slot_of[job] = s
 
     def _remove(self, job) -> None:
         s = self.slot_of.pop(job)
         cols = self._cols(s)
-        self.h.changeColsBounds(self.J, cols, np.zeros(self.J), np.zeros(self.J))
-        self.h.changeRowBounds(self._rows(s)[1], -INF, INF)
+        for h in self.models:
+            h.changeColsBounds(self.J, cols, np.zeros(self.J), np.zeros(self.J))
+            h.changeRowBounds(self._rows(s)[1], -INF, INF)
         self.free_slots.append(s)
 
     # ----- solve -------------------------------------------------------------------------
@@ -138,14 +161,33 @@ class WarmMaxMin:
             self._remove(job)
         for i, job in enumerate(jobs):
             if job not in self.slot_of:
-                self._add(job, c[i], float(sf[i]), usable[i])
-        self.h.run()
-        if self.h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
-            log.warning("warm max-min LP: %s; rebuilding", self.h.modelStatusToString(self.h.getModelStatus()))
+                self._add(job, c[i], float(sf[i]), usable[i], c[i] * w[i])
+        values = self._run(self.h, "warm max-min LP")
+        if values is None:
             self._build()
             return None
-        values = np.asarray(self.h.getSolution().col_value)[1:].reshape(self.num_slots, self.J)
-        x = values[[self.slot_of[j] for j in jobs]]
+        if self.h2 is not None:
+            self.h2.changeColBounds(0, hold_level(float(values[0]), self.then_tol), INF)
+            second = self._run(self.h2, "warm second phase")
+            if second is None:  # keep the first phase's optimum; start both models afresh next time
+                x = self._slots(values, jobs)
+                self._build()
+                return self._finish(x, usable, T_pol, sf)
+            values = second
+        return self._finish(self._slots(values, jobs), usable, T_pol, sf)
+
+    @staticmethod
+    def _run(h: highspy.Highs, what: str) -> np.ndarray | None:
+        h.run()
+        if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+            log.warning("%s: %s; rebuilding", what, h.modelStatusToString(h.getModelStatus()))
+            return None
+        return np.asarray(h.getSolution().col_value)
+
+    def _slots(self, values: np.ndarray, jobs: list) -> np.ndarray:
+        return values[1:].reshape(self.num_slots, self.J)[[self.slot_of[j] for j in jobs]]
+
+    def _finish(self, x: np.ndarray, usable: np.ndarray, T_pol: np.ndarray, sf: np.ndarray) -> np.ndarray:
         gain = T_pol / np.maximum(np.where(usable, T_pol, 0.0).max(axis=1, keepdims=True), 1e-300)
         x = repair_dense(fill_dense(repair_dense(x, sf, self.cap), usable, gain, sf, self.cap), sf, self.cap)
         if self.agnostic:

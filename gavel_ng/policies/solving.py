@@ -14,10 +14,11 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
-from .lp import LinearProgram
+from .lp import INF, LinearProgram
 from .problem import Objective, Problem, Solution
 
 log = logging.getLogger(__name__)
+CVXPY_HOLD_TOL = 1e-6   # an interior-point optimum is accurate to about this, relative
 LP_SOLVERS = {"highs": "simplex", "highs-simplex": "simplex", "highs-ipm": "ipm", "highs-pdlp": "pdlp"}
 
 
@@ -130,6 +131,8 @@ def _solve_lp(p: Problem, objective: Objective, method: str):
         if not res.ok:
             return None, f"highs-{method}", res.status
         x = res.x[:n]
+        if objective.then is not None:
+            x = _then_maximize(p, objective, lp, res.x)
         if objective.fill:
             x = fill_leftover(p, repair(p, x))
         return x, f"highs-{method}", "optimal"
@@ -141,6 +144,31 @@ def _solve_lp(p: Problem, objective: Objective, method: str):
     if objective.kind == "ratio":
         return _solve_ratio(p, objective, A, lo, hi, method)
     raise ValueError(f"unknown objective kind {objective.kind}")
+
+
+def hold_level(t: float, tol: float) -> float:
+    """The lowest level a second phase may leave the max-min objective at."""
+    return t - tol * abs(t)
+
+
+def then_costs(p: Problem, objective: Objective) -> np.ndarray:
+    """Per-variable cost of the second phase: sum over jobs of `then`, a class row once per job."""
+    weights = np.ones(len(objective.then)) if p.input.counts is None else p.input.counts
+    return np.asarray(objective.then.A.T @ weights).ravel()
+
+
+def _then_maximize(p: Problem, objective: Objective, lp: LinearProgram, first: np.ndarray) -> np.ndarray:
+    """Second phase on the live phase-1 model: bound the epigraph variable below, swap the costs
+    and re-run from the phase-1 optimal basis (still primal feasible) instead of from scratch."""
+    n = p.num_vars
+    lp.set_col_bounds([n], hold_level(float(first[n]), objective.then_tol), INF)
+    lp.set_costs(np.r_[then_costs(p, objective), 0.0])
+    lp.use_primal()
+    res = lp.run()
+    if not res.ok:
+        log.warning("second phase of a max-min objective: %s; keeping the first phase's allocation", res.status)
+        return first[:n]
+    return res.x[:n]
 
 
 def _solve_ratio(p: Problem, objective: Objective, A, lo, hi, method: str):
@@ -192,6 +220,14 @@ def _solve_cvxpy(p: Problem, objective: Objective, solver: str | None):
     prob.solve(solver=name)
     if prob.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) or x.value is None:
         return None, name.lower(), str(prob.status)
+    if objective.kind == "maxmin" and objective.then is not None:
+        level = hold_level(float(objective.expr.value(x.value).min()), max(objective.then_tol, CVXPY_HOLD_TOL))
+        second = cp.Problem(cp.Maximize(then_costs(p, objective) @ x), cons + [objective.expr.cvx >= level])
+        second.solve(solver=name)
+        if second.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) or x.value is None:
+            log.warning("second phase of a max-min objective: %s; keeping the first phase's allocation",
+                        second.status)
+            prob.solve(solver=name)
     return np.asarray(x.value, dtype=float), name.lower(), str(prob.status)
 
 

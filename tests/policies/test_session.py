@@ -8,7 +8,8 @@ from gavel_ng.policies.session import PolicySession, WarmMaxMin
 
 @pytest.mark.parametrize("blind", [False, True])
 def test_warm_lp_matches_cold_solve(reference_table, blind):
-    """Through arrivals and departures the warm LP reaches the cold optimum of `las`.
+    """Through arrivals and departures the warm LP reaches the cold optimum of `las_pareto`
+    (both phases; `las` is its first).
 
     With blind=True both see agnostic throughputs: the LP that las_agnostic solves
     (its spreading over types afterwards depends on which optimal vertex was found).
@@ -34,10 +35,12 @@ def test_warm_lp_matches_cold_solve(reference_table, blind):
             T = agnostic_throughputs(T)
         x = warm.solve(active, T, sf, w)
         cold = solve(SchedulingProblem.build([str(i) for i in active], cluster.worker_types, cap, T,
-                                             scale_factors=sf, weights=w), "las").allocation.values
+                                             scale_factors=sf, weights=w), "las_pareto").allocation.values
         thr_eq = T @ (cap / cap.sum())
         objective = [(sf * (T * a).sum(axis=1) / (w * thr_eq)).min() for a in (x, cold)]
         assert objective[0] == pytest.approx(objective[1], rel=1e-6, abs=1e-9)
+        total = [(sf * (T * a).sum(axis=1) / thr_eq).sum() for a in (x, cold)]   # the second phase's
+        assert total[0] == pytest.approx(total[1], rel=1e-6)
         assert (x.sum(axis=1) <= 1 + 1e-9).all() and (sf @ x <= cap + 1e-9).all()
         assert (sf @ x).sum() == pytest.approx((sf @ cold).sum(), rel=1e-6)
         xa = warm_agnostic.solve(active, T_all[key[ids]], sf, w)
@@ -49,7 +52,7 @@ def test_session_solutions_match_cold_solves(reference_table):
     keys = reference_table.job_keys[:40]
     T = reference_table.matrix(keys, cluster.worker_types)
     sf = np.array([k[1] for k in keys], float)
-    for name in ("las", "las_agnostic", "makespan"):
+    for name in ("las", "las_agnostic", "las_pareto", "makespan"):
         session = PolicySession(name, cluster.capacity())
         for n in (5, 12, 9, 20):
             inp = SchedulingProblem.build([f"j{i}" for i in range(n)], cluster.worker_types, cluster.capacity(),
