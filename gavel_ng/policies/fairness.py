@@ -14,18 +14,17 @@ from .solving import finish
 @policy("las", "maximize min_m sf_m thr_m / (w_m thr_equal_m)",
         aliases=("max_min_fairness_perf",), agnostic_aliases=("max_min_fairness",), symmetric=True)
 def las(p: Problem):
-    """Weighted max-min fairness over normalized effective throughput (Gavel §4.1).
-
-    Its space-sharing variant (las_packed) also runs the second phase of `las_pareto`:
-    without it the LP pairs jobs that are not the bottleneck, each slower than alone."""
-    packed = p.input.pairs is not None
-    return p.maximize_min(p.normalized_thr / p.input.weights, then=p.normalized_thr if packed else None)
+    """Weighted max-min fairness over normalized effective throughput (Gavel §4.1), one LP as
+    in the paper; `las_pareto` adds a second phase (see there for when it helps)."""
+    return p.maximize_min(p.normalized_thr / p.input.weights)
 
 
 @policy("las_pareto", "las, then (its minimum held) maximize sum_m sf_m thr_m / thr_equal_m", symmetric=True)
 def las_pareto(p: Problem):
     """LAS made Pareto-efficient: the max-min LP pins only the bottleneck, and the vertex the
-    simplex returns may park every other job at that level too (on slower types)."""
+    simplex returns may park every other job at that level too (on slower types, in pairs).
+    Measured (experiments/README.md): better average JCT on single-GPU traces, worse with
+    space sharing on the multi-GPU trace, so it is not `las`'s default."""
     return p.maximize_min(p.normalized_thr / p.input.weights, then=p.normalized_thr)
 
 

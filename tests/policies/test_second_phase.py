@@ -53,7 +53,7 @@ def test_hand_made_instance_pairs_and_slow_types_only_where_they_cost_nothing():
     assert p.normalized_thr.value(bad) == pytest.approx([1.0, 1.08, 1.08])
 
     single = p.solve(p.maximize_min(p.normalized_thr))   # HiGHS returns a1, a2 at 1.05 here
-    sol = solve(inp, "las")
+    sol = solve(inp, "las_pareto")
     sol.allocation.check()
     level = p.normalized_thr.value(sol.x)
     assert sol.objective == pytest.approx(single.objective, rel=1e-6) == pytest.approx(1.0, rel=1e-6)
