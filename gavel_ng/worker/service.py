@@ -105,7 +105,7 @@ class SchedulerServicer:
         for i, m in enumerate(req.jobs):
             spec = JobSpec.from_proto(m)
             validate_submission(spec, self.svc.table.base, self.state.worker_types, f"jobs[{i}]",
-                                estimated=self.state.estimator is not None)
+                                estimated=self.state.throughputs.estimator is not None)
             specs.append(spec)
         ids = self.state.submit(specs)
         log.info("accepted jobs %s", ids)

@@ -97,7 +97,6 @@ class ClusterState:
         self.config = config
         self.store = store
         self.table = table
-        self.estimator = estimator
         self.throughputs = ThroughputView(table, estimator)
         self.secret = secret
         self.worker_types = list(config.worker_types)
@@ -358,11 +357,15 @@ class ClusterState:
         job.steps_live = max(job.steps_live, int(steps))
         self._measure(job, att, int(steps) - att.steps_start, float(compute_seconds))
 
+    def _neighbours(self, att: Attempt) -> list[Attempt]:
+        """Other live attempts on any of att's GPUs."""
+        mine = set(att.placement)
+        return [j.live for j in self.jobs.values()
+                if j.live is not None and j.live is not att and mine & set(j.live.placement)]
+
     def _sharing_now(self, att: Attempt) -> tuple[int | None, bool]:
         """(the job sharing att's GPUs, or None alone; True if the sharing is not one exact partner)."""
-        mine = set(att.placement)
-        others = [j.live for j in self.jobs.values()
-                  if j.live is not None and j.live is not att and mine & set(j.live.placement)]
+        others = self._neighbours(att)
         if not others:
             return None, False
         if len(others) == 1 and others[0].placement == att.placement:
@@ -370,25 +373,19 @@ class ClusterState:
         return None, True
 
     def attempt_started(self, att: Attempt) -> None:
-        """Lock held, att already live: who shares GPUs with whom changed for its neighbours."""
-        mine = set(att.placement)
-        for j in self.jobs.values():
-            o = j.live
-            if o is None or o is att or not mine & set(o.placement):
-                continue
+        """Lock held, att already live: who shares GPUs with whom changed for its neighbours.
+        att itself counts as sharing with its planned partner from the start (the two are
+        launched together; a partner that never comes shows at the next measurement)."""
+        for o in self._neighbours(att):
             planned = o.sharing == att.job_id and att.partner == o.job_id and o.placement == att.placement
             o.mixed = o.mixed or not planned
-        partner = self.jobs.get(att.partner) if att.partner is not None else None
         now_with, now_mixed = self._sharing_now(att)
         att.sharing = att.partner
-        att.mixed = now_mixed or (now_with is not None and now_with != att.partner) or (
-            partner is not None and partner.live is not None and partner.live.placement != att.placement)
+        att.mixed = now_mixed or now_with not in (None, att.partner)
 
     def _attempt_gone(self, att: Attempt) -> None:
-        mine = set(att.placement)
-        for j in self.jobs.values():
-            if j.live is not None and j.live is not att and mine & set(j.live.placement):
-                j.live.mixed = True
+        for o in self._neighbours(att):
+            o.mixed = True
 
     def _measure(self, job: JobState, att: Attempt, steps_run: int, seconds: float) -> None:
         """Fold the steps and time since the last measurement of this attempt into what the
