@@ -6,11 +6,14 @@ import re
 
 from loopback_cluster import check_training
 
+# long enough for about ten 6 s rounds, so that some job keeps its GPUs into a next round (a
+# renewal) and some is preempted (a restore); with 60-150 steps a quiet machine finished every
+# job within two rounds and, the plan rotating, nothing was ever renewed
 JOBS = [
-    {"job_type": "ResNet-18 (batch size 32)", "steps": 120, "size": "tiny", "name": "r18"},
-    {"job_type": "LM (batch size 20)", "steps": 120, "size": "tiny", "name": "lm"},
-    {"job_type": "Recommendation (batch size 512)", "steps": 150, "size": "tiny", "name": "rec"},
-    {"job_type": "ResNet-18 (batch size 16)", "steps": 60, "size": "tiny", "scale_factor": 2, "name": "r18x2"},
+    {"job_type": "ResNet-18 (batch size 32)", "steps": 400, "size": "tiny", "name": "r18"},
+    {"job_type": "LM (batch size 20)", "steps": 2500, "size": "tiny", "name": "lm"},
+    {"job_type": "Recommendation (batch size 512)", "steps": 1400, "size": "tiny", "name": "rec"},
+    {"job_type": "ResNet-18 (batch size 16)", "steps": 400, "size": "tiny", "scale_factor": 2, "name": "r18x2"},
 ]
 
 
