@@ -15,6 +15,16 @@ def mean_jct(rows: list[dict], load: float, key: str, name: str) -> tuple[float 
     return (sum(jcts) / len(jcts) if jcts else None), any(r["unstable"] for r in v)
 
 
+def jct_cells(rows: list[dict], load: float, key: str, names: list[str]) -> tuple[list[str], dict]:
+    """Table cells ('12.34', '12.34 (unstable)' or '-') per name at this load, and the stable means."""
+    cells, vals = [], {}
+    for name in names:
+        m, bad = mean_jct(rows, load, key, name)
+        vals[name] = None if bad else m
+        cells.append("-" if m is None else f"{m:.2f}" + (" (unstable)" if bad else ""))
+    return cells, vals
+
+
 def plot_by_load(rows: list[dict], key: str, path: Path, title: str) -> None:
     """Grouped bars of average JCT per load, one bar per rows[key]; unstable runs marked."""
     from gavel_ng.plots import plot_grouped_bars

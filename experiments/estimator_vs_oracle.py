@@ -27,7 +27,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from by_load import mean_jct, plot_by_load, run_points
+from by_load import jct_cells, plot_by_load, run_points
 
 REPO = Path(__file__).resolve().parents[1]
 TABLE = REPO.parent / "shared" / "reference" / "gavel" / "simulation_throughputs.json"
@@ -102,11 +102,7 @@ def markdown(rows: list[dict], args) -> str:
              "(unstable: a cap ended the run, the mean is a floor)", "",
              "| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
     for load in loads:
-        cells, vals = [], {}
-        for v in variants:
-            m, bad = mean_jct(rows, load, "variant", v)
-            vals[v] = None if bad else m
-            cells.append("-" if m is None else f"{m:.2f}" + (" (unstable)" if bad else ""))
+        cells, vals = jct_cells(rows, load, "variant", variants)
         est, orc, las = vals.get("las_packed estimated"), vals.get("las_packed oracle"), vals.get("las")
         r1 = f"{est / orc:.3f}" if est and orc else "-"
         r2 = f"{las / est:.2f}x" if las and est else "-"

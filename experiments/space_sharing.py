@@ -26,7 +26,7 @@ import logging
 import sys
 from pathlib import Path
 
-from by_load import mean_jct, plot_by_load, run_points
+from by_load import jct_cells, plot_by_load, run_points
 
 log = logging.getLogger(__name__)
 REPO = Path(__file__).resolve().parents[1]
@@ -123,11 +123,7 @@ def markdown(rows: list[dict], window: str) -> str:
              "(unstable: a cap ended the run, the mean is a floor)", "",
              "| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
     for load in loads:
-        cells, vals = [], {}
-        for p in policies:
-            m, bad = mean_jct(rows, load, "policy", p)
-            vals[p] = None if bad else m
-            cells.append("-" if m is None else f"{m:.2f}" + (" (unstable)" if bad else ""))
+        cells, vals = jct_cells(rows, load, "policy", policies)
         paper = f"{PAPER_GANDIVA_OVER_PACKED:.1f}x" if load == PAPER_HIGH_LOAD else "-"
         lines.append(f"| {load:g} | " + " | ".join(cells) + f" | {_ratio(vals, 'las', 'las_packed')} | "
                      f"{_ratio(vals, 'gandiva', 'las_packed')} | {paper} |")
