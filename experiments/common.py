@@ -22,7 +22,7 @@ import pandas as pd
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-REFERENCE = REPO.parent / "shared" / "reference" / "gavel" / "simulation_throughputs.json"
+REFERENCE = "gavel-osdi20"   # Gavel's measured table, shipped with gavel_ng (ThroughputTable.builtin)
 RESULTS = REPO / "experiments" / "results"
 PAPER_CLUSTER = "v100=36,p100=36,k80=36"
 PENDING_SS = "pending: needs space sharing in the simulator"
@@ -52,7 +52,7 @@ def parse_args(doc: str, argv: list[str] | None, extra=None) -> argparse.Namespa
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--config", choices=sorted(CONFIGS), default="reduced")
     ap.add_argument("--table", choices=("reference", "builtin"), default="reference",
-                    help="the Gavel artifact's measured table (../shared) or gavel_ng's built-in profiles")
+                    help="the Gavel artifact's measured table (gavel-osdi20) or gavel_ng's built-in profiles")
     ap.add_argument("--workers", type=int, help="parallel processes (default: all cores)")
     ap.add_argument("--backend", choices=("local", "ray"), default="local")
     ap.add_argument("--address", help="Ray cluster address")
@@ -66,12 +66,8 @@ def parse_args(doc: str, argv: list[str] | None, extra=None) -> argparse.Namespa
 
 
 def throughputs(args) -> str | None:
-    """The table path a point names (None: built-in profiles)."""
-    if args.table == "builtin":
-        return None
-    if not REFERENCE.exists():
-        raise SystemExit(f"reference table not found at {REFERENCE}; use --table builtin")
-    return str(REFERENCE)
+    """The table a point names (None: built-in profiles)."""
+    return None if args.table == "builtin" else REFERENCE
 
 
 def out_dir(name: str, args) -> Path:

@@ -44,11 +44,11 @@ def main(argv=None) -> int:
     from gavel_ng.simulator.allocators import default_prices
     from gavel_ng.sweep import expand
     from gavel_ng.sweep.figures import bars
-    from gavel_ng.throughputs import ThroughputTable
+    from gavel_ng.throughputs import resolve_table
 
     args = c.parse_args(__doc__, argv)
     tp = c.throughputs(args)
-    table = ThroughputTable.load(tp) if tp else default_table(["v100", "p100", "k80"])
+    table = resolve_table(tp) if tp else default_table(["v100", "p100", "k80"])
     out = c.out_dir(NAME, args)
     out.mkdir(parents=True, exist_ok=True)
     traces = [str(make_trace(table, s, out / f"trace_seed{s}.tsv")) for s in args.cfg.seeds]

@@ -30,7 +30,7 @@ from pathlib import Path
 from by_load import jct_cells, plot_by_load, run_points
 
 REPO = Path(__file__).resolve().parents[1]
-TABLE = REPO.parent / "shared" / "reference" / "gavel" / "simulation_throughputs.json"
+TABLE = "gavel-osdi20"   # Gavel's measured table, shipped with gavel_ng
 VARIANTS = {                      # name: (space sharing, estimated)
     "las": (False, False),
     "las_packed oracle": (True, False),
@@ -45,10 +45,10 @@ def run_point(args: tuple) -> dict:
     table_path, cluster_spec, load, seed, variant, window, fraction, refs, max_active = args
     from gavel_ng.cluster import Cluster
     from gavel_ng.simulator import SimConfig, simulate
-    from gavel_ng.throughputs import ThroughputTable
+    from gavel_ng.throughputs import resolve_table
     from gavel_ng.traces import TraceGenerator, TraceSpec
 
-    table = ThroughputTable.load(table_path)
+    table = resolve_table(table_path)
     cluster = Cluster.parse(cluster_spec, gpus_per_server=4)
     gen = TraceGenerator(TraceSpec(jobs_per_hour=load, seed=seed), table)
     packed, estimated = VARIANTS[variant]
@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cluster", default="v100=4,p100=4,k80=4")
     ap.add_argument("--profile-fraction", type=float, default=0.25)
     ap.add_argument("--reference-jobs", type=int, default=None)
-    ap.add_argument("--throughputs", default=str(TABLE))
+    ap.add_argument("--throughputs", default=TABLE, help="gavel-osdi20 (default), a .json or a .csv table")
     ap.add_argument("--max-active-jobs", type=int, default=400)
     ap.add_argument("--workers", type=int, default=1, help="simulations run in parallel (processes)")
     ap.add_argument("--out", default=str(REPO / "experiments" / "results" / "estimator_vs_oracle"))

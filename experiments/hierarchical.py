@@ -55,11 +55,11 @@ def shares_over_time(table, inner: str, policy: str, seed: int) -> pd.DataFrame:
 def main(argv=None) -> int:
     from gavel_ng.simulator import default_table
     from gavel_ng.sweep.figures import shares
-    from gavel_ng.throughputs import ThroughputTable
+    from gavel_ng.throughputs import resolve_table
 
     args = c.parse_args(__doc__, argv, extra=lambda ap: ap.add_argument("--seed", type=int, default=0))
     tp = c.throughputs(args)
-    table = ThroughputTable.load(tp) if tp else default_table(list(CLUSTER))
+    table = resolve_table(tp) if tp else default_table(list(CLUSTER))
     out = c.out_dir(NAME, args)
     out.mkdir(parents=True, exist_ok=True)
     figs, claims = [], []

@@ -4,14 +4,21 @@ The in-memory form mirrors the Gavel JSON format so that a table loaded from it
 writes back byte-for-byte equivalent: one entry per worker-type name, where
 placement-sensitive twins carry the suffix `_unconsolidated`, and pair entries map
 the partner's key to (this job's, the partner's) throughput on a shared GPU.
+
+`resolve_table` is what every option that takes a table calls: a built-in table's name
+(`gavel-osdi20`, Gavel's measured K80/P100/V100 table, shipped as package data), a
+Gavel-format JSON file, or a CSV in the format of `gavel_ng.profiles.table_io`.
 """
 
 from __future__ import annotations
 
 import ast
+import gzip
 import json
 import math
 from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +27,8 @@ from .errors import InputError
 
 JobKey = tuple[str, int]
 UNCONSOLIDATED = "_unconsolidated"
+# Tables shipped as package data (gzip-compressed Gavel JSON), by the name users pass for a table
+BUILTIN_TABLES = {"gavel-osdi20": "profiles/data/gavel-osdi20/simulation_throughputs.json.gz"}
 
 
 @dataclass
@@ -117,6 +126,13 @@ class ThroughputTable:
             raise InputError("--throughputs", str(path), f"not JSON (line {exc.lineno}: {exc.msg})") from None
         return cls.from_gavel_dict(data, source=path.name)
 
+    @classmethod
+    def builtin(cls, name: str) -> ThroughputTable:
+        """A table shipped with gavel_ng: "gavel-osdi20" is Gavel's measured K80/P100/V100 table."""
+        if name not in BUILTIN_TABLES:
+            raise InputError("table", name, f"unknown built-in table; known: {', '.join(BUILTIN_TABLES)}")
+        return cls.from_gavel_dict(json.loads(_builtin_text(name)), source=name)
+
     def to_gavel_dict(self) -> dict:
         out: dict = {}
         for worker, iso in self.isolated.items():
@@ -128,6 +144,32 @@ class ThroughputTable:
                 per[format_job_key(key)] = entry
             out[worker] = per
         return out
+
+
+@cache
+def _builtin_text(name: str) -> bytes:
+    ref = resources.files(__package__).joinpath(*BUILTIN_TABLES[name].split("/"))
+    return gzip.decompress(ref.read_bytes())
+
+
+def resolve_table(value: str | Path, flag: str = "--throughputs") -> ThroughputTable:
+    """The table a command-line value names: a built-in table (see BUILTIN_TABLES), a Gavel-format
+    JSON file, or a CSV as `gavel-ng profiles export` writes it. Every error is an InputError
+    naming `flag` and the value."""
+    from .profiles.table_io import SUFFIXES, read_table
+
+    text = str(value)
+    if text in BUILTIN_TABLES:
+        return ThroughputTable.builtin(text)
+    known = ", ".join(BUILTIN_TABLES)
+    path = Path(text)
+    if not path.is_file():
+        what = "no such file" if path.suffix.lower() in SUFFIXES else "neither a file nor a built-in table"
+        raise InputError(flag, text, f"{what} (built-in tables: {known}; files: Gavel JSON or CSV)")
+    try:  # CSV by its suffix, Gavel JSON otherwise
+        return read_table(path, SUFFIXES.get(path.suffix.lower(), "gavel-json"))
+    except InputError as exc:
+        raise InputError(flag, text, str(exc)) from None
 
 
 def format_job_key(key: JobKey) -> str:

@@ -1,6 +1,7 @@
 """Fit the performance model to a measured Gavel-format throughput table and report.
 
-Usage: python scripts/calibrate_profiles.py [--reference PATH] [--network-gbps 10] [--dry-run]
+Usage: python scripts/calibrate_profiles.py [--reference gavel-osdi20|FILE.json|FILE.csv] [--network-gbps 10]
+    [--dry-run]
 Writes gavel_ng/profiles/data/constants.json unless --dry-run. The measured table is
 only read; nothing from it is stored except the fitted constants.
 """
@@ -19,21 +20,21 @@ if str(ROOT) not in sys.path:  # run from a checkout without installing the pack
     sys.path.insert(0, str(ROOT))
 
 from gavel_ng.profiles.calibrate import fit_constants, score  # noqa: E402
-from gavel_ng.throughputs import ThroughputTable  # noqa: E402
+from gavel_ng.throughputs import resolve_table  # noqa: E402
 
-DEFAULT_REFERENCE = ROOT.parent / "shared" / "reference" / "gavel" / "simulation_throughputs.json"
+DEFAULT_REFERENCE = "gavel-osdi20"   # Gavel's measured K80/P100/V100 table, shipped with gavel_ng
 OUT = ROOT / "gavel_ng" / "profiles" / "data" / "constants.json"
 log = logging.getLogger("calibrate_profiles")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reference", type=Path, default=DEFAULT_REFERENCE)
+    parser.add_argument("--reference", default=DEFAULT_REFERENCE)
     parser.add_argument("--network-gbps", type=float, default=10.0)
     parser.add_argument("--dry-run", action="store_true", help="report only, write nothing")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
-    measured = ThroughputTable.load(args.reference)
+    measured = resolve_table(args.reference, "--reference")
     constants = fit_constants(measured, args.network_gbps)
     report = score(measured, constants, args.network_gbps)
     print(f"single-GPU throughputs, 26 job types (targets: Spearman >= 0.8, "

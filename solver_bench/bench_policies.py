@@ -3,7 +3,7 @@
     python -m solver_bench.bench_policies [--sizes 32,128,512,2048] [--seeds 3] [--out solver_bench/results]
 
 Clusters have n/4 GPUs of each of v100, p100, k80; jobs draw (type, scale factor)
-from the reference table in ../shared as in the paper's traces. Prints a table with
+from Gavel's measured table (gavel-osdi20) as in the paper's traces. Prints a table with
 the targets and the Gavel prototype's times on the same machine beside ours, and
 writes policies.csv and solvers.csv.
 """
@@ -22,7 +22,7 @@ from gavel_ng.throughputs import ThroughputTable
 
 from .instances import random_problem
 
-REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference" / "gavel" / "simulation_throughputs.json"
+REFERENCE = "gavel-osdi20"   # Gavel's measured table, shipped with gavel_ng
 POLICIES = ["las", "las_agnostic", "makespan", "ftf", "fifo", "sjf", "max_throughput", "min_cost",
             "min_cost_slo", "hierarchical", "allox"]
 # seconds at 2048 jobs: (target, Gavel prototype on this machine, as measured for issue 2)
@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--policies", default=",".join(POLICIES))
     ap.add_argument("--out", default=str(Path(__file__).parent / "results"))
     args = ap.parse_args(argv)
-    table = ThroughputTable.load(REFERENCE)
+    table = ThroughputTable.builtin(REFERENCE)
     sizes = [int(s) for s in args.sizes.split(",")]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

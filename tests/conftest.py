@@ -1,24 +1,30 @@
-"""Shared fixtures. The reference table lives in ../shared beside the repository."""
+"""Shared fixtures. The reference table is Gavel's measured one, shipped with gavel_ng as
+the built-in table "gavel-osdi20": tests need nothing beside the repository."""
 
 from __future__ import annotations
 
+import gzip
+from importlib import resources
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-REFERENCE_TABLE = REPO.parent / "shared" / "reference" / "gavel" / "simulation_throughputs.json"
+REFERENCE_NAME = "gavel-osdi20"
 
 
 @pytest.fixture(scope="session")
-def reference_table_path() -> Path:
-    if not REFERENCE_TABLE.exists():
-        pytest.fail(f"reference table missing at {REFERENCE_TABLE}: CI clones the repo with ../shared beside it")
-    return REFERENCE_TABLE
+def reference_table_path(tmp_path_factory) -> Path:
+    """The packaged file, decompressed: Gavel's simulation_throughputs.json byte for byte."""
+    from gavel_ng.throughputs import BUILTIN_TABLES
+
+    packaged = resources.files("gavel_ng").joinpath(*BUILTIN_TABLES[REFERENCE_NAME].split("/"))
+    path = tmp_path_factory.mktemp("reference") / "simulation_throughputs.json"
+    path.write_bytes(gzip.decompress(packaged.read_bytes()))
+    return path
 
 
 @pytest.fixture(scope="session")
-def reference_table(reference_table_path):
+def reference_table():
     from gavel_ng.throughputs import ThroughputTable
 
-    return ThroughputTable.load(reference_table_path)
+    return ThroughputTable.builtin(REFERENCE_NAME)

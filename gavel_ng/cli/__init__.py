@@ -20,6 +20,9 @@ from . import (
     worker_cmd,
 )
 
+# top-level modules of optional dependencies -> the extra of pyproject.toml that installs them
+EXTRAS = {"grpc": "worker", "grpc_tools": "worker", "google": "worker", "torch": "worker", "ray": "sweep"}
+
 COMMANDS = (solve_cmd, policies_cmd, profiles_cmd, simulate_cmd, scheduler_cmd, worker_cmd, submit_cmd, status_cmd,
             sweep_cmd, plot_cmd)
 
@@ -30,10 +33,24 @@ def build_parser() -> argparse.ArgumentParser:
         description="Heterogeneity-aware scheduling for mixed-GPU deep-learning clusters.",
     )
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module in COMMANDS:
         module.add_parser(sub)
     return parser
+
+
+def version() -> str:
+    """The installed distribution's version, else (running from a source tree) the package's."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version("gavel-ng")
+    except PackageNotFoundError:
+        from .. import __version__
+
+        return __version__
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,6 +62,13 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.run(args) or 0)
     except InputError as exc:
         print(f"gavel-ng {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as exc:
+        extra = EXTRAS.get((exc.name or "").partition(".")[0])
+        if extra is None:
+            raise
+        print(f"gavel-ng {args.command}: needs the '{extra}' extra (missing module {exc.name}): "
+              f"pip install 'gavel-ng[{extra}]'", file=sys.stderr)
         return 2
     except BrokenPipeError:  # e.g. `gavel-ng profiles list | head`
         sys.stderr.close()

@@ -17,7 +17,7 @@ from ..profiles import GPUS, default_table, read_table, write_table
 from ..profiles.defaults import DEFAULT_NETWORK_GBPS, parse_gpus
 from ..profiles.model import job_keys
 from ..profiles.table_io import FORMATS, format_for
-from ..throughputs import UNCONSOLIDATED, JobKey, ThroughputTable
+from ..throughputs import UNCONSOLIDATED, JobKey, ThroughputTable, resolve_table
 
 
 def add_parser(sub) -> None:
@@ -35,7 +35,8 @@ def add_parser(sub) -> None:
                            description="Print isolated throughputs (steps/s; '-' where a job does not fit) "
                                        "from the modeled table, or from --table.")
     _table_options(a)
-    a.add_argument("--table", metavar="FILE", help="show this table (.csv or .json) instead of the model")
+    a.add_argument("--table", metavar="TABLE",
+                   help="show this table (gavel-osdi20, a .csv or a .json file) instead of the model")
     a.add_argument("--job", metavar="TEXT", help="only job types containing TEXT (case-insensitive)")
     a.add_argument("--unconsolidated", action="store_true",
                    help="also show multi-GPU throughputs when a job is spread over servers")
@@ -101,7 +102,7 @@ def run_show(args) -> int:
     if args.table:
         if args.heterogeneity != 1.0 or args.network_gbps != DEFAULT_NETWORK_GBPS:
             raise InputError("--table", args.table, "--heterogeneity and --network-gbps apply to the model only")
-        table = read_table(args.table)
+        table = resolve_table(args.table, "--table")
         gpus = table.worker_types if args.gpu == "all" else _names(args.gpu)
         for g in gpus:
             if g not in table.isolated:

@@ -7,6 +7,10 @@ import signal
 import sys
 
 from ..errors import InputError
+from ..logs import WarningLedger, collapse_repeats, format_warnings
+from ..policies.plugins import add_flag as add_plugin_flag
+
+REPEAT_EVERY_S = 3600.0   # a repeating warning is logged again at most this often, with its count
 
 
 def add_parser(sub) -> None:
@@ -20,6 +24,7 @@ def add_parser(sub) -> None:
     p.add_argument("--bind", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
     p.add_argument("--round-seconds", type=float, help="round length (default: the config's, else 360)")
     p.add_argument("--policy", help="scheduling policy (default: the config's, else las)")
+    add_plugin_flag(p, "scheduling (in addition to the config's \"plugins\")")
     p.add_argument("--space-sharing", action="store_true",
                    help="let pairs of jobs share GPUs (the policy's NAME_packed variant)")
     p.add_argument("--estimator", action="store_true",
@@ -36,6 +41,7 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     from ..policies import get_policy
+    from ..policies.plugins import load_plugins
     from ..worker.service import SchedulerService
     from ..worker.spec import ClusterConfig
 
@@ -45,6 +51,8 @@ def run(args) -> int:
         changes["round_seconds"] = args.round_seconds
     if args.policy is not None:
         changes["policy"] = args.policy
+    if args.plugin:
+        changes["plugins"] = (*config.plugins, *args.plugin)
     if args.no_lease_renewals:
         changes["lease_renewals"] = False
     for flag in ("space_sharing", "estimator"):
@@ -55,6 +63,8 @@ def run(args) -> int:
             changes[name] = getattr(args, name)
     config = dataclasses.replace(config, **changes)
     config.check()
+    load_plugins(config.plugins[:len(config.plugins) - len(args.plugin)], field="cluster-config.plugins")
+    load_plugins(args.plugin)
     try:
         get_policy(config.policy)
     except (KeyError, ValueError) as exc:
@@ -65,10 +75,16 @@ def run(args) -> int:
     port = service.start()
     print(f"scheduler listening on {args.bind}:{port}", flush=True)
     _stop_on_signals(service.stop_event)
+    ledger = WarningLedger(reemit_after=REPEAT_EVERY_S)   # a warning that recurs every round: once an hour
     try:
-        service.wait()
+        with collapse_repeats(ledger):
+            service.wait()
     finally:
         service.stop()
+        repeated = [w for w in ledger.summary() if w["count"] > 1]
+        if repeated:
+            print("warnings that repeated while the scheduler ran:", *format_warnings(repeated), sep="\n",
+                  file=sys.stderr)
     return 0
 
 

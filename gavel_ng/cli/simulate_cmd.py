@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import sys
-import time
+from pathlib import Path
 
 from ..cluster import Cluster
 from ..errors import InputError
-from ..throughputs import ThroughputTable
+from ..logs import format_warnings
+from ..policies import get_policy
+from ..policies.plugins import add_flag as add_plugin_flag
+from ..policies.plugins import load_plugins
+from ..throughputs import resolve_table
 
 SUMMARY_KEYS = ("policy", "avg_jct_hours", "p99_jct_hours", "makespan_hours", "utilization", "jobs_measured",
                 "total_cost_usd", "slo_violations", "lease_renewal_fraction", "unstable", "policy_solves",
-                "wall_seconds")
+                "wall_seconds", "warnings")
 
 
 def add_parser(sub) -> None:
@@ -20,7 +24,10 @@ def add_parser(sub) -> None:
         "simulate", help="simulate a trace on a cluster with a policy",
         description="Simulate Gavel's round-based scheduler on a generated or given trace and report "
                     "job completion times, utilization and cost.")
-    p.add_argument("--policy", default="las", help="policy name (see `gavel-ng policies`; default las)")
+    p.add_argument("--policy", default="las",
+                   help="policy name (see `gavel-ng policies`; default las), or several comma-separated "
+                        "(e.g. las,las_agnostic) to run each on the same trace and compare them with the first")
+    add_plugin_flag(p, "simulating")
     p.add_argument("--cluster", default="v100=36,p100=36,k80=36", help="GPUs per type, e.g. v100=36,p100=36,k80=36")
     p.add_argument("--gpus-per-server", type=int, default=4, help="GPUs per server (default 4)")
     src = p.add_mutually_exclusive_group(required=True)
@@ -34,7 +41,10 @@ def add_parser(sub) -> None:
                                     "otherwise all jobs)")
     p.add_argument("--seed", type=int, default=0, help="seed of the generated trace and of random choices")
     p.add_argument("--round-seconds", type=float, default=360.0, help="round length (default 360)")
-    p.add_argument("--throughputs", metavar="FILE", help="Gavel-format throughput table (JSON)")
+    p.add_argument("--throughputs", metavar="TABLE",
+                   help="throughput table: gavel-osdi20 (Gavel's measured K80/P100/V100 table), a Gavel-format "
+                        ".json file or a .csv as `gavel-ng profiles export` writes it (default: the built-in "
+                        "modeled profiles)")
     p.add_argument("--ideal", action="store_true", help="grant exact allocation fractions (no mechanism)")
     p.add_argument("--gavel-compat", action="store_true", help="reproduce the Gavel prototype simulator's choices")
     p.add_argument("--min-solve-interval", type=float, default=0.0, metavar="S",
@@ -87,12 +97,18 @@ def parse_window(text: str | None) -> tuple[int, int] | None:
 
 def run(args) -> int:
     from ..simulator import SimConfig, default_table, simulate, write_outputs
+    from ..simulator.compare import comparison_line, comparisons, write_compared
     from ..traces import TraceGenerator, TraceSpec, generate, read_trace, write_trace
+    from .progress import SimulationProgress
 
+    load_plugins(args.plugin)
+    policies = list(dict.fromkeys(p.strip() for p in args.policy.split(",") if p.strip())) or ["las"]
+    for name in policies:
+        get_policy(name)   # an unknown name (a forgotten --plugin?) fails before any work
     if args.gpus_per_server < 1:
         raise InputError("--gpus-per-server", args.gpus_per_server, "must be at least 1")
     cluster = Cluster.parse(args.cluster, gpus_per_server=args.gpus_per_server)
-    table = ThroughputTable.load(args.throughputs) if args.throughputs else default_table(cluster.worker_types)
+    table = resolve_table(args.throughputs) if args.throughputs else default_table(cluster.worker_types)
     window = parse_window(args.window)
     if args.static is not None and args.static < 1:
         raise InputError("--static", args.static, "must be at least 1 job")
@@ -105,7 +121,7 @@ def run(args) -> int:
         trace = generate(spec, table, args.static)
     else:
         trace = TraceGenerator(spec, table)
-    config = SimConfig(policy=args.policy, round_seconds=args.round_seconds, window=window,
+    config = SimConfig(policy=policies[0], round_seconds=args.round_seconds, window=window,
                        min_solve_interval=args.min_solve_interval, preemption_overhead_s=args.preemption_overhead,
                        ideal=args.ideal, gavel_compat=args.gavel_compat, warm_start=not args.cold_solves,
                        seed=args.seed, max_sim_seconds=None if args.max_hours is None else args.max_hours * 3600,
@@ -113,43 +129,33 @@ def run(args) -> int:
                        space_sharing=args.space_sharing, placement=args.placement,
                        estimate_throughputs=args.estimate_throughputs, profile_fraction=args.profile_fraction,
                        reference_jobs=args.reference_jobs)
-    progress = None if args.json else _progress()
-    result = simulate(cluster, table, trace, config, progress=progress)
-    if progress is not None:
-        progress.finish()
+    results = []
+    for name in policies:   # the same trace for each (a generator draws the same jobs again)
+        with SimulationProgress(name if len(policies) > 1 else "", enabled=not args.json) as progress:
+            results.append(simulate(cluster, table, trace, dataclasses.replace(config, policy=name),
+                                    progress=progress))
     try:
-        if args.out:
-            write_outputs(result, args.out)
+        if args.out and len(results) > 1:
+            write_compared(results, args.out)
+        elif args.out:
+            write_outputs(results[0], args.out)
         if args.save_trace:
             write_trace(trace.trace if isinstance(trace, TraceGenerator) else trace, args.save_trace)
     except OSError as exc:
         raise InputError("--out" if args.out else "--save-trace", exc.filename, exc.strerror) from None
-    s = result.summary
+    rows = [{k: r.summary[k] for k in SUMMARY_KEYS} for r in results]
+    compared = comparisons([r.summary for r in results])
     if args.json:
-        print(json.dumps({k: s[k] for k in SUMMARY_KEYS}))
-    else:
-        print(_text(s))
+        print(json.dumps(rows[0] if len(rows) == 1 else {"runs": rows, "comparisons": compared}))
+        return 0
+    print("\n\n".join(_text(r.summary) for r in results))
+    if compared:
+        if args.out:
+            out = Path(args.out)
+            print(f"\nper policy: {', '.join(f'{out / name}/' for name in policies)}; "
+                  f"JCT CDF of {'both' if len(policies) == 2 else 'all'}: {out / 'jct.png'}")
+        print("\n" + "\n".join(comparison_line(c) for c in compared))
     return 0
-
-
-class _progress:
-    """One self-overwriting stderr line, at most once a second, only after the first second."""
-
-    def __init__(self):
-        self.last = time.monotonic()
-        self.shown = False
-
-    def __call__(self, now: float, done: int, total: int, active: int) -> None:
-        t = time.monotonic()
-        if t - self.last >= 1.0:
-            self.last = t
-            self.shown = True
-            print(f"\rsimulated {now / 3600:9.1f} h   window jobs done {done}/{total}   active {active}   ",
-                  end="", file=sys.stderr, flush=True)
-
-    def finish(self) -> None:
-        if self.shown:
-            print("\r" + " " * 78 + "\r", end="", file=sys.stderr, flush=True)
 
 
 def _usd(v) -> str:
@@ -181,4 +187,8 @@ def _text(s: dict) -> str:
                         f"measurements, {s['estimator_rejected']} rejected)")
     if s["unstable"]:
         lines.append(f"UNSTABLE: {s['unstable_reason']}")
+    if s.get("warnings"):
+        lines.append(f"warnings           {sum(w['count'] for w in s['warnings'])}, each kind logged once "
+                     "when it first occurred:")
+        lines += format_warnings(s["warnings"], indent="  ")
     return "\n".join(lines)

@@ -11,6 +11,8 @@ import numpy as np
 
 from ..errors import InputError
 from ..policies import get_policy, solve
+from ..policies.plugins import add_flag as add_plugin_flag
+from ..policies.plugins import load_plugins
 from ..problem_io import load_problem
 
 
@@ -27,8 +29,7 @@ def add_parser(sub) -> None:
                                     "see `gavel-ng policies`")
     p.add_argument("--solver", help="highs (default), highs-ipm, highs-pdlp, or a cvxpy solver name "
                                     "such as clarabel")
-    p.add_argument("--plugin", action="append", default=[], metavar="FILE.py|MODULE",
-                   help="import user policies (files or modules that call @gavel_ng.policy) before solving")
+    add_plugin_flag(p, "solving")
     p.add_argument("--space-sharing", action="store_true",
                    help="let two jobs of equal scale factor share a GPU (built-in job types pair from the "
                         "built-in profiles, others from the file's 'pairs'); implied by a NAME_packed policy")
@@ -49,8 +50,7 @@ def example_path(name: str) -> Path:
 
 
 def run(args) -> int:
-    for plugin in args.plugin:
-        load_plugin(plugin)
+    load_plugins(args.plugin)
     path = args.problem or example_path(args.example)
     if args.partitions < 1:
         raise InputError("--partitions", args.partitions, "must be an integer >= 1")
@@ -91,27 +91,6 @@ def run(args) -> int:
     else:
         print(_table(result, sol))
     return 0
-
-
-def load_plugin(spec: str) -> None:
-    """Import a policy module by file path or dotted name, so its @policy calls register."""
-    import importlib
-    import importlib.util
-
-    try:
-        if spec.endswith(".py"):
-            path = Path(spec)
-            if not path.is_file():
-                raise InputError("--plugin", spec, "no such file")
-            module_spec = importlib.util.spec_from_file_location(path.stem, path)
-            module = importlib.util.module_from_spec(module_spec)
-            module_spec.loader.exec_module(module)
-        else:
-            importlib.import_module(spec)
-    except InputError:
-        raise
-    except Exception as exc:  # a user's module failing to import is bad input, not a crash
-        raise InputError("--plugin", spec, f"failed to import: {type(exc).__name__}: {exc}") from None
 
 
 def _effective(inp, sol) -> np.ndarray:

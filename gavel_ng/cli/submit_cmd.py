@@ -1,4 +1,4 @@
-"""`gavel-ng submit JOBFILE` and `gavel-ng cancel JOB_ID`: talk to a running scheduler."""
+"""`gavel-ng submit JOBFILE` and `gavel-ng cancel JOB_ID ...`: talk to a running scheduler."""
 
 from __future__ import annotations
 
@@ -38,8 +38,10 @@ def add_parser(sub) -> None:
     p.add_argument("--json", action="store_true", help="print the ids as a JSON list")
     p.set_defaults(run=run)
 
-    c = sub.add_parser("cancel", help="cancel a job", description="Cancel a job; a running job is stopped.")
-    c.add_argument("job_id", type=int, metavar="JOB_ID")
+    c = sub.add_parser("cancel", help="cancel jobs",
+                       description="Cancel jobs; running ones are stopped. Prints each id with its status "
+                                   "(a finished job keeps its own); exits 2 if any id failed.")
+    c.add_argument("job_ids", type=int, nargs="+", metavar="JOB_ID")
     add_connection_args(c)
     c.set_defaults(run=run_cancel)
 
@@ -65,13 +67,27 @@ def run(args) -> int:
     return 0
 
 
+# the scheduler could not be asked at all: the ids left would fail the same way, each after a timeout
+UNREACHABLE = ("UNAVAILABLE", "DEADLINE_EXCEEDED", "UNAUTHENTICATED")
+
+
 def run_cancel(args) -> int:
     from ..worker.client import SchedulerError
 
+    ids = list(dict.fromkeys(args.job_ids))
+    failed = 0
     with client_from_args(args) as client:
-        try:
-            print(client.cancel(args.job_id))
-        except SchedulerError as exc:
-            print(f"gavel-ng cancel: error: {exc}", file=sys.stderr)
-            return 2
-    return 0
+        for i, job_id in enumerate(ids):
+            try:
+                status = client.cancel(job_id)
+            except SchedulerError as exc:
+                failed += 1
+                print(f"gavel-ng cancel: job {job_id}: error: {exc}", file=sys.stderr)
+                if exc.code in UNREACHABLE:
+                    left = len(ids) - i - 1
+                    if left:
+                        print(f"gavel-ng cancel: {left} more job(s) not tried", file=sys.stderr)
+                    break
+                continue
+            print(f"{job_id} {status}", flush=True)
+    return 2 if failed else 0

@@ -8,6 +8,9 @@ import time
 from pathlib import Path
 
 from ..errors import InputError
+from ..policies import get_policy
+from ..policies.plugins import add_flag as add_plugin_flag
+from ..policies.plugins import load_plugins
 from ..sweep.grid import FIELDS, SweepPoint, expand, field_type, parse_value
 
 # simulate's flags that take several values here; the cluster mixes contain commas,
@@ -28,6 +31,7 @@ def add_parser(sub) -> None:
     p.add_argument("--address", help="Ray cluster address (default: start a local Ray instance)")
     p.add_argument("--workers", type=int, help="parallel processes (default: all cores)")
     p.add_argument("--dry-run", action="store_true", help="list the points and whether each is done; run nothing")
+    add_plugin_flag(p, "sweeping (each point's process loads them too)")
     p.add_argument("--json", action="store_true", help="print a JSON report instead of text")
     for name, f in FIELDS.items():
         flag = "--" + name.replace("_", "-")
@@ -70,8 +74,11 @@ def axes_from_args(args) -> tuple[dict[str, list], dict]:
 def run(args) -> int:
     from ..sweep import ResultsStore, run_sweep
 
+    plugins = load_plugins(args.plugin)
     axes, base = axes_from_args(args)
     points = expand(axes, base)
+    for name in dict.fromkeys(p.policy for p in points):
+        get_policy(name)   # an unknown name (a forgotten --plugin?) fails before any point runs
     store = ResultsStore(args.results)
     if args.dry_run:
         done = store.done_ids()
@@ -81,7 +88,7 @@ def run(args) -> int:
     bar = None if args.json else Progress(sys.stderr)
     try:
         report = run_sweep(points, store, backend=args.backend, workers=args.workers, address=args.address,
-                           on_result=bar)
+                           on_result=bar, plugins=plugins)
     finally:
         if bar is not None:
             bar.close()

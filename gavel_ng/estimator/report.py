@@ -4,7 +4,7 @@ For every job type h (at scale factor 1, where pairs exist): build the reference
 from the other types, profile h at a fraction f of its (worker type, reference job)
 cells, complete the rest and score the unprofiled cells where the pair can share.
 
-    python -m gavel_ng.estimator.report [--throughputs PATH] [--fractions 0.1,...]
+    python -m gavel_ng.estimator.report [--throughputs gavel-osdi20|FILE.json|FILE.csv] [--fractions 0.1,...]
         [--repeats 5] [--out out/estimator_accuracy]
 
 Methods scored on the same cells:
@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
-from ..throughputs import ThroughputTable
+from ..throughputs import ThroughputTable, resolve_table
 from .fingerprint import PairModel
 from .isolated import IsolatedModel
 from .profiling import cells_to_feature_mask, sample_cells
@@ -40,7 +40,7 @@ from .reference import IsolatedReference, ReferenceSet, family, true_row
 
 log = logging.getLogger(__name__)
 METHODS = ("completion", "nearest_reference", "reference_mean")
-DEFAULT_TABLE = Path(__file__).resolve().parents[3] / "shared" / "reference" / "gavel" / "simulation_throughputs.json"
+DEFAULT_TABLE = "gavel-osdi20"   # Gavel's measured table, shipped with gavel_ng
 
 
 @dataclass(frozen=True)
@@ -169,7 +169,8 @@ def write_outputs(rows: list[AccuracyRow], out: Path) -> list[Path]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m gavel_ng.estimator.report", description=__doc__.splitlines()[0])
-    ap.add_argument("--throughputs", default=str(DEFAULT_TABLE), help="full Gavel-format table")
+    ap.add_argument("--throughputs", default=DEFAULT_TABLE,
+                    help="a full table with pairs: gavel-osdi20 (default), a Gavel-format .json or a .csv")
     ap.add_argument("--fractions", default="0.1,0.2,0.3,0.4,0.5")
     ap.add_argument("--repeats", type=int, default=5, help="random profiles per held-out type and fraction")
     ap.add_argument("--seed", type=int, default=0)
@@ -181,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
-        table = ThroughputTable.load(args.throughputs)
+        table = resolve_table(args.throughputs)
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

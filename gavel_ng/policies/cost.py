@@ -77,7 +77,7 @@ def min_cost_slo(p: Problem):
     sol = p.solve(p.maximize_ratio(p.thr / p.thr_fastest, p.cost_per_hour(prices)))
     if dropped.any():
         names = [p.input.job_ids[i] for i in np.flatnonzero(dropped)]
-        sol.warnings.append(f"SLOs cannot be met for {len(names)} job(s): {', '.join(names)}; "
-                            "they run without their SLO constraint")
-        log.warning(sol.warnings[-1])
+        template = "SLOs cannot be met for %d job(s): %s; they run without their SLO constraint"
+        sol.warnings.append(template % (len(names), ", ".join(names)))
+        log.warning(template, len(names), ", ".join(names), extra={"jobs": names})   # one kind, see gavel_ng.logs
     return sol

@@ -9,6 +9,8 @@ re-run from the previous basis instead of starting cold.
 from __future__ import annotations
 
 import logging
+import os
+import sys
 from dataclasses import dataclass
 
 import highspy
@@ -17,6 +19,30 @@ import scipy.sparse as sp
 
 log = logging.getLogger(__name__)
 INF = highspy.kHighsInf
+
+
+def _swallow_banner() -> None:
+    """highspy >= 1.15 prints its banner on stdout (the C level) when a process makes its first
+    Highs(), before silent() can apply: it would land in `--json` output. Make that first one
+    with stdout on /dev/null, once, at import."""
+    try:
+        sys.stdout.flush()
+        saved = os.dup(1)
+    except (OSError, ValueError, AttributeError):   # no usable stdout: nothing to protect
+        return
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, 1)
+            highspy.Highs()
+        finally:
+            os.dup2(saved, 1)
+            os.close(null)
+    finally:
+        os.close(saved)
+
+
+_swallow_banner()
 
 
 @dataclass

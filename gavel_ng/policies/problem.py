@@ -21,7 +21,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..allocation import Allocation
-from .affine import Affine, LinearConstraint
+from .affine import Affine
+from .constraints import UserRows, compile_constraints
 from .inputs import SchedulingProblem
 
 log = logging.getLogger(__name__)
@@ -114,6 +115,7 @@ class Problem:
         self.extra_rows: list = []   # structural (A, lo, hi) rows, e.g. pair balance
         self.packing = None
         self.constraints: list = []
+        self._user_rows: UserRows | None = None
         self._cvx_variable = None
         if inp.pairs is not None:
             from . import packing
@@ -209,8 +211,20 @@ class Problem:
         return self.thr * (self.input.scale_factors / self.thr_equal)
 
     def add_constraint(self, constraint) -> None:
-        """A linear constraint built from `p.thr` etc., or any cvxpy constraint."""
+        """A linear constraint built from `p.thr` etc., or any cvxpy constraint.
+
+        Whatever is added holds in the returned allocation on every solver path: a
+        constraint affine in the allocation becomes LP rows (HiGHS, the leftover fill and
+        the second phase see it), any other sends the problem to cvxpy (constraints.py)."""
         self.constraints.append(constraint)
+        self._user_rows = None
+
+    @property
+    def user_rows(self) -> UserRows:
+        """The policy's constraints compiled to LP rows, plus those that are not linear."""
+        if self._user_rows is None:   # a cvxpy constraint over x exists only if x was created
+            self._user_rows = compile_constraints(self.constraints, self._cvx_variable, self.num_vars)
+        return self._user_rows
 
     def maximize_min(self, expr: Affine, report=float, fill: bool = True, then: Affine | None = None,
                      then_tol: float = 0.0) -> Objective:
@@ -239,18 +253,16 @@ class Problem:
         return Affine(self, sp.csr_matrix(coef[None, :]))
 
     # ----- solving -------------------------------------------------------------------
-    def validity_rows(self) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray]:
-        """Rows of `lo <= A x <= hi` for validity and linear extra constraints."""
-        blocks = [self.job_rows, self.capacity_rows] + [a for a, _, _ in self.extra_rows]
-        lo = [np.full(self.num_jobs, -np.inf), np.full(len(self.capacity), -np.inf)] + \
-            [b for _, b, _ in self.extra_rows]
-        hi = [np.ones(self.num_jobs), self.capacity.astype(float)] + [b for _, _, b in self.extra_rows]
-        for c in self.constraints:
-            if isinstance(c, LinearConstraint):
-                a, b = c.bounds()
-                blocks.append(c.expr.A)
-                lo.append(a)
-                hi.append(b)
+    def validity_rows(self, user: bool = True) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray]:
+        """Rows of `lo <= A x <= hi`: validity, structural extra rows and (with `user`) the
+        policy's linear constraints."""
+        rows = list(self.extra_rows)
+        if user and self.constraints:
+            u = self.user_rows
+            rows.append((u.A, u.lo, u.hi))
+        blocks = [self.job_rows, self.capacity_rows] + [a for a, _, _ in rows]
+        lo = [np.full(self.num_jobs, -np.inf), np.full(len(self.capacity), -np.inf)] + [b for _, b, _ in rows]
+        hi = [np.ones(self.num_jobs), self.capacity.astype(float)] + [b for _, _, b in rows]
         return sp.vstack(blocks, format="csr"), np.concatenate(lo), np.concatenate(hi)
 
     def solve(self, objective: Objective, solver: str | None = None) -> Solution:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..errors import InputError
+from .constraints import violations
 from .inputs import SchedulingProblem
 from .problem import Objective, Problem, Solution
 
@@ -146,7 +147,7 @@ def solve(inp: SchedulingProblem, name: str, solver: str | None = None, partitio
         sol = solve(inp, name[:-len(PACKED)], solver, partitions, seed)
         sol.warnings.append(f"{name}: the problem has no pair throughputs (build it with space_sharing=True); "
                             "solved without space sharing")
-        log.warning(sol.warnings[-1])
+        log.warning(sol.warnings[-1], extra={"kind": "packed policy without pair throughputs"})
         return sol
     if partitions > 1:
         from .partition import solve_partitioned
@@ -155,17 +156,29 @@ def solve(inp: SchedulingProblem, name: str, solver: str | None = None, partitio
     if spec.symmetric and inp.combinations is None and inp.counts is None and inp.num_jobs > 1:
         classes, inverse = inp.job_classes()
         if classes.num_jobs < inp.num_jobs:
-            return _expand(solve(classes, name, solver), classes, inp, inverse)
+            sol, seen = _solve_on(spec, classes, solver)
+            if not seen.constraints:
+                return _expand(sol, classes, inp, inverse)
+            # constraints of the policy's own may name single jobs: solve every job on its own
+    return _solve_on(spec, inp, solver)[0]
+
+
+def _solve_on(spec: PolicySpec, inp: SchedulingProblem, solver: str | None) -> tuple[Solution, Problem]:
+    """The policy on one input, and the Problem it stated its objective on."""
     real = Problem(inp)
     if not spec.agnostic:
-        return _run(spec, real, solver)
+        return _run(spec, real, solver), real
     blind = Problem(agnostic_problem(inp))
     sol = _run(spec, blind, solver)
     if spec.spread:
-        sol.x = spread_over_types(real, sol.x)
+        spread = spread_over_types(real, sol.x)
+        # spreading is placement, not policy: keep the solver's types if it would break a
+        # constraint the policy stated (over what it sees, so checked there)
+        if not blind.constraints or violations(blind, sol.x) or not violations(blind, spread):
+            sol.x = spread
     sol.allocation = real.allocation(sol.x)
     sol.objective = objective_value(spec, real, sol.x)
-    return sol
+    return sol, blind
 
 
 def var_keys(p: Problem, job_map: np.ndarray | None = None) -> np.ndarray:
@@ -233,7 +246,12 @@ _loaded = False
 
 
 def _load_builtins() -> None:
+    """The built-in policies, then those of installed packages (entry points of the group
+    `gavel_ng.policies`, see plugins.py), once per process."""
     global _loaded
     if not _loaded:
         _loaded = True
         from . import builtin  # noqa: F401  (registers the built-in policies)
+        from .plugins import load_entry_points
+
+        load_entry_points()

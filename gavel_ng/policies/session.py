@@ -180,7 +180,8 @@ class WarmMaxMin:
     def _run(h: highspy.Highs, what: str) -> np.ndarray | None:
         h.run()
         if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
-            log.warning("%s: %s; rebuilding", what, h.modelStatusToString(h.getModelStatus()))
+            log.warning("%s ended %s; rebuilding the warm LP from scratch", what,
+                        h.modelStatusToString(h.getModelStatus()))
             return None
         return np.asarray(h.getSolution().col_value)
 

@@ -14,6 +14,8 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
+from ..errors import InputError
+from .constraints import CONIC_TOL, ROW_TOL, describe, violations
 from .lp import INF, LinearProgram
 from .problem import Objective, Problem, Solution
 
@@ -27,26 +29,39 @@ def solve_objective(p: Problem, objective: Objective, solver: str | None = None)
     if p.num_vars == 0:
         x = np.zeros(0)
         return Solution(p.allocation(x), x, None, "none", time.perf_counter() - start)
+    nonlinear = p.user_rows.nonlinear if p.constraints else []
+    if nonlinear and objective.kind == "ratio":
+        raise InputError("constraint", describe(nonlinear[0]), "a ratio objective (maximize_ratio) is solved as "
+                         "one LP and takes only constraints linear in the allocation (e.g. built from p.thr)")
+    cvxpy_path = objective.kind == "cvxpy" or bool(nonlinear) or (solver is not None and solver not in LP_SOLVERS)
     try:
-        if objective.kind == "cvxpy" or (solver is not None and solver not in LP_SOLVERS):
-            x, name, status = _solve_cvxpy(p, objective, solver)
+        if cvxpy_path:
+            x, name, status = _solve_cvxpy(p, objective, None if solver in LP_SOLVERS else solver)
         else:
             x, name, status = _solve_lp(p, objective, LP_SOLVERS[solver or "highs"])
     except Exception as exc:  # a solver crash must not take the scheduler down
         log.exception("solver raised")
-        x, name, status = None, solver or "highs", f"{type(exc).__name__}: {exc}"
+        x, name, status = None, solver or ("clarabel" if cvxpy_path else "highs"), f"{type(exc).__name__}: {exc}"
     return finish(p, objective, x, name, status, start)
 
 
 def finish(p: Problem, objective: Objective | None, x, name: str, status: str, start: float) -> Solution:
-    """Repair rounding noise, or fall back to the isolated allocation with a warning."""
+    """Repair rounding noise, or fall back to a valid allocation with a warning; say so if the
+    result misses any constraint the policy added."""
     warnings: list[str] = []
     ok = x is not None and np.isfinite(x).all()
     if not ok:
-        warnings.append(f"solver {name} failed ({status}); using the isolated allocation (1/n of each type)")
-        log.warning(warnings[-1])
-        x = p.fallback_x()
+        x = feasible_point(p) if p.constraints else None
+        what = "an allocation that meets the policy's constraints" if x is not None else \
+            "the isolated allocation (1/n of each type)"
+        warnings.append(f"solver {name} failed ({status}); using {what}")
+        log.warning(warnings[-1], extra={"kind": "solver failed; using a fallback allocation"})
+        x = p.fallback_x() if x is None else x
     x = repair(p, x)
+    if p.constraints:
+        for miss in violations(p, x, ROW_TOL if name.startswith("highs") else CONIC_TOL):
+            warnings.append(f"allocation misses a policy constraint: {miss}")
+            log.warning(warnings[-1], extra={"kind": "allocation misses a policy constraint"})
     value = objective.value(x) if objective is not None else None
     return Solution(p.allocation(x), x, value, name, time.perf_counter() - start, warnings, ok)
 
@@ -74,19 +89,28 @@ def repair(p: Problem, x: np.ndarray) -> np.ndarray:
     return x
 
 
+def fill_gain(p: Problem) -> np.ndarray:
+    """Per variable: its job's throughput there relative to the job's fastest type."""
+    job = p.members[p.var_row, 0]
+    T = p.thr.A.sum(axis=0).A1  # a single row's coefficient is its job's throughput there
+    return T / np.maximum(p.thr_fastest[job], 1e-300)
+
+
 def fill_leftover(p: Problem, x: np.ndarray) -> np.ndarray:
     """Give idle GPU time to jobs with idle time, fastest-relative first.
 
     Only ever adds time, so a max-min optimum stays optimal; a greedy pass costs far
-    less than a second LP (measured in solver_bench/).
+    less than a second LP (measured in solver_bench/). Constraints of the policy's own
+    are rows the greedy pass cannot see, so then the fill is that second LP.
     """
+    if p.constraints and p.user_rows.num_rows:
+        return _fill_lp(p, x)
     x = x.copy()
     single = p.single_var  # partner time stays as solved: it must balance between classes
     job = p.members[p.var_row, 0]
     slack = 1.0 - p.job_rows @ x
     left = p.capacity - p.capacity_rows @ x
-    T = p.thr.A.sum(axis=0).A1  # a single row's coefficient is its job's throughput there
-    gain = T / np.maximum(p.thr_fastest[job], 1e-300)
+    gain = fill_gain(p)
     sf = p.var_gpus
     for j in np.argsort(-left):
         cand = np.flatnonzero(single & (p.var_pool == j))
@@ -99,6 +123,28 @@ def fill_leftover(p: Problem, x: np.ndarray) -> np.ndarray:
         np.subtract.at(slack, job[cand], add)
         left[j] -= gpus.sum()
     return x
+
+
+def _fill_lp(p: Problem, x: np.ndarray) -> np.ndarray:
+    """The leftover fill as an LP over every row: single-job variables may only grow from x
+    (so no job loses throughput), partner variables stay as solved; on failure x as it is."""
+    A, lo, hi = p.validity_rows()
+    single = p.single_var
+    lp = LinearProgram(np.where(single, fill_gain(p), 0.0), A, lo, hi, x, np.where(single, 1.0, x), True,
+                       "simplex")
+    res = lp.run()
+    return res.x if res.ok else x
+
+
+def feasible_point(p: Problem) -> np.ndarray | None:
+    """Any allocation meeting validity and the policy's linear constraints (None: there is none,
+    or some constraint is not linear)."""
+    if p.user_rows.nonlinear:
+        return None
+    A, lo, hi = p.validity_rows()
+    res = LinearProgram(np.zeros(p.num_vars), A, lo, hi, np.zeros(p.num_vars), np.ones(p.num_vars), True,
+                        "simplex").run()
+    return res.x if res.ok else None
 
 
 def widen(A: sp.csr_matrix, extra: int) -> sp.csr_matrix:
@@ -217,16 +263,28 @@ def _solve_cvxpy(p: Problem, objective: Objective, solver: str | None):
     cvx_obj = objective.cvx if objective.kind == "cvxpy" else _as_cvxpy(objective)
     prob = cp.Problem(cvx_obj, cons)
     name = (solver or "CLARABEL").upper()
-    prob.solve(solver=name)
+    try:
+        prob.solve(solver=name)
+    except cp.SolverError:
+        if solver is not None:
+            raise
+        # Clarabel gives up on some badly scaled cone problems that SCS still solves; the result
+        # is checked against every constraint afterwards (finish), so an inaccurate one is said
+        log.info("%s failed; trying SCS", name)
+        name = "SCS"
+        prob.solve(solver=name, eps=1e-8, max_iters=20000)
     if prob.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) or x.value is None:
         return None, name.lower(), str(prob.status)
     if objective.kind == "maxmin" and objective.then is not None:
         level = hold_level(float(objective.expr.value(x.value).min()), max(objective.then_tol, CVXPY_HOLD_TOL))
         second = cp.Problem(cp.Maximize(then_costs(p, objective) @ x), cons + [objective.expr.cvx >= level])
-        second.solve(solver=name)
-        if second.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) or x.value is None:
-            log.warning("second phase of a max-min objective: %s; keeping the first phase's allocation",
-                        second.status)
+        try:
+            second.solve(solver=name)
+            status = second.status
+        except cp.SolverError as exc:   # the held level leaves a thin region interior points may miss
+            status = f"{type(exc).__name__}: {exc}"
+        if status != cp.OPTIMAL or x.value is None:   # an inaccurate second phase may not hold the level
+            log.warning("second phase of a max-min objective: %s; keeping the first phase's allocation", status)
             prob.solve(solver=name)
     return np.asarray(x.value, dtype=float), name.lower(), str(prob.status)
 

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..cluster import Cluster
 from ..errors import InputError
+from ..logs import collapse_repeats
 from ..mechanism import MechanismConfig, RoundMechanism, RoundPlan, SchedulerLoop, Topology
 from ..policies.registry import needs_pairs, space_sharing_name
 from ..throughputs import UNCONSOLIDATED, ThroughputTable
@@ -76,7 +77,18 @@ def simulate(cluster: Cluster, table: ThroughputTable, trace: Trace | TraceGener
              observe: Callable[[RoundPlan], None] | None = None) -> SimResult:
     """Run until every job in the window finished (or the caps end an overloaded run).
 
-    `observe(plan)` sees every round's plan after it ran (tests, traces of decisions)."""
+    `observe(plan)` sees every round's plan after it ran (tests, traces of decisions).
+    A warning that repeats during the run is logged once, then counted: the summary's
+    "warnings" lists each kind with its count and the jobs concerned (gavel_ng.logs)."""
+    with collapse_repeats() as ledger:
+        result = _simulate(cluster, table, trace, config, progress, observe)
+    result.summary["warnings"] = ledger.summary()
+    return result
+
+
+def _simulate(cluster: Cluster, table: ThroughputTable, trace: Trace | TraceGenerator, config: SimConfig,
+              progress: Callable[[float, int, int, int], None] | None,
+              observe: Callable[[RoundPlan], None] | None) -> SimResult:
     wall = time.perf_counter()
     workers = cluster.worker_types
     for w in workers:

@@ -20,5 +20,5 @@ def default_table(worker_types: list[str]) -> ThroughputTable:
     except ImportError as exc:
         log.debug("no built-in table: %s", exc)
         raise InputError("--throughputs", None, "no built-in throughput table is available yet; "
-                         "pass --throughputs PATH (a Gavel-format JSON table)") from None
+                         "pass --throughputs gavel-osdi20 (or a .json/.csv table)") from None
     return modeled(list(worker_types))

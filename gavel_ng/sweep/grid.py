@@ -33,7 +33,7 @@ class SweepPoint:
     window: str | None = None            # "START:END" job ids; None: simulate's default
     seed: int = 0
     round_seconds: float = 360.0
-    throughputs: str | None = None       # Gavel-format table; None: built-in profiles
+    throughputs: str | None = None       # gavel-osdi20, a .json or a .csv table; None: built-in profiles
     heterogeneity: float = 1.0           # exponent on speedups over V100 (built-in profiles only)
     ideal: bool = False
     gavel_compat: bool = False

@@ -48,7 +48,7 @@ class PointResult:
 @lru_cache(maxsize=16)
 def _table(throughputs: str | None, heterogeneity: float, worker_types: tuple[str, ...], payload: str | None):
     from ..simulator import default_table
-    from ..throughputs import ThroughputTable
+    from ..throughputs import ThroughputTable, resolve_table
 
     if throughputs is None:
         if heterogeneity == 1.0:
@@ -56,18 +56,26 @@ def _table(throughputs: str | None, heterogeneity: float, worker_types: tuple[st
         from ..profiles import default_table as modeled
 
         return modeled(list(worker_types), heterogeneity=heterogeneity)
-    if payload is not None:  # shipped by the driver (Ray nodes may not see the driver's files)
+    if payload is not None:
+        # the table the driver resolved, as Gavel JSON (Ray nodes may not see the driver's files)
         return ThroughputTable.from_gavel_dict(json.loads(payload), source=throughputs)
-    return ThroughputTable.load(throughputs)
+    return resolve_table(throughputs)
 
 
-def simulate_point(point: SweepPoint, table_payload: str | None = None):
-    """The SimResult of one point (used by experiments that need more than the row)."""
+def simulate_point(point: SweepPoint, table_payload: str | None = None, plugins: tuple = ()):
+    """The SimResult of one point (used by experiments that need more than the row).
+
+    `plugins` (policies.plugins.Plugin, shipped by the driver) are loaded first, so that a
+    user's policy resolves by name in this process too; loading is a no-op where they are."""
     from ..cli.simulate_cmd import parse_window
     from ..cluster import Cluster
     from ..simulator import SimConfig, simulate
     from ..traces import TraceGenerator, TraceSpec, generate, read_trace
 
+    if plugins:
+        from ..policies.plugins import load_plugins
+
+        load_plugins(plugins)
     cluster = priced(Cluster.parse(point.cluster, gpus_per_server=point.gpus_per_server))
     table = _table(point.throughputs, point.heterogeneity, tuple(cluster.worker_types), table_payload)
     spec = TraceSpec(point.jobs_per_hour, point.multi_gpu, point.priorities, point.slos, point.seed)
@@ -113,11 +121,11 @@ def _optional(point: SweepPoint) -> dict[str, Any]:
     return wanted
 
 
-def run_point(point: SweepPoint, table_payload: str | None = None) -> PointResult:
+def run_point(point: SweepPoint, table_payload: str | None = None, plugins: tuple = ()) -> PointResult:
     """Simulate one point; any failure becomes a row with status 'error' (retried on resume)."""
     row: dict[str, Any] = {**point.as_row(), "point_id": point.point_id, "host": socket.gethostname()}
     try:
-        result = simulate_point(point, table_payload)
+        result = simulate_point(point, table_payload, plugins)
     except Exception as exc:  # noqa: BLE001 - one bad point must not end a sweep
         log.debug("point %s failed:\n%s", point.point_id, traceback.format_exc())
         row.update({k: None for k in METRICS})

@@ -7,16 +7,19 @@ Ray cluster (`ray.init(address=...)`; a local Ray instance when no address is gi
 
 from __future__ import annotations
 
+import json
 import logging
 import multiprocessing as mp
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from functools import partial
 
 from ..errors import InputError
+from ..policies.plugins import load_plugins
+from ..throughputs import ThroughputTable, resolve_table
 from .grid import SweepPoint
 from .point import PointResult, run_point
 from .store import ResultsStore
@@ -39,12 +42,17 @@ class SweepReport:
 
 
 def run_sweep(points: list[SweepPoint], store: ResultsStore, backend: str = "local", workers: int | None = None,
-              address: str | None = None, on_result: OnResult | None = None) -> SweepReport:
-    """Run every point not yet done; KeyboardInterrupt propagates after the pool is stopped."""
+              address: str | None = None, on_result: OnResult | None = None, plugins: Sequence = ()) -> SweepReport:
+    """Run every point not yet done; KeyboardInterrupt propagates after the pool is stopped.
+
+    `plugins` (policies.plugins.Plugin or specs, loaded here) travel with every point, so that
+    the workers know the user's policies; they are not part of a point's identity."""
     start = time.perf_counter()
     done = store.done_ids()
     todo = [p for p in points if p.point_id not in done]
     report = SweepReport(total=len(points), skipped=len(points) - len(todo))
+    plugins = tuple(load_plugins(plugins))
+    tables = _check_tables(todo)
     log.info("%d points, %d already done, %d to run", len(points), report.skipped, len(todo))
 
     def record(res: PointResult) -> None:
@@ -61,9 +69,9 @@ def run_sweep(points: list[SweepPoint], store: ResultsStore, backend: str = "loc
         if not todo:
             pass
         elif backend == "local":
-            _run_local(todo, record, workers or os.cpu_count() or 1)
+            _run_local(todo, record, workers or os.cpu_count() or 1, plugins)
         elif backend == "ray":
-            _run_ray(todo, record, address, workers)
+            _run_ray(todo, record, address, workers, tables, plugins)
         else:
             raise InputError("--backend", backend, "must be local or ray")
     except KeyboardInterrupt:
@@ -76,19 +84,28 @@ def run_sweep(points: list[SweepPoint], store: ResultsStore, backend: str = "loc
     return report
 
 
+def _check_tables(todo: list[SweepPoint]) -> dict[str, ThroughputTable]:
+    """Resolve every table the points name, once, on the driver, so that a bad name or file
+    is one InputError (naming --throughputs) before anything runs."""
+    names = dict.fromkeys(p.throughputs for p in todo if p.throughputs is not None)
+    return {name: resolve_table(name) for name in names}
+
+
 def _ignore_sigint() -> None:
     """Workers leave Ctrl-C to the driver, which stops the pool and keeps what finished."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _run_local(todo: list[SweepPoint], record: Callable[[PointResult], None], workers: int) -> None:
+def _run_local(todo: list[SweepPoint], record: Callable[[PointResult], None], workers: int,
+               plugins: tuple = ()) -> None:
+    run = partial(run_point, plugins=plugins)
     if workers <= 1 or len(todo) == 1:
         for p in todo:
-            record(run_point(p))
+            record(run(p))
         return
     pool = mp.get_context("fork").Pool(min(workers, len(todo)), initializer=_ignore_sigint)
     try:
-        for res in pool.imap_unordered(run_point, todo, chunksize=1):
+        for res in pool.imap_unordered(run, todo, chunksize=1):
             record(res)
         pool.close()
     except BaseException:
@@ -99,7 +116,7 @@ def _run_local(todo: list[SweepPoint], record: Callable[[PointResult], None], wo
 
 
 def _run_ray(todo: list[SweepPoint], record: Callable[[PointResult], None], address: str | None,
-             workers: int | None) -> None:
+             workers: int | None, tables: dict[str, ThroughputTable], plugins: tuple = ()) -> None:
     try:
         import ray
     except ImportError:
@@ -111,12 +128,10 @@ def _run_ray(todo: list[SweepPoint], record: Callable[[PointResult], None], addr
             kwargs["_node_ip_address"] = "127.0.0.1"
         ray.init(address=address, include_dashboard=False, log_to_driver=False, **kwargs)
     remote = ray.remote(num_cpus=1, max_retries=0)(run_point)
-    payloads = {}
-    for path in {p.throughputs for p in todo if p.throughputs is not None}:
-        if not Path(path).exists():
-            raise InputError("--throughputs", path, "not found on the driver")
-        payloads[path] = ray.put(Path(path).read_text())
-    pending = {remote.remote(p, payloads.get(p.throughputs)): p for p in todo}
+    # the driver's resolved tables as Gavel JSON: the nodes need none of its files
+    payloads = {name: ray.put(json.dumps(table.to_gavel_dict())) for name, table in tables.items()}
+    shipped = ray.put(plugins)   # files travel as their text: the nodes need none of the driver's files
+    pending = {remote.remote(p, payloads.get(p.throughputs), shipped): p for p in todo}
     try:
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)

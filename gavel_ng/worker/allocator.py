@@ -60,8 +60,8 @@ class PolicyAllocator:
             slo_s=[j.spec.slo_s if j.spec.slo_s is not None else math.inf for j in specs], prices=self.prices,
             pairs=pairs)
         sol = solve(problem, self.spec.name)
-        if sol.warnings:
-            log.warning("solve: %s", "; ".join(sol.warnings))
+        if sol.warnings:   # each already logged where it arose (repeats collapsed, see gavel_ng.logs)
+            log.debug("solve: %s", "; ".join(sol.warnings))
         a = sol.allocation
         rows = [tuple(int(m) for m in r) for r in a.rows]
         st.allocation = (rows, np.asarray(a.values, dtype=float))

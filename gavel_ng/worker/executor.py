@@ -244,7 +244,7 @@ class DeployExecutor:
     def _launch_failed(self, w: WorkerState, job: JobState, att: Attempt, exc: grpc.RpcError) -> None:
         st = self.state
         code = exc.code() if hasattr(exc, "code") else None
-        log.warning("RunJob job %d on %s failed: %s", job.job_id, w.worker_id, exc)
+        log.warning("RunJob job %d on %s failed: %s", job.job_id, w.worker_id, exc, extra={"jobs": [job.job_id]})
         if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
             self.send_kills(st.worker_lost(w, f"RunJob: {code.name}"))
             return

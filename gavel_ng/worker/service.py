@@ -20,7 +20,7 @@ from ..errors import InputError
 from ..estimator import ThroughputEstimator
 from ..mechanism import SchedulerLoop
 from ..profiles import default_table
-from ..throughputs import ThroughputTable
+from ..throughputs import resolve_table
 from .allocator import PolicyAllocator
 from .client import placement_label
 from .executor import DeployExecutor
@@ -137,7 +137,7 @@ class SchedulerService:
         self.store = Store(self.state_dir)
         self.secret = token or self._token()
         self.security = Security(self.secret, config.tls_cert, config.tls_key, config.tls_ca)
-        base = ThroughputTable.load(config.throughputs) if config.throughputs else \
+        base = resolve_table(config.throughputs, "cluster-config.throughputs") if config.throughputs else \
             default_table(list(config.worker_types))
         for w in config.worker_types:
             if w not in base.worker_types:
@@ -152,6 +152,10 @@ class SchedulerService:
         self.checkpoint_root.mkdir(parents=True, exist_ok=True)
         self.planner = DynamicPlanner(self.state)
         self.planner.restore()
+        if config.plugins:   # the user's policies, so that config.policy may name one
+            from ..policies.plugins import load_plugins
+
+            load_plugins(config.plugins, field="cluster-config.plugins")
         self.allocator = PolicyAllocator(self.state, config.policy, config.space_sharing)
         self.store.save_cluster_info(ClusterInfo(self.allocator.spec.name, config.round_seconds,
                                                  list(config.worker_types)))

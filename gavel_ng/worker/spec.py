@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from ..errors import InputError, require
-from ..throughputs import ThroughputTable
+from ..throughputs import BUILTIN_TABLES, ThroughputTable
 from .protos import gavel_pb2 as pb
 
 SIZES = ("tiny", "full")
@@ -155,9 +155,10 @@ class ClusterConfig:
     """The scheduler's cluster config file (JSON); flags override policy and round length."""
 
     worker_types: tuple[str, ...] = ("v100", "p100", "k80")
-    throughputs: str | None = None           # Gavel-format table; None: the built-in model
+    throughputs: str | None = None           # gavel-osdi20, a .json or a .csv table; None: the built-in model
     prices: dict[str, float] = field(default_factory=dict)
     policy: str = "las"
+    plugins: tuple[str, ...] = ()            # policy plugins (FILE.py relative to the config, or MODULE)
     round_seconds: float = 360.0
     lease_renewals: bool = True
     grace_seconds: float | None = None       # None: a quarter round, between 2 and 60 s
@@ -193,10 +194,18 @@ class ClusterConfig:
                     "cluster-config.worker_types", wt, "must be a non-empty list of names")
             data = {**data, "worker_types": tuple(dict.fromkeys(w.lower() for w in wt))}
         base = path.parent
+        if "plugins" in data:
+            plugins = data["plugins"]
+            require(isinstance(plugins, list) and all(isinstance(x, str) and x.strip() for x in plugins),
+                    "cluster-config.plugins", plugins, "must be a list of FILE.py paths or module names")
+            from ..policies.plugins import is_file_spec
+
+            data["plugins"] = tuple(str(base / x) if is_file_spec(x) else x for x in plugins)
         for key in ("throughputs", "checkpoint_root", "token_file", "tls_cert", "tls_key", "tls_ca"):
             if data.get(key) is not None:
                 require(isinstance(data[key], str), f"cluster-config.{key}", data[key], "must be a path")
-                data[key] = str(base / data[key])
+                if not (key == "throughputs" and data[key] in BUILTIN_TABLES):  # a name, not a file
+                    data[key] = str(base / data[key])
         config = cls(**data)
         config.check()
         return config
@@ -210,6 +219,8 @@ class ClusterConfig:
         for name in ("grace_seconds", "worker_timeout_seconds"):
             if getattr(self, name) is not None:
                 positive(name, getattr(self, name))
+        require(isinstance(self.plugins, (tuple, list)) and all(isinstance(x, str) for x in self.plugins),
+                "cluster-config.plugins", self.plugins, "must be a list of FILE.py paths or module names")
         for name in ("lease_renewals", "measured_throughputs", "space_sharing", "estimator"):
             require(isinstance(getattr(self, name), bool), f"cluster-config.{name}", getattr(self, name),
                     "must be true or false")

@@ -332,7 +332,7 @@ class ClusterState:
             job.failures += 1
             job.blocked_round = self.round_no
             log.warning("job %d attempt %d crashed (%d of %d allowed failures)", job.job_id, att.attempt,
-                        job.failures, self.config.max_failures)
+                        job.failures, self.config.max_failures, extra={"jobs": [job.job_id]})
             if job.failures >= self.config.max_failures:
                 self._finish_job(job, "failed")
         else:

@@ -13,8 +13,6 @@ from gavel_ng.profiles.model import ModelConstants, build_table, load_constants
 from gavel_ng.throughputs import ThroughputTable
 
 ALL = ["k80", "p100", "v100", "t4", "a100", "h100"]
-REFERENCE = (Path(__file__).resolve().parents[3]
-             / "shared/reference/gavel/simulation_throughputs.json")
 R50 = ("ResNet-50 (batch size 64)", 1)
 
 
@@ -79,11 +77,10 @@ def test_building_a_table_does_not_import_torch() -> None:
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[2])
 
 
-@pytest.mark.skipif(not REFERENCE.exists(), reason="reference table not available")
-def test_shipped_constants_meet_the_calibration_targets() -> None:
+def test_shipped_constants_meet_the_calibration_targets(reference_table: ThroughputTable) -> None:
     from gavel_ng.profiles.calibrate import score
 
-    report = score(ThroughputTable.load(REFERENCE), load_constants())
+    report = score(reference_table, load_constants())
     for t in report.types:
         assert t.spearman >= 0.8, t
         assert t.median_abs_log_error <= math.log(1.5), t

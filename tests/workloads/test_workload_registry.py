@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 
 from gavel_ng.workloads import (
@@ -15,9 +12,6 @@ from gavel_ng.workloads import (
     parse_job_type,
 )
 
-REFERENCE = (Path(__file__).resolve().parents[3]
-             / "shared/reference/gavel/simulation_throughputs.json")
-
 
 def test_seven_families_and_26_job_types() -> None:
     assert list_families() == ["ResNet-18", "ResNet-50", "Transformer", "LM", "Recommendation",
@@ -27,11 +21,9 @@ def test_seven_families_and_26_job_types() -> None:
     assert "Recommendation (batch size 8192)" in JOB_TYPES
 
 
-@pytest.mark.skipif(not REFERENCE.exists(), reason="reference table not available")
-def test_names_match_the_reference_table() -> None:
-    table = json.loads(REFERENCE.read_text())
-    names = {key.split("'")[1] for key in table["v100"]}
-    assert names == set(JOB_TYPES)
+def test_names_match_the_reference_table(reference_table) -> None:
+    assert set(reference_table.job_types) == set(JOB_TYPES)
+    assert {k[0] for k in reference_table.isolated["v100"]} == set(JOB_TYPES)
 
 
 @pytest.mark.parametrize("name", JOB_TYPES)
