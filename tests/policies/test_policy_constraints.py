@@ -20,6 +20,30 @@ from gavel_ng.policies.problem import Problem
 from gavel_ng.policies.registry import agnostic_problem
 from gavel_ng.policies.session import PolicySession
 
+TEST_POLICIES: dict = {}   # registered only while this module's tests run (others list every policy)
+
+
+def register(name, **kw):
+    def keep(fn):
+        TEST_POLICIES[name] = (fn, kw)
+        return fn
+    return keep
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _test_policies():
+    from gavel_ng.policies import registry
+
+    registry.list_policies()   # built-ins first, so that restoring keeps them
+    saved = dict(registry._REGISTRY), dict(registry._ALIASES)
+    for name, (fn, kw) in TEST_POLICIES.items():
+        policy(name, **kw)(fn)
+    yield
+    for live, old in zip((registry._REGISTRY, registry._ALIASES), saved):
+        live.clear()
+        live.update(old)
+
+
 SETTINGS = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 PAPER = SchedulingProblem.build(["j0", "j1", "j2"], ["v100", "k80"], [1, 1], [[40, 10], [12, 4], [100, 50]])
 PAPER_T = np.array([[40, 10], [12, 4], [100, 50]], dtype=float)
@@ -27,31 +51,31 @@ PAPER_T = np.array([[40, 10], [12, 4], [100, 50]], dtype=float)
 # ---- the example -------------------------------------------------------------------
 
 
-@policy("capped_linear", agnostic=False)
+@register("capped_linear", agnostic=False)
 def capped_linear(p):
     p.add_constraint(p.thr[2] <= 20)
     return p.maximize_min(p.normalized_thr)
 
 
-@policy("capped_cvxpy", agnostic=False)
+@register("capped_cvxpy", agnostic=False)
 def capped_cvxpy(p):
     p.add_constraint(p.thr.cvx[2] <= 20)
     return p.maximize_min(p.normalized_thr)
 
 
-@policy("capped_nonlinear", agnostic=False)
+@register("capped_nonlinear", agnostic=False)
 def capped_nonlinear(p):
     p.add_constraint(cp.square(p.thr.cvx[2]) <= 400)   # convex, not affine: cvxpy must solve it
     return p.maximize_min(p.normalized_thr)
 
 
-@policy("capped_pareto", agnostic=False)
+@register("capped_pareto", agnostic=False)
 def capped_pareto(p):
     p.add_constraint(p.thr[2] <= 20)
     return p.maximize_min(p.normalized_thr, then=p.normalized_thr)
 
 
-@policy("capped_nofill", agnostic=False)
+@register("capped_nofill", agnostic=False)
 def capped_nofill(p):
     p.add_constraint(p.thr.cvx[2] <= 20)
     return p.maximize_min(p.normalized_thr, fill=False)
@@ -89,7 +113,7 @@ def test_nonlinear_constraint_goes_to_cvxpy():
     assert not g.solve(PAPER, "capped_nonlinear").solver.startswith("highs")
 
 
-@policy("ratio_with_nonlinear", agnostic=False)
+@register("ratio_with_nonlinear", agnostic=False)
 def ratio_with_nonlinear(p):
     p.add_constraint(cp.square(p.thr.cvx[0]) <= 1.0)
     return p.maximize_ratio(p.thr / p.thr_fastest, p.cost_per_hour(np.ones(len(p.input.worker_types))))
@@ -100,7 +124,7 @@ def test_a_constraint_no_backend_takes_is_an_error_naming_it():
         g.solve(PAPER, "ratio_with_nonlinear")
 
 
-@policy("impossible", agnostic=False)
+@register("impossible", agnostic=False)
 def impossible(p):
     p.add_constraint(p.thr[0] >= 1e6)
     return p.maximize_min(p.normalized_thr)
@@ -152,37 +176,37 @@ def _constrain(p: Problem) -> None:
     p.add_constraint(p.thr.sum() <= total)
 
 
-@policy("bounded_maxmin")
+@register("bounded_maxmin")
 def bounded_maxmin(p):
     _constrain(p)
     return p.maximize_min(p.normalized_thr / p.input.weights, fill=BOUNDS["fill"])
 
 
-@policy("bounded_pareto")
+@register("bounded_pareto")
 def bounded_pareto(p):
     _constrain(p)
     return p.maximize_min(p.normalized_thr, then=p.normalized_thr)
 
 
-@policy("bounded_symmetric", symmetric=True)
+@register("bounded_symmetric", symmetric=True)
 def bounded_symmetric(p):
     _constrain(p)
     return p.maximize_min(p.normalized_thr)
 
 
-@policy("bounded_sum")
+@register("bounded_sum")
 def bounded_sum(p):
     _constrain(p)
     return p.maximize(p.thr / p.thr_fastest)
 
 
-@policy("bounded_cost")
+@register("bounded_cost")
 def bounded_cost(p):
     _constrain(p)
     return p.maximize_ratio(p.thr / p.thr_fastest, p.cost_per_hour(p.input.prices))
 
 
-@policy("bounded_log")
+@register("bounded_log")
 def bounded_log(p):
     _constrain(p)
     return cp.Maximize(cp.sum(cp.log(p.normalized_thr.cvx + 1e-3)))
