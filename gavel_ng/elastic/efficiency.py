@@ -1,0 +1,211 @@
+"""Adaptive jobs: what a job declares, its statistical efficiency, and how it progresses.
+
+Statistical efficiency (Pollux, OSDI'21, Eq. 6). Training at total batch size ``M``
+instead of the job's initial batch size ``M0`` needs ``1/E`` times as many examples for
+the same progress, with
+
+    E(M) = (phi + M0) / (phi + M),
+
+where ``phi`` is the (pre-conditioned) gradient noise scale. ``E(M0) = 1``; ``E``
+decreases in ``M`` and tends to ``(phi + M0)/M``; a larger ``phi`` makes large batches
+more efficient. ``phi`` grows as training proceeds; here it follows a geometric curve of
+the training progress ``p`` in [0, 1]:
+
+    phi(p) = phi0 * growth ** p,
+
+so ``phi(0) = phi0`` and ``phi(1) = phi0 * growth``. The per-family values of ``phi0``
+and ``growth`` and where they come from are in :mod:`gavel_ng.elastic.families`.
+
+Progress is counted in *M0-equivalent examples*. One optimizer step at total batch ``M``
+with efficiency ``E`` advances the job by ``M * E`` M0-equivalent examples, i.e. by
+``M * E / M0`` steps at ``M0``. A job declares the total it needs (``work``, in
+M0-equivalent examples: epochs x dataset size of the run at ``M0``) and finishes when
+it has made that much progress, whatever batch sizes it ran at. The progress fraction
+``p = done / work`` drives ``phi``. With throughput ``X`` (examples/s) the job's goodput
+``X * E`` is its rate of progress in M0-equivalent examples/s, so ``dp/dt = X E(M, p) /
+work``; at a fixed configuration this integrates in closed form (`seconds_to_progress`)
+and `progress_after` inverts it.
+
+LR scaling rules (Pollux's SCALE_LR plug-in): ``adascale`` (SGD), ``sqrt`` (square-root
+scaling, Adam-type optimizers), ``linear``. They decide how the learning rate follows
+the batch size; the scheduler only needs to know that one exists. ``none`` means the job
+cannot change its batch size: its batch stays at ``M0`` (``E = 1``) and only its GPU
+count adapts, Pollux's "non-adaptive job".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from gavel_ng.errors import InputError
+
+LR_SCALING_RULES = ("adascale", "sqrt", "linear", "none")
+
+
+@dataclass(frozen=True)
+class PhiCurve:
+    """Gradient noise scale over training: ``phi(p) = phi0 * growth ** p``, p in [0, 1]."""
+
+    phi0: float
+    growth: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not (_finite(self.phi0) and self.phi0 >= 0):
+            raise InputError("phi0", self.phi0, "must be a finite number >= 0")
+        if not (_finite(self.growth) and self.growth > 0):
+            raise InputError("phi_growth", self.growth, "must be a finite number > 0")
+
+    def __call__(self, progress: float | np.ndarray) -> float | np.ndarray:
+        """phi at progress fraction(s); progress is clipped to [0, 1]."""
+        p = np.clip(progress, 0.0, 1.0)
+        out = self.phi0 * np.power(self.growth, p)
+        return float(out) if np.ndim(out) == 0 else out
+
+
+def efficiency(batch: float | np.ndarray, init_batch: float,
+               phi: float | np.ndarray) -> float | np.ndarray:
+    """Pollux's statistical efficiency ``(phi + M0) / (phi + M)`` (vectorized)."""
+    out = (np.asarray(phi, float) + init_batch) / (np.asarray(phi, float) + np.asarray(batch, float))
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def progress_per_step(batch: float | np.ndarray, init_batch: float,
+                      phi: float | np.ndarray) -> float | np.ndarray:
+    """M0-equivalent examples one optimizer step at total batch ``batch`` makes: ``M * E(M)``."""
+    out = np.asarray(batch, float) * efficiency(batch, init_batch, phi)
+    return float(out) if np.ndim(out) == 0 else out
+
+
+@dataclass(frozen=True)
+class AdaptiveSpec:
+    """How a job may adapt. A job without one is today's fixed job.
+
+    ``family`` names an entry of :data:`gavel_ng.elastic.families.FAMILIES` (its
+    throughput model and gradient-noise curve); ``init_batch`` (M0) and ``max_batch`` are
+    total batch sizes in the family's examples; ``min_gpus``/``max_gpus`` bound the GPU
+    count (``max_gpus`` None: as many as the batch allows); ``min_local_batch`` and
+    ``max_local_batch`` bound the per-GPU batch (``max_local_batch`` None: the GPU's
+    memory decides); ``accumulation`` allows gradient accumulation; ``phi`` overrides
+    the family's gradient-noise curve.
+    """
+
+    family: str
+    init_batch: int
+    max_batch: int
+    min_gpus: int = 1
+    max_gpus: int | None = None
+    lr_scaling: str = "adascale"
+    min_local_batch: int = 1
+    max_local_batch: int | None = None
+    accumulation: bool = True
+    phi: PhiCurve | None = None
+
+    def __post_init__(self) -> None:
+        f = "adaptive"
+        _require_int(self.init_batch, f"{f}.init_batch", 1)
+        _require_int(self.max_batch, f"{f}.max_batch", 1)
+        if self.max_batch < self.init_batch:
+            raise InputError(f"{f}.max_batch", self.max_batch, f"must be >= init_batch ({self.init_batch})")
+        _require_int(self.min_gpus, f"{f}.min_gpus", 1)
+        if self.max_gpus is not None:
+            _require_int(self.max_gpus, f"{f}.max_gpus", 1)
+            if self.max_gpus < self.min_gpus:
+                raise InputError(f"{f}.max_gpus", self.max_gpus, f"must be >= min_gpus ({self.min_gpus})")
+        if self.lr_scaling not in LR_SCALING_RULES:
+            raise InputError(f"{f}.lr_scaling", self.lr_scaling, f"must be one of {', '.join(LR_SCALING_RULES)}")
+        _require_int(self.min_local_batch, f"{f}.min_local_batch", 1)
+        if self.max_local_batch is not None:
+            _require_int(self.max_local_batch, f"{f}.max_local_batch", 1)
+            if self.max_local_batch < self.min_local_batch:
+                raise InputError(f"{f}.max_local_batch", self.max_local_batch,
+                                 f"must be >= min_local_batch ({self.min_local_batch})")
+
+    @property
+    def batch_limit(self) -> int:
+        """The largest total batch the job may use: ``max_batch``, or ``M0`` when it cannot scale its LR."""
+        return self.init_batch if self.lr_scaling == "none" else self.max_batch
+
+    def efficiency(self, batch: float | np.ndarray, phi: float | np.ndarray) -> float | np.ndarray:
+        """E(M) of this job at noise scale phi."""
+        return efficiency(batch, self.init_batch, phi)
+
+
+def seconds_to_progress(curve: PhiCurve, init_batch: float, batch: float | np.ndarray,
+                        throughput: float | np.ndarray, work: float | np.ndarray,
+                        p_from: float | np.ndarray, p_to: float | np.ndarray) -> float | np.ndarray:
+    """Seconds a job needs to go from progress fraction ``p_from`` to ``p_to``.
+
+    At a fixed configuration: total batch ``batch``, ``throughput`` examples/s, ``work``
+    M0-equivalent examples in all. ``dp/dt = X E(M, phi(p)) / W``, so with
+    ``1/E = 1 + (M - M0)/(phi + M0)``
+
+        t = W/X [ (p2 - p1) + (M - M0) * I ],   I = integral of dp / (phi0 g^p + M0)
+          = W/X [ (p2 - p1) + (M - M0)/M0 * ((p2 - p1) - ln((phi(p2) + M0)/(phi(p1) + M0)) / ln g) ]
+
+    (for ``g = 1``: ``I = (p2 - p1)/(phi0 + M0)``). Zero throughput gives +inf.
+    """
+    m0 = float(init_batch)
+    p1 = np.clip(np.asarray(p_from, float), 0.0, 1.0)
+    p2 = np.clip(np.asarray(p_to, float), 0.0, 1.0)
+    dp = np.maximum(p2 - p1, 0.0)
+    p2 = p1 + dp
+    if curve.growth == 1.0:
+        integral = dp / (curve.phi0 + m0)
+    else:
+        ln_g = math.log(curve.growth)
+        phi1 = curve.phi0 * np.power(curve.growth, p1)
+        phi2 = curve.phi0 * np.power(curve.growth, p2)
+        integral = (dp - np.log((phi2 + m0) / (phi1 + m0)) / ln_g) / m0
+    x = np.asarray(throughput, float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.where(x > 0, np.asarray(work, float) / x * (dp + (np.asarray(batch, float) - m0) * integral),
+                       np.where(dp > 0, np.inf, 0.0))
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def progress_after(curve: PhiCurve, init_batch: float, batch: float | np.ndarray,
+                   throughput: float | np.ndarray, work: float | np.ndarray,
+                   p_from: float | np.ndarray, seconds: float | np.ndarray) -> float | np.ndarray:
+    """Progress fraction after running ``seconds`` at a fixed configuration (capped at 1).
+
+    Inverts `seconds_to_progress` by Newton's method: t(p) is increasing, and concave
+    when M >= M0 and phi grows (dt/dp = W/X (phi + M)/(phi + M0) then falls), so the
+    iterates from ``p_from`` rise monotonically to the root without overshooting; in
+    the other cases they are kept in [p_from, 1] and converge all the same.
+    """
+    p0 = np.clip(np.asarray(p_from, float), 0.0, 1.0)
+    target = np.maximum(np.asarray(seconds, float), 0.0)
+    x = np.asarray(throughput, float)
+    b = np.asarray(batch, float)
+    w = np.asarray(work, float)
+    shape = np.broadcast(p0, target, x, b, w).shape
+    p0, target, x, b, w = (np.broadcast_to(a, shape).astype(float).ravel() for a in (p0, target, x, b, w))
+    t_end = seconds_to_progress(curve, init_batch, b, x, w, p0, 1.0)
+    done = np.asarray(t_end <= target)
+    p = p0.copy()
+    active = ~done & (x > 0) & (target > 0)
+    for _ in range(60):
+        if not active.any():
+            break
+        t = np.asarray(seconds_to_progress(curve, init_batch, b[active], x[active], w[active], p0[active], p[active]))
+        phi = curve.phi0 * np.power(curve.growth, p[active])
+        slope = w[active] / x[active] * (phi + b[active]) / (phi + init_batch)
+        step = (target[active] - t) / slope
+        p[active] = np.clip(p[active] + step, p0[active], 1.0)
+        still = np.abs(step) > 1e-12
+        idx = np.flatnonzero(active)
+        active[idx[~still]] = False
+    out = np.where(done, 1.0, p).reshape(shape)
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def _finite(x: object) -> bool:
+    return isinstance(x, (int, float, np.floating, np.integer)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _require_int(x: object, field: str, minimum: int) -> None:
+    if not (isinstance(x, (int, np.integer)) and not isinstance(x, bool) and x >= minimum):
+        raise InputError(field, x, f"must be an integer >= {minimum}")

@@ -1,0 +1,356 @@
+"""Goodput of an adaptive job on a configuration: Pollux's model on gavel_ng's profiles.
+
+A *configuration* is (worker type, GPU count K, servers spanned N); the job chooses its
+per-GPU batch ``m`` and gradient-accumulation steps ``s``, so its total batch is
+``M = K m (s+1)``. Pollux (OSDI'21, §3.2) models one optimizer step as
+
+    T_grad(m)      = alpha_grad + beta_grad * m                      (forward + backward)
+    T_sync(K, N)   = 0                                               if K = 1
+                   = alpha_local + beta_local (K-2) + kappa_local (K-2)/K   if N = 1
+                   = alpha_node  + beta_node  (K-2) + kappa_node  (K-2)/K   otherwise
+    T_iter(m, s)   = s T_grad + (T_grad^gamma + T_sync^gamma)^(1/gamma)
+    throughput     = M / T_iter            (examples/s)
+    goodput        = throughput * E(M)     (M0-equivalent examples/s; E in efficiency.py)
+
+Nothing here is a second performance model: every parameter is read off the built-in
+one (``gavel_ng.profiles.model``) for the family's profile and the GPU type.
+
+* ``alpha_grad``, ``beta_grad``: the model's single-GPU iteration time (GPU roofline
+  time plus host time) at each profiled batch size of the profile family, fitted by a
+  line with least relative squared error; ``beta_grad`` is per task example (profile
+  slope x the family's ``work_scale``). ``fit_error`` is the largest relative error of
+  the line at the profiled sizes.
+* T_sync: the model's ring all-reduce, ``2 (K-1)/K V / bw + 2 (K-1) lat``, rewritten in
+  Pollux's form: ``alpha = V/bw + 2 lat`` (its value at K = 2), ``beta = 2 lat`` (the
+  per-GPU retrogression) and ``kappa = V/bw`` (the bandwidth term's approach to 2 V/bw,
+  which Pollux's purely linear form lacks; ``kappa = 0`` gives Pollux's Eq. 9 exactly).
+  ``V`` is the family's gradient bytes, ``bw = eta_comm x`` the GPU's intra-server link
+  (N = 1) or the network (N > 1), ``lat`` the model's per-ring-step latency.
+* ``gamma``: overlap of computation and communication, in [1, 10] as in Pollux. The
+  built-in model does not overlap them, so it is 1 (``T_iter = T_grad + T_sync``); with
+  gamma = 1 and s = 0 the throughput at a profiled batch equals the built-in table's
+  (up to ``fit_error``).
+* Memory: the profiles' estimated peak bytes per iteration, linear in the batch, must fit
+  as the built-in model requires (``memory_scale * peak + context_bytes <= GPU
+  memory``); the largest per-GPU batch that fits is ``max_local_batch``.
+
+Best batch per configuration (Pollux Eq. 13): the largest goodput over per-GPU batches
+``m`` in ``[min_local_batch, max_local_batch]`` and accumulation steps ``s`` such that
+``M0 <= M <= max_batch`` and accumulation is used only beyond the memory limit (``s = 0``,
+or ``m (s+1) > s * max_local_batch``: fewer steps could not hold the per-GPU batch). For a
+fixed ``s``, ``1/goodput`` is convex in ``m`` (``T_iter`` and ``T_iter/m`` are convex), so
+the best integer ``m`` is found exactly: for gamma = 1 by the closed form
+``m* = sqrt(a phi / (b K (s+1)))`` with ``T_iter = a + b m``, rounded both ways; for
+gamma > 1 by bisection on the sign of ``goodput(m+1) - goodput(m)``. All configurations
+and all ``s`` are searched at once with numpy.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cache
+
+import numpy as np
+
+from gavel_ng.errors import InputError
+from gavel_ng.profiles import get_gpu, load_workload_profiles
+from gavel_ng.profiles.model import iteration_time, load_constants
+
+from .efficiency import AdaptiveSpec, efficiency
+from .families import ElasticFamily, get_family
+
+DEFAULT_NETWORK_GBPS = 10.0  # as the built-in table (gavel_ng.profiles.defaults)
+
+
+@dataclass(frozen=True)
+class ThroughputParams:
+    """Pollux's throughput parameters of one family on one GPU type (module docstring)."""
+
+    family: str
+    worker_type: str
+    alpha_grad: float
+    beta_grad: float
+    alpha_local: float
+    beta_local: float
+    kappa_local: float
+    alpha_node: float
+    beta_node: float
+    kappa_node: float
+    gamma: float
+    max_local_batch: int
+    mem_fixed_bytes: float
+    mem_per_example_bytes: float
+    mem_usable_bytes: float
+    fit_error: float
+
+    def t_grad(self, m: np.ndarray | float) -> np.ndarray:
+        """Seconds of one forward/backward pass at per-GPU batch m."""
+        return self.alpha_grad + self.beta_grad * np.asarray(m, float)
+
+    def t_sync(self, gpus: np.ndarray | float, servers: np.ndarray | float) -> np.ndarray:
+        """Seconds of one gradient synchronization over K GPUs on N servers (0 for K = 1)."""
+        k = np.asarray(gpus, float)
+        local = np.asarray(servers) <= 1
+        alpha = np.where(local, self.alpha_local, self.alpha_node)
+        beta = np.where(local, self.beta_local, self.beta_node)
+        kappa = np.where(local, self.kappa_local, self.kappa_node)
+        t = alpha + beta * (k - 2) + kappa * (k - 2) / np.maximum(k, 1.0)
+        return np.where(k > 1, t, 0.0)
+
+    def t_iter(self, m: np.ndarray | float, s: np.ndarray | float, gpus: np.ndarray | float,
+               servers: np.ndarray | float) -> np.ndarray:
+        """Seconds of one optimizer step: s accumulation passes, then one synchronized pass."""
+        tg = self.t_grad(m)
+        ts = self.t_sync(gpus, servers)
+        return np.asarray(s, float) * tg + _overlap(tg, ts, self.gamma)
+
+    def throughput(self, m: np.ndarray | float, s: np.ndarray | float, gpus: np.ndarray | float,
+                   servers: np.ndarray | float) -> np.ndarray:
+        """Examples/s (task examples) at per-GPU batch m, s accumulation steps, K GPUs, N servers."""
+        batch = np.asarray(gpus, float) * np.asarray(m, float) * (np.asarray(s, float) + 1)
+        return batch / self.t_iter(m, s, gpus, servers)
+
+
+def _overlap(tg: np.ndarray, ts: np.ndarray, gamma: float) -> np.ndarray:
+    if gamma == 1.0:
+        return tg + ts
+    return (tg ** gamma + ts ** gamma) ** (1.0 / gamma)
+
+
+def throughput_params(family: str | ElasticFamily, worker_type: str,
+                      network_gbps: float = DEFAULT_NETWORK_GBPS, gamma: float = 1.0) -> ThroughputParams:
+    """The family's throughput parameters on worker_type, read off the built-in model (cached)."""
+    fam = family if isinstance(family, ElasticFamily) else get_family(family)
+    if not (isinstance(network_gbps, (int, float)) and math.isfinite(network_gbps) and network_gbps > 0):
+        raise InputError("network_gbps", network_gbps, "must be a finite number > 0")
+    if not (isinstance(gamma, (int, float)) and 1.0 <= gamma <= 10.0):
+        raise InputError("gamma", gamma, "must be in [1, 10] (Pollux's bounds)")
+    try:
+        gpu = get_gpu(worker_type)
+    except KeyError as exc:
+        raise InputError("worker_type", worker_type, str(exc.args[0])) from None
+    return _derive(fam, gpu.name, float(network_gbps), float(gamma))
+
+
+@cache
+def _derive(fam: ElasticFamily, gpu_name: str, network_gbps: float, gamma: float) -> ThroughputParams:
+    gpu = get_gpu(gpu_name)
+    c = load_constants()
+    records = sorted((p for p in load_workload_profiles().values() if p.family == fam.profile_family),
+                     key=lambda p: p.batch_size)
+    if len(records) < 2:
+        raise InputError("family", fam.name, f"profile family {fam.profile_family!r} needs >= 2 profiled batch sizes")
+    b = np.array([p.batch_size for p in records], float)
+    t = np.array([iteration_time(p, gpu, c).total_s for p in records])
+    alpha, beta = _fit_line_relative(b, t)
+    fit_error = float(np.max(np.abs(alpha + beta * b - t) / t))
+    peak = np.array([p.peak_bytes for p in records], float)
+    p1, p0 = np.polyfit(b, peak, 1)
+    p0, p1 = max(float(p0), 0.0), max(float(p1), 1.0)
+    usable = (gpu.mem_bytes - c.context_bytes) / c.memory_scale
+    per_example = p1 * fam.work_scale
+    max_local = int(math.floor((usable - p0) / per_example + 1e-9)) if usable > p0 else 0
+    net = network_gbps * 1e9 / 8
+    sync = []
+    for link in (gpu.link_bytes_per_s, min(net, gpu.link_bytes_per_s)):
+        volume_s = (fam.param_bytes or records[0].param_bytes) / (c.eta_comm * link)
+        sync.append((volume_s + 2 * c.latency_s, 2 * c.latency_s, volume_s))
+    (al, bl, kl), (an, bn, kn) = sync
+    return ThroughputParams(fam.name, gpu.name, float(alpha), float(beta) * fam.work_scale,
+                            al, bl, kl, an, bn, kn, gamma, max(max_local, 0), p0, per_example, usable,
+                            fit_error)
+
+
+def _fit_line_relative(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """alpha, beta >= 0 minimizing sum(((alpha + beta x) / y - 1)^2)."""
+    a = np.stack([1.0 / y, x / y], axis=1)
+    (alpha, beta), *_ = np.linalg.lstsq(a, np.ones_like(y), rcond=None)
+    if alpha < 0:  # through the origin
+        alpha, beta = 0.0, float(np.sum(x / y) / np.sum((x / y) ** 2))
+    elif beta < 0:  # flat
+        alpha, beta = float(np.sum(1 / y) / np.sum(1 / y ** 2)), 0.0
+    return float(alpha), float(beta)
+
+
+# ----- the job side ----------------------------------------------------------------------
+def _spec_of(job: str | AdaptiveSpec | ElasticFamily) -> tuple[AdaptiveSpec, ElasticFamily]:
+    if isinstance(job, AdaptiveSpec):
+        return job, get_family(job.family)
+    fam = job if isinstance(job, ElasticFamily) else get_family(job)
+    return fam.spec(), fam
+
+
+def _phi(spec: AdaptiveSpec, fam: ElasticFamily, progress: np.ndarray | float) -> np.ndarray:
+    curve = spec.phi or fam.phi
+    return np.asarray(curve(progress), float)
+
+
+def _local_cap(spec: AdaptiveSpec, params: ThroughputParams) -> int:
+    cap = min(params.max_local_batch, spec.batch_limit)
+    return min(cap, spec.max_local_batch) if spec.max_local_batch is not None else cap
+
+
+def goodput(job: str | AdaptiveSpec | ElasticFamily, worker_type: str, gpus: np.ndarray | int,
+            servers: np.ndarray | int, m: np.ndarray | int, s: np.ndarray | int,
+            progress: np.ndarray | float = 0.0, network_gbps: float = DEFAULT_NETWORK_GBPS,
+            gamma: float = 1.0) -> np.ndarray:
+    """Goodput of explicit configurations (vectorized); 0 where (m, s) is not allowed.
+
+    Allowed: ``min_local_batch <= m <= max_local_batch`` (memory and the job's bound),
+    ``s = 0`` unless the job accumulates, ``M0 <= K m (s+1) <= max_batch``, and the GPU
+    count within the job's range. (The accumulation-only-beyond-memory rule is the
+    search's, not a validity condition.)
+    """
+    spec, fam = _spec_of(job)
+    params = throughput_params(fam, worker_type, network_gbps, gamma)
+    k, n, mm, ss = (np.asarray(v) for v in (gpus, servers, m, s))
+    batch = k * mm * (ss + 1)
+    ok = ((mm >= spec.min_local_batch) & (mm <= _local_cap(spec, params)) & (ss >= 0)
+          & ((ss == 0) | spec.accumulation) & (batch >= spec.init_batch) & (batch <= spec.batch_limit)
+          & _gpus_ok(spec, k, n))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        g = params.throughput(np.maximum(mm, 1), ss, np.maximum(k, 1), n) * efficiency(
+            batch, spec.init_batch, _phi(spec, fam, progress))
+    return np.where(ok, g, 0.0)
+
+
+def _gpus_ok(spec: AdaptiveSpec, k: np.ndarray, n: np.ndarray) -> np.ndarray:
+    ok = (k >= spec.min_gpus) & (n >= 1) & (n <= k)
+    if spec.max_gpus is not None:
+        ok &= k <= spec.max_gpus
+    return ok
+
+
+def best_goodput_many(job: str | AdaptiveSpec | ElasticFamily, worker_type: str,
+                      gpus: np.ndarray | int, servers: np.ndarray | int,
+                      progress: np.ndarray | float = 0.0, network_gbps: float = DEFAULT_NETWORK_GBPS,
+                      gamma: float = 1.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Best (goodput, m, s) of each configuration; inputs broadcast together.
+
+    A configuration where no allowed (m, s) exists gets goodput 0 and m = s = 0.
+    """
+    spec, fam = _spec_of(job)
+    params = throughput_params(fam, worker_type, network_gbps, gamma)
+    k, n, prog = np.broadcast_arrays(np.asarray(gpus, np.int64), np.asarray(servers, np.int64),
+                                     np.asarray(progress, float))
+    shape = k.shape
+    g, m, s = _search(params, spec, _phi(spec, fam, prog.ravel()), k.ravel(), n.ravel())
+    return g.reshape(shape), m.reshape(shape), s.reshape(shape)
+
+
+def best_goodput(job: str | AdaptiveSpec | ElasticFamily, worker_type: str, gpus: int, servers: int = 1,
+                 progress: float = 0.0, network_gbps: float = DEFAULT_NETWORK_GBPS,
+                 gamma: float = 1.0) -> tuple[float, int, int]:
+    """(goodput in M0-equivalent examples/s, per-GPU batch m, accumulation steps s) at the best batch."""
+    g, m, s = best_goodput_many(job, worker_type, gpus, servers, progress, network_gbps, gamma)
+    return float(g), int(m), int(s)
+
+
+def speedup(job: str | AdaptiveSpec | ElasticFamily, worker_type: str, gpus: np.ndarray | int,
+            servers: np.ndarray | int, progress: np.ndarray | float = 0.0, base_worker_type: str = "t4",
+            base_gpus: int = 1, base_servers: int = 1, network_gbps: float = DEFAULT_NETWORK_GBPS,
+            gamma: float = 1.0) -> np.ndarray:
+    """Pollux's SPEEDUP (Eq. 15): best goodput here over best goodput on a baseline allocation.
+
+    Pollux's baseline is the job's fair share; by default here it is one GPU of
+    ``base_worker_type``, a fixed reference that makes speedups comparable across types.
+    Both goodputs are taken at the same progress; the baseline's 0 gives inf.
+    """
+    g, _, _ = best_goodput_many(job, worker_type, gpus, servers, progress, network_gbps, gamma)
+    g0, _, _ = best_goodput_many(job, base_worker_type, base_gpus, base_servers, progress, network_gbps, gamma)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.where(g0 > 0, g / np.where(g0 > 0, g0, 1.0), np.inf)
+    return out
+
+
+@dataclass(frozen=True)
+class ConfigTable:
+    """Best goodput of one job on every (worker type, GPU count) with consolidated placement."""
+
+    worker_types: tuple[str, ...]
+    gpus: np.ndarray  # (G,) GPU counts 1..max_gpus
+    servers: np.ndarray  # (G,) servers spanned: ceil(K / gpus_per_server)
+    goodput: np.ndarray  # (W, G)
+    m: np.ndarray  # (W, G)
+    s: np.ndarray  # (W, G)
+
+
+def configuration_table(job: str | AdaptiveSpec | ElasticFamily, worker_types: list[str] | tuple[str, ...],
+                        max_gpus: int, gpus_per_server: int = 4, progress: float = 0.0,
+                        network_gbps: float = DEFAULT_NETWORK_GBPS, gamma: float = 1.0) -> ConfigTable:
+    """Best (goodput, m, s) on 1..max_gpus GPUs of each type, packed onto as few servers as possible."""
+    if not (isinstance(max_gpus, int) and max_gpus >= 1):
+        raise InputError("max_gpus", max_gpus, "must be an integer >= 1")
+    if not (isinstance(gpus_per_server, int) and gpus_per_server >= 1):
+        raise InputError("gpus_per_server", gpus_per_server, "must be an integer >= 1")
+    k = np.arange(1, max_gpus + 1)
+    n = -(-k // gpus_per_server)
+    out = [best_goodput_many(job, w, k, n, progress, network_gbps, gamma) for w in worker_types]
+    return ConfigTable(tuple(worker_types), k, n, *(np.stack([o[i] for o in out]) for i in range(3)))
+
+
+# ----- the search ------------------------------------------------------------------------
+def _search(params: ThroughputParams, spec: AdaptiveSpec, phi: np.ndarray, k: np.ndarray,
+            n: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Exact best (m, s) per configuration (see the module docstring)."""
+    c = k.size
+    m_hi = _local_cap(spec, params)
+    m0, mmax = spec.init_batch, spec.batch_limit
+    valid = _gpus_ok(spec, k, n) & (m_hi >= spec.min_local_batch)
+    kk = np.maximum(k, 1)
+    if spec.accumulation and m_hi >= 1:
+        s_max = np.maximum(0, -(-mmax // (kk * m_hi)) - 1)
+    else:
+        s_max = np.zeros(c, np.int64)
+    s_top = int(s_max[valid].max()) if valid.any() else 0
+    s = np.arange(s_top + 1)[None, :]  # (1, S)
+    kk2 = kk[:, None]
+    per = kk2 * (s + 1)  # examples per unit of m
+    lo = np.maximum(spec.min_local_batch, -(-m0 // per))
+    lo = np.where(s > 0, np.maximum(lo, (s * m_hi) // (s + 1) + 1), lo)
+    hi = np.minimum(m_hi, mmax // per)
+    ok = valid[:, None] & (s <= s_max[:, None]) & (lo <= hi)
+    lo = np.where(ok, lo, 1)
+    hi = np.where(ok, hi, 1)
+    ts = params.t_sync(kk2, n[:, None])  # (C, 1)
+    phi2 = phi[:, None]
+
+    def value(m: np.ndarray) -> np.ndarray:
+        batch = per * m
+        tg = params.alpha_grad + params.beta_grad * m
+        t_iter = s * tg + _overlap(tg, ts, params.gamma)
+        return batch / t_iter * (phi2 + m0) / (phi2 + batch)
+
+    if params.gamma == 1.0:
+        if params.beta_grad > 0:
+            a = (s + 1) * params.alpha_grad + ts
+            m_star = np.sqrt(a * phi2 / ((s + 1) * params.beta_grad * per))
+            m_star = np.minimum(np.maximum(m_star, lo), hi)
+        else:  # throughput grows without bound in m: the largest batch
+            m_star = hi.astype(float)
+        both = np.stack([np.floor(m_star), np.ceil(m_star)]).astype(np.int64)  # both within [lo, hi]
+        g12 = value(both)
+        up = g12[1] > g12[0]
+        best_m = np.where(up, both[1], both[0])
+        best_g = np.where(up, g12[1], g12[0])
+    else:
+        left, right = lo.astype(np.int64), hi.astype(np.int64)
+        while True:
+            open_ = left < right
+            if not open_.any():
+                break
+            mid = (left + right) // 2
+            g = value(np.stack([mid, mid + 1]))
+            rising = g[1] > g[0]
+            left = np.where(open_ & rising, mid + 1, left)
+            right = np.where(open_ & ~rising, mid, right)
+        best_m = left
+        best_g = value(best_m)
+    best_g = np.where(ok, best_g, -np.inf)
+    j = np.argmax(best_g, axis=1)
+    rows = np.arange(c)
+    g = best_g[rows, j]
+    found = np.isfinite(g)
+    return (np.where(found, g, 0.0), np.where(found, best_m[rows, j], 0).astype(np.int64),
+            np.where(found, j, 0).astype(np.int64))
