@@ -69,7 +69,7 @@ def _port(log: Path, proc: subprocess.Popen) -> int:
 
 
 def run_one(job_type: str, steps: int, renewals: bool, round_s: float, standby: int, root: Path) -> dict:
-    from gavel_ng.worker.client import SchedulerClient
+    from gavel_ng.protocol.client import SchedulerClient
 
     root.mkdir(parents=True)
     (root / "cluster.json").write_text(json.dumps({"worker_types": ["v100"], "round_seconds": round_s,

@@ -22,8 +22,8 @@ TARGET_SECONDS = 10.0
 
 def main(argv: list[str] | None = None) -> int:
     from gavel_ng.cluster import Cluster
+    from gavel_ng.profiles.table_io import resolve_table
     from gavel_ng.simulator import SimConfig, simulate
-    from gavel_ng.throughputs import resolve_table
     from gavel_ng.traces import TraceGenerator, TraceSpec
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

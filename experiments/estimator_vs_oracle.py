@@ -44,8 +44,8 @@ FIELDS = ["jobs_per_hour", "seed", "variant", "avg_jct_hours", "p99_jct_hours", 
 def run_point(args: tuple) -> dict:
     table_path, cluster_spec, load, seed, variant, window, fraction, refs, max_active = args
     from gavel_ng.cluster import Cluster
+    from gavel_ng.profiles.table_io import resolve_table
     from gavel_ng.simulator import SimConfig, simulate
-    from gavel_ng.throughputs import resolve_table
     from gavel_ng.traces import TraceGenerator, TraceSpec
 
     table = resolve_table(table_path)

@@ -26,8 +26,7 @@ JOBS, EVERY, WEIGHTS = 18, 4, (1.0, 2.0, 3.0)
 
 def shares_over_time(table, inner: str, policy: str, seed: int) -> pd.DataFrame:
     """Long table: time, job, entity, share, variant, total (sum of normalized throughputs)."""
-    from gavel_ng.policies import SchedulingProblem, solve
-    from gavel_ng.policies.inputs import Entity
+    from gavel_ng.policies import Entity, SchedulingProblem, solve
     from gavel_ng.traces import single_gpu_types
 
     rng = np.random.default_rng(seed)
@@ -53,9 +52,9 @@ def shares_over_time(table, inner: str, policy: str, seed: int) -> pd.DataFrame:
 
 
 def main(argv=None) -> int:
+    from gavel_ng.profiles.table_io import resolve_table
     from gavel_ng.simulator import default_table
     from gavel_ng.sweep.figures import shares
-    from gavel_ng.throughputs import resolve_table
 
     args = c.parse_args(__doc__, argv, extra=lambda ap: ap.add_argument("--seed", type=int, default=0))
     tp = c.throughputs(args)

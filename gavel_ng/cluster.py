@@ -1,8 +1,15 @@
-"""The cluster: worker types, their GPU counts, server sizes and prices."""
+"""The cluster: worker types, their GPU counts, server sizes and prices.
+
+Prices ($/GPU-hour) are resolved in one place, `resolve_prices`: the list prices of the GPU
+types gavel_ng.profiles knows, overridden by what the user gave. The simulator's policy,
+its cost metric and the executor's per-job charges all read the prices resolved there,
+and so does the scheduler service (with the configured prices only).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -42,9 +49,11 @@ class Cluster:
 
     def prices(self) -> np.ndarray | None:
         """$/GPU-hour per worker type, or None when any type has no price."""
-        if not all(w in self.price_per_gpu_hour for w in self.gpus):
-            return None
-        return np.array([self.price_per_gpu_hour[w] for w in self.gpus], dtype=float)
+        return price_vector(self.price_per_gpu_hour, self.worker_types)
+
+    def priced(self, *given: Mapping[str, float]) -> Cluster:
+        """This cluster with its prices resolved: list prices, then its own, then each of `given`."""
+        return replace(self, price_per_gpu_hour=resolve_prices(self.worker_types, self.price_per_gpu_hour, *given))
 
     def server_size(self, worker_type: str) -> int:
         return self.gpus_per_server.get(worker_type, max(1, min(4, self.gpus[worker_type])))
@@ -63,6 +72,28 @@ class Cluster:
                 raise InputError("--cluster", part, "GPU count must be an integer") from None
         per = {w: gpus_per_server for w in gpus} if gpus_per_server else {}
         return cls(gpus=gpus, gpus_per_server=per)
+
+
+def resolve_prices(worker_types: Sequence[str], *given: Mapping[str, float],
+                   list_prices: bool = True) -> dict[str, float]:
+    """$/GPU-hour of each worker type that has a price: the list price of the GPU types
+    gavel_ng.profiles knows (unless `list_prices` is False), overridden by each of `given` in
+    turn. A type with no price is absent."""
+    prices: dict[str, float] = {}
+    if list_prices:
+        from .profiles.gpus import GPUS
+
+        prices = {w: GPUS[w.lower()].dollars_per_hour for w in worker_types if w.lower() in GPUS}
+    for layer in given:
+        prices.update(layer)
+    return prices
+
+
+def price_vector(prices: Mapping[str, float], columns: Sequence[str]) -> np.ndarray | None:
+    """The prices of `columns` as a vector, or None when one of them has no price."""
+    if not all(c in prices for c in columns):
+        return None
+    return np.array([prices[c] for c in columns], dtype=float)
 
 
 def _is_number(x: object) -> bool:

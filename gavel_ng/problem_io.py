@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 
 from .errors import InputError, require
-from .policies.inputs import ENTITY_POLICIES, Entity, SchedulingProblem
+from .policies.entities import DEFAULT_ENTITY_POLICY, Entity, entity_policies
+from .policies.scheduling_problem import SchedulingProblem
 
 TOP_FIELDS = {"policy", "cluster", "jobs", "entities", "prices", "pairs"}
 PAIR_FIELDS = {"jobs", "throughputs"}
@@ -115,7 +116,7 @@ def _pair_entries(raw: object, cols: dict, workers: list[str]) -> list[tuple[int
 
 def _pair_table(cols: dict, workers: list[str], entries: list, warnings: list[str]):
     """Pair classes: one per built-in (job_type, scale_factor), one per job with explicit throughputs."""
-    from .policies.packing import PairTable
+    from .pairs import PairTable
 
     keys = [k if k is not None else ("id", jid) for k, jid in zip(cols["key"], cols["ids"])]
     typed = [k for k in keys if k[0] != "id"]
@@ -210,8 +211,9 @@ def _entities(raw: object) -> dict[str, Entity]:
         require(isinstance(spec, dict), f"entities.{name}", spec, "must be an object")
         w = spec.get("weight", 1.0)
         require(_is_num(w) and w > 0, f"entities.{name}.weight", w, "must be a positive number")
-        pol = spec.get("policy", "fairness")
-        require(pol in ENTITY_POLICIES, f"entities.{name}.policy", pol, f"must be one of {', '.join(ENTITY_POLICIES)}")
+        pol = spec.get("policy", DEFAULT_ENTITY_POLICY)
+        require(pol in entity_policies(), f"entities.{name}.policy", pol,
+                f"must be one of {', '.join(entity_policies())}")
         out[name] = Entity(float(w), pol)
     return out
 

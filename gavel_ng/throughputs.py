@@ -5,9 +5,9 @@ writes back byte-for-byte equivalent: one entry per worker-type name, where
 placement-sensitive twins carry the suffix `_unconsolidated`, and pair entries map
 the partner's key to (this job's, the partner's) throughput on a shared GPU.
 
-`resolve_table` is what every option that takes a table calls: a built-in table's name
-(`gavel-osdi20`, Gavel's measured K80/P100/V100 table, shipped as package data), a
-Gavel-format JSON file, or a CSV in the format of `gavel_ng.profiles.table_io`.
+Built-in tables (`gavel-osdi20`, Gavel's measured K80/P100/V100 table, shipped as package
+data) load by name (`ThroughputTable.builtin`); `gavel_ng.profiles.table_io.resolve_table`
+is what every option that takes a table calls (a built-in name, a Gavel JSON or a CSV).
 """
 
 from __future__ import annotations
@@ -150,26 +150,6 @@ class ThroughputTable:
 def _builtin_text(name: str) -> bytes:
     ref = resources.files(__package__).joinpath(*BUILTIN_TABLES[name].split("/"))
     return gzip.decompress(ref.read_bytes())
-
-
-def resolve_table(value: str | Path, flag: str = "--throughputs") -> ThroughputTable:
-    """The table a command-line value names: a built-in table (see BUILTIN_TABLES), a Gavel-format
-    JSON file, or a CSV as `gavel-ng profiles export` writes it. Every error is an InputError
-    naming `flag` and the value."""
-    from .profiles.table_io import SUFFIXES, read_table
-
-    text = str(value)
-    if text in BUILTIN_TABLES:
-        return ThroughputTable.builtin(text)
-    known = ", ".join(BUILTIN_TABLES)
-    path = Path(text)
-    if not path.is_file():
-        what = "no such file" if path.suffix.lower() in SUFFIXES else "neither a file nor a built-in table"
-        raise InputError(flag, text, f"{what} (built-in tables: {known}; files: Gavel JSON or CSV)")
-    try:  # CSV by its suffix, Gavel JSON otherwise
-        return read_table(path, SUFFIXES.get(path.suffix.lower(), "gavel-json"))
-    except InputError as exc:
-        raise InputError(flag, text, str(exc)) from None
 
 
 def format_job_key(key: JobKey) -> str:

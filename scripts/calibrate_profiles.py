@@ -20,7 +20,7 @@ if str(ROOT) not in sys.path:  # run from a checkout without installing the pack
     sys.path.insert(0, str(ROOT))
 
 from gavel_ng.profiles.calibrate import fit_constants, score  # noqa: E402
-from gavel_ng.throughputs import resolve_table  # noqa: E402
+from gavel_ng.profiles.table_io import resolve_table  # noqa: E402
 
 DEFAULT_REFERENCE = "gavel-osdi20"   # Gavel's measured K80/P100/V100 table, shipped with gavel_ng
 OUT = ROOT / "gavel_ng" / "profiles" / "data" / "constants.json"

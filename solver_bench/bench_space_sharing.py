@@ -23,8 +23,8 @@ import pandas as pd
 CHILD = r"""
 import json, resource, sys, time
 from gavel_ng.policies import solve
-from gavel_ng.policies.partition import solve_partitioned
-from gavel_ng.throughputs import resolve_table
+from gavel_ng.policies.registry import solve_partitioned
+from gavel_ng.profiles.table_io import resolve_table
 from solver_bench.instances import random_problem
 ref, policy, n, seed = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 ss, k = sys.argv[5] == "1", int(sys.argv[6])

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from gavel_ng.pairs import PairTable
 from gavel_ng.policies import Entity, SchedulingProblem
-from gavel_ng.policies.packing import PairTable
 from gavel_ng.throughputs import ThroughputTable
 
 SCALE_FACTORS = (1, 2, 4, 8)

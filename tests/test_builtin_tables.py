@@ -12,7 +12,8 @@ import pytest
 from gavel_ng import InputError
 from gavel_ng.cli import main
 from gavel_ng.profiles import write_table
-from gavel_ng.throughputs import BUILTIN_TABLES, ThroughputTable, resolve_table
+from gavel_ng.profiles.table_io import resolve_table
+from gavel_ng.throughputs import BUILTIN_TABLES, ThroughputTable
 
 R50 = ("ResNet-50 (batch size 64)", 1)
 TINY = ["--static", "6", "--json"]
@@ -117,7 +118,7 @@ def test_other_table_flags_use_the_resolver(capsys, tmp_path) -> None:
 
 def test_cluster_config_keeps_a_builtin_name(tmp_path) -> None:
     pytest.importorskip("google.protobuf")   # the worker extra
-    from gavel_ng.worker.spec import ClusterConfig
+    from gavel_ng.runtime.config import ClusterConfig
 
     path = tmp_path / "cluster.json"
     path.write_text(json.dumps({"throughputs": "gavel-osdi20"}))

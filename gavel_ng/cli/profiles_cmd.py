@@ -16,8 +16,8 @@ from ..errors import InputError
 from ..profiles import GPUS, default_table, read_table, write_table
 from ..profiles.defaults import DEFAULT_NETWORK_GBPS, parse_gpus
 from ..profiles.model import job_keys
-from ..profiles.table_io import FORMATS, format_for
-from ..throughputs import UNCONSOLIDATED, JobKey, ThroughputTable, resolve_table
+from ..profiles.table_io import FORMATS, format_for, resolve_table
+from ..throughputs import UNCONSOLIDATED, JobKey, ThroughputTable
 
 
 def add_parser(sub) -> None:

@@ -42,8 +42,8 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from ..policies import get_policy
     from ..policies.plugins import load_plugins
-    from ..worker.service import SchedulerService
-    from ..worker.spec import ClusterConfig
+    from ..runtime.config import ClusterConfig
+    from ..runtime.service import SchedulerService
 
     config = ClusterConfig.load(args.cluster_config)
     changes = {}

@@ -12,11 +12,14 @@ from ..logs import format_warnings
 from ..policies import get_policy
 from ..policies.plugins import add_flag as add_plugin_flag
 from ..policies.plugins import load_plugins
-from ..throughputs import resolve_table
+from ..profiles.table_io import resolve_table
+from .elastic_cmd import add_flags as add_elastic_flags
+from .elastic_cmd import run as run_elastic
+from .elastic_cmd import wants_elastic
 
 SUMMARY_KEYS = ("policy", "avg_jct_hours", "p99_jct_hours", "makespan_hours", "utilization", "jobs_measured",
-                "total_cost_usd", "slo_violations", "lease_renewal_fraction", "unstable", "policy_solves",
-                "wall_seconds", "warnings")
+                "total_cost_usd", "slo_violations", "slo_dropped", "lease_renewal_fraction", "unstable",
+                "policy_solves", "wall_seconds", "warnings")
 
 
 def add_parser(sub) -> None:
@@ -33,7 +36,9 @@ def add_parser(sub) -> None:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--jobs-per-hour", type=float, help="continuous trace: Poisson arrivals at this rate")
     src.add_argument("--static", type=int, metavar="N", help="static trace: N jobs, all at t=0")
-    src.add_argument("--trace", metavar="FILE", help="a Gavel trace file (10 tab-separated columns)")
+    src.add_argument("--trace", metavar="FILE", help="a Gavel trace file (10 tab-separated columns), or a Pollux "
+                                                     "workload .csv (name,time,application,num_replicas,batch_size)")
+    add_elastic_flags(p, src)
     p.add_argument("--multi-gpu", action="store_true", help="generated jobs ask for 1/2/4/8 GPUs (70/10/15/5 %%)")
     p.add_argument("--priorities", action="store_true", help="generated jobs: 20 %% get weight 5")
     p.add_argument("--slos", action="store_true", help="generated jobs get SLOs of 1.2x, 2x or 10x their duration")
@@ -80,28 +85,16 @@ def add_parser(sub) -> None:
     p.set_defaults(run=run)
 
 
-def parse_window(text: str | None) -> tuple[int, int] | None:
-    if text is None:
-        return None
-    lo, sep, hi = text.partition(":")
-    try:
-        if not sep:
-            raise ValueError
-        window = int(lo), int(hi)
-    except ValueError:
-        raise InputError("--window", text, "expected START:END job ids, e.g. 4000:5000") from None
-    if not 0 <= window[0] < window[1]:
-        raise InputError("--window", text, "needs 0 <= START < END")
-    return window
-
-
 def run(args) -> int:
     from ..simulator import SimConfig, default_table, simulate, write_outputs
     from ..simulator.compare import comparison_line, comparisons, write_compared
+    from ..simulator.engine import parse_window
     from ..traces import TraceGenerator, TraceSpec, generate, read_trace, write_trace
     from .progress import SimulationProgress
 
     load_plugins(args.plugin)
+    if wants_elastic(args):   # --workload pollux, --trace FILE.csv: adaptive jobs (gavel_ng.elastic)
+        return run_elastic(args)
     policies = list(dict.fromkeys(p.strip() for p in args.policy.split(",") if p.strip())) or ["las"]
     for name in policies:
         get_policy(name)   # an unknown name (a forgotten --plugin?) fails before any work
@@ -173,8 +166,9 @@ def _text(s: dict) -> str:
         f"   p99 {h(s['p99_jct_hours'])}",
         f"makespan           {h(s['makespan_hours'])}",
         f"utilization        {s['utilization']:.3f}",
-        f"cost               {_usd(s['total_cost_usd'])}",
-        f"SLO violations     {s['slo_violations']} of {s['jobs_with_slo']} jobs with SLOs",
+        f"cost               {_usd(s['total_cost_usd'])} (the measured jobs' GPU time)",
+        f"SLO violations     {s['slo_violations']} of {s['jobs_with_slo']} jobs with SLOs"
+        + (f"; {s['slo_dropped']} dropped by the policy" if s.get("slo_dropped") else ""),
         f"FTF rho            avg {s['avg_ftf_rho']}  max {s['max_ftf_rho']}",
         f"lease renewals     {s['lease_renewal_fraction']:.3f} of launches",
         f"policy solves      {s['policy_solves']} ({s['solve_seconds']:.2f} s)   rounds {s['rounds']}",

@@ -64,7 +64,7 @@ def run(args) -> int:
     if args.solver is not None and not args.solver.strip():
         raise InputError("--solver", args.solver, "must name a solver")
     if args.partitions > 1:
-        from ..policies.partition import solve_partitioned
+        from ..policies.registry import solve_partitioned
 
         sol = solve_partitioned(inp, name, args.partitions, solver=args.solver, compare=True)
     else:

@@ -34,7 +34,7 @@ def run(args) -> int:
     if args.state is not None:
         st = read_state(args.state)
     else:
-        from ..worker.client import SchedulerError
+        from ..protocol.client import SchedulerError
 
         with client_from_args(args) as client:
             try:
@@ -51,8 +51,8 @@ def run(args) -> int:
 
 def read_state(state_dir: str):
     """The status recorded under a state directory; InputError (exit 2) naming --state if it is none."""
-    from ..worker.client import ClusterStatus
-    from ..worker.store import NotAStateDir
+    from ..runtime.status import read_state_dir
+    from ..runtime.store import NotAStateDir
 
     path = Path(state_dir)
     if not path.exists():
@@ -60,7 +60,7 @@ def read_state(state_dir: str):
     if not path.is_dir():
         raise InputError("--state", state_dir, "not a directory")
     try:
-        return ClusterStatus.from_state_dir(path)
+        return read_state_dir(path)
     except NotAStateDir as exc:
         raise InputError("--state", state_dir, f"not a scheduler state directory: {exc}") from None
     except sqlite3.Error as exc:

@@ -18,8 +18,8 @@ def add_connection_args(p) -> None:
 
 
 def client_from_args(args):
-    from ..worker.client import SchedulerClient
-    from ..worker.rpc import read_token
+    from ..protocol.client import SchedulerClient
+    from ..protocol.rpc import read_token
 
     token = read_token(args.token_file)
     if not token:
@@ -47,8 +47,8 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from ..worker.client import SchedulerError
-    from ..worker.spec import load_job_file
+    from ..protocol.client import SchedulerError
+    from ..protocol.jobspec import load_job_file
 
     specs = load_job_file(args.jobfile)
     with client_from_args(args) as client:
@@ -72,7 +72,7 @@ UNREACHABLE = ("UNAVAILABLE", "DEADLINE_EXCEEDED", "UNAUTHENTICATED")
 
 
 def run_cancel(args) -> int:
-    from ..worker.client import SchedulerError
+    from ..protocol.client import SchedulerError
 
     ids = list(dict.fromkeys(args.job_ids))
     failed = 0

@@ -33,8 +33,8 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    from ..protocol.rpc import Security, read_token
     from ..worker.daemon import WorkerDaemon
-    from ..worker.rpc import Security, read_token
 
     gpu_ids = None
     if args.gpu_ids:

@@ -32,7 +32,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
-from ..throughputs import ThroughputTable, resolve_table
+from ..profiles.table_io import resolve_table
+from ..throughputs import ThroughputTable
 from .fingerprint import PairModel
 from .isolated import IsolatedModel
 from .profiling import cells_to_feature_mask, sample_cells

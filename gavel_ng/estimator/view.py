@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..policies.packing import PairTable
+from ..pairs import PairTable
 from ..throughputs import UNCONSOLIDATED
 from .online import JobId, ThroughputEstimator
 

@@ -1,4 +1,5 @@
-"""GavelIterator: run a PyTorch training loop under gavel_ng's leases (see docs/deploy.md)."""
+"""GavelIterator: run a PyTorch training loop under the scheduler's leases, asked for through
+gavel_ng.protocol (see docs/deploy.md)."""
 
 from .distributed import init_distributed
 from .iterator import GavelIterator

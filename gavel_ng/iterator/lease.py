@@ -49,8 +49,8 @@ class LeaseClient:
     """Rank 0's view of the lease: deadline on the monotonic clock, renewals in the background."""
 
     def __init__(self, env: JobEnv):
-        from gavel_ng.worker.protos import gavel_pb2 as pb
-        from gavel_ng.worker.rpc import Security, Stub, open_channel
+        from gavel_ng.protocol.protos import gavel_pb2 as pb
+        from gavel_ng.protocol.rpc import Security, Stub, open_channel
 
         self.pb = pb
         self.env = env

@@ -13,25 +13,28 @@ import numpy as np
 
 def greedy_select(order: np.ndarray, num_types: int, row_members: list[tuple[int, ...]], row_sf: list[int],
                   free: list[int], busy: set[int], row_single: list[int] | None = None,
-                  col_pool: np.ndarray | None = None) -> list[tuple[int, int]]:
+                  col_pool: np.ndarray | None = None, col_gpus: list[int] | None = None) -> list[tuple[int, int]]:
     """Taken (row, column) pairs in the order taken. `free` and `busy` are updated in place.
 
     `row_single[r]` is row r's job when it has one member, else -1 (a fast path: most
     rows are single jobs). `col_pool[j]` is the GPU pool (index into `free`) column j
     draws on (placement-sensitive allocations: `TYPE` and `TYPE_unconsolidated` share the
-    type's GPUs); None: column j is pool j.
+    type's GPUs); None: column j is pool j. `col_gpus[j]` > 0 is the GPU count every
+    entry of column j takes (elastic jobs' configuration columns); 0 or None: the row's.
     """
     if row_single is None:
         row_single = [r[0] if len(r) == 1 else -1 for r in row_members]
     taken: list[tuple[int, int]] = []
     left = sum(free)
     smallest = min(row_sf) if row_sf else 1
+    if col_gpus is not None:
+        smallest = min([smallest] + [g for g in col_gpus if g > 0])
     rows = (order // num_types).tolist()
     cols = order % num_types
     types = cols.tolist()
     pools = types if col_pool is None else np.asarray(col_pool)[cols].tolist()
     for r, j, q in zip(rows, types, pools):
-        s = row_sf[r]
+        s = row_sf[r] if col_gpus is None or not col_gpus[j] else col_gpus[j]
         if free[q] < s:
             continue
         m = row_single[r]

@@ -8,13 +8,17 @@ cvxpy via `.cvx` when a policy needs a nonlinear objective.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import numpy as np
 import scipy.sparse as sp
 
-if TYPE_CHECKING:
-    from .problem import Problem
+
+class HasVariable(Protocol):
+    """What an expression is over: a problem with a cvxpy vector of its allocation variables."""
+
+    @property
+    def cvx_variable(self) -> Any: ...
 
 
 class Affine:
@@ -22,9 +26,9 @@ class Affine:
 
     __array_ufunc__ = None  # numpy operands defer to our reflected operators
 
-    def __init__(self, problem: Problem, A, b=None):
+    def __init__(self, problem: HasVariable, A, b=None):
         self.problem = problem
-        self.A = sp.csr_matrix(A)
+        self.A = A if type(A) is sp.csr_matrix else sp.csr_matrix(A)   # shared, as csr_matrix(A) shares it
         self.b = np.zeros(self.A.shape[0]) if b is None else np.broadcast_to(
             np.asarray(b, dtype=float), (self.A.shape[0],)).copy()
 

@@ -24,9 +24,9 @@ def require_prices(p: Problem, policy: str) -> np.ndarray:
     return p.input.prices
 
 
-def ranks(order_key: np.ndarray) -> np.ndarray:
-    """0 for the smallest key; ties keep job order."""
-    order = np.lexsort((np.arange(len(order_key)), order_key))
-    r = np.empty(len(order_key), dtype=float)
-    r[order] = np.arange(len(order_key))
+def ranks(order_by: np.ndarray) -> np.ndarray:
+    """0 for the smallest value; ties keep job order."""
+    order = np.lexsort((np.arange(len(order_by)), order_by))
+    r = np.empty(len(order_by), dtype=float)
+    r[order] = np.arange(len(order_by))
     return r

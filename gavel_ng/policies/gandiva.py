@@ -15,15 +15,16 @@ import time
 import numpy as np
 
 from .fairness import _min_normalized
+from .layout import var_codes
 from .problem import Problem
-from .registry import policy, var_keys
+from .registry import policy
 from .solving import finish
 
 SEED = 0
 
 
 @policy("gandiva", "Gandiva baseline: random pairs kept when they help, equal time slices otherwise",
-        evaluate=_min_normalized, agnostic=False)
+        evaluate=_min_normalized, agnostic=False, pairs=True)
 def gandiva(p: Problem):
     start = time.perf_counter()
     inp = p.input
@@ -33,13 +34,13 @@ def gandiva(p: Problem):
     useful = inp.pairs.useful()
     M, J = inp.throughputs.shape
     C = inp.pairs.num_classes
-    keys = var_keys(p)
-    order = np.argsort(keys)
+    codes = var_codes(p)
+    order = np.argsort(codes)
 
     def var(m, d, j):  # index of the variable (job m, partner class d or -1, column j), or -1
-        k = (m * (C + 1) + d + 1) * J + j
-        i = np.searchsorted(keys[order], k)
-        return int(order[i]) if i < len(keys) and keys[order[i]] == k else -1
+        code = (m * (C + 1) + d + 1) * J + j
+        i = np.searchsorted(codes[order], code)
+        return int(order[i]) if i < len(codes) and codes[order[i]] == code else -1
 
     rng = np.random.default_rng(SEED)
     shuffled = list(rng.permutation(M))

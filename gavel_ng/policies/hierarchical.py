@@ -6,8 +6,9 @@ raises every unfrozen unit's normalized throughput at a rate proportional to its
 weight, freezes the units whose constraint is binding (positive dual: they cannot
 grow without another unit shrinking) and hands their weight to the rest.
 
-A FIFO entity is one unit: its jobs' summed normalized throughput rises with the
-entity's weight, and a second LP per round pushes that share to its earliest jobs.
+A FIFO entity is one unit (its entity policy is `pooled`, entities.py): its jobs'
+summed normalized throughput rises with the entity's weight, and a second LP per round
+pushes that share to its earliest jobs (the entity policy's `priority`).
 That gives the same result as passing the weight job by job, in as many rounds as
 there are water levels instead of one per job (the prototype needs a MILP per
 round to find bottlenecks; the duals give them for free).
@@ -22,7 +23,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .common import ranks
-from .inputs import Entity
+from .entities import Entity, entity_policy, get_entity_policy
 from .lp import LinearProgram
 from .problem import Problem
 from .registry import policy
@@ -32,8 +33,17 @@ log = logging.getLogger(__name__)
 DUAL_TOL = 1e-9
 
 
+def _earliest_first(inp, jobs: np.ndarray) -> np.ndarray:
+    """1 for the job that arrived first, down to 1/n for the last."""
+    return (len(jobs) - ranks(-inp.time_since_arrival[jobs])) / len(jobs)
+
+
+entity_policy("fairness", "jobs share the entity's weight by their own weights")
+entity_policy("fifo", "the entity's share goes to its earliest jobs first", pooled=True, priority=_earliest_first)
+
+
 def _units(p: Problem):
-    """Units of the water filling: (job indices, entity name, is_fifo)."""
+    """Units of the water filling: (job indices, entity name, pooled: the entity's jobs rise as one)."""
     inp = p.input
     specs = dict(inp.entity_specs)
     ents = [e if e is not None else "default" for e in inp.entities]
@@ -41,7 +51,7 @@ def _units(p: Problem):
     units = []
     for name in dict.fromkeys(ents):
         jobs = np.flatnonzero(np.array(ents) == name)
-        if specs[name].policy == "fifo":
+        if get_entity_policy(specs[name].policy).pooled:
             units.append((jobs, name, True))
         else:
             units.extend((np.array([m]), name, False) for m in jobs)
@@ -60,9 +70,9 @@ def hierarchical(p: Problem):
     units, specs = _units(p)
     U = len(units)
     N = p.normalized_thr
-    fifo_jobs = np.concatenate([jobs for jobs, _, f in units if f] or [np.zeros(0, int)])
-    F = len(fifo_jobs)
-    # rows: validity | one per unit (water level) | one per FIFO job (never lose throughput);
+    pooled_jobs = np.concatenate([jobs for jobs, _, f in units if f] or [np.zeros(0, int)])
+    F = len(pooled_jobs)
+    # rows: validity | one per unit (water level) | one per job of a pooled unit (never lose throughput);
     # a fairness unit's row is its job's own monotonic constraint
     A, lo, hi = p.validity_rows()
     sizes = [len(jobs) for jobs, _, _ in units]
@@ -74,18 +84,18 @@ def hierarchical(p: Problem):
     job_rows = np.arange(base + U, base + U + F)
     mat = sp.vstack([sp.hstack([A, sp.csr_matrix((A.shape[0], 1))]),
                      sp.hstack([unit_A, sp.csr_matrix((U, 1))]),
-                     sp.hstack([N.A[fifo_jobs], sp.csr_matrix((F, 1))])], format="csc")
+                     sp.hstack([N.A[pooled_jobs], sp.csr_matrix((F, 1))])], format="csc")
     c = np.zeros(n + 1)
     c[-1] = 1.0
     lp = LinearProgram(c, mat, np.concatenate([lo, np.zeros(U + F)]), np.concatenate([hi, np.full(U + F, np.inf)]),
                        np.r_[np.zeros(n), 0.0], np.r_[np.ones(n), np.inf], maximize=True, devex=False)
-    fifo_cost = np.zeros(n + 1)
-    if len(fifo_jobs):
+    priority_cost = np.zeros(n + 1)
+    if len(pooled_jobs):
         prio = np.zeros(M)
-        for jobs, _, f in units:
-            if f:
-                prio[jobs] = (len(jobs) - ranks(-inp.time_since_arrival[jobs])) / len(jobs)
-        fifo_cost[:n] = np.asarray((N * prio).A.sum(axis=0)).ravel()
+        for jobs, name, pooled in units:
+            if pooled:
+                prio[jobs] = get_entity_policy(specs[name].policy).priority(inp, jobs)
+        priority_cost[:n] = np.asarray((N * prio).A.sum(axis=0)).ravel()
     frozen = np.zeros(U, bool)
     prev_weights = np.full(U, np.nan)
     x = np.zeros(n)
@@ -105,9 +115,9 @@ def hierarchical(p: Problem):
         if not binding.any():  # degenerate duals: freeze whatever is tight
             level = unit_A @ x - weights * t
             binding = ~frozen & (level - lp_lower(lp, unit_rows) <= 1e-7 * max(1.0, t))
-        if len(fifo_jobs) and t > 0:
+        if len(pooled_jobs) and t > 0:
             lp.set_col_bounds([n], t * (1 - 1e-9), np.inf)
-            lp.set_costs(fifo_cost)
+            lp.set_costs(priority_cost)
             res2 = lp.run()
             if res2.ok:
                 x = res2.x[:n]
@@ -115,7 +125,7 @@ def hierarchical(p: Problem):
             lp.set_costs(c)
         frozen |= binding if binding.any() else ~frozen
         if F:
-            lp.set_row_bounds(job_rows, N[fifo_jobs].value(x) * (1 - 1e-9), np.inf)
+            lp.set_row_bounds(job_rows, N[pooled_jobs].value(x) * (1 - 1e-9), np.inf)
         lp.set_row_bounds(unit_rows, (unit_A @ x) * (1 - 1e-9), np.inf)
         if frozen.all():
             break

@@ -7,9 +7,10 @@ from .problem import Problem
 from .registry import policy
 
 
-def _rank_weighted(p: Problem, key) -> object:
+def _rank_weighted(p: Problem, order_by) -> object:
+    """Jobs ranked by `order_by` (smallest first), each weighted by M - its rank."""
     M = p.num_jobs
-    weight = (M - ranks(key)) / p.thr_fastest
+    weight = (M - ranks(order_by)) / p.thr_fastest
     return p.maximize(p.thr * weight)
 
 

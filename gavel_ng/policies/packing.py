@@ -1,5 +1,6 @@
 """Space sharing by partner classes: variables grow with useful pairs, not with n^2.
 
+The LP layout of `SchedulingProblem.pairs` (a `gavel_ng.pairs.PairTable`).
 A pair's throughputs depend only on the two jobs' classes (job type and scale factor),
 so a job m of class c gets, besides its single-job time x[m, j], variables
 u[m, d, j] = time it shares a GPU of column j with *some* job of class d, wherever
@@ -20,88 +21,14 @@ pairs). The Allocation therefore has concrete (job, job) rows for the mechanism.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
 
 from ..allocation import Allocation
 from ..errors import InputError
-
-USEFUL_EPS = 1e-9
-
-
-@dataclass(frozen=True)
-class PairTable:
-    """How jobs share a GPU, by class.
-
-    job_class[m] is job m's class (jobs of one class pair identically: same job type and
-    scale factor); frac[c, d, j] is the fraction of its isolated steps/s on column j that a
-    job of class c keeps while sharing a GPU with a job of class d (0: cannot share).
-    """
-
-    job_class: np.ndarray          # (M,) int
-    frac: np.ndarray               # (C, C, J)
-    class_names: tuple[str, ...] = ()
-
-    @property
-    def num_classes(self) -> int:
-        return self.frac.shape[0]
-
-    def useful(self) -> np.ndarray:
-        """(C, C, J): both can share and together they beat time slicing (sum of fractions > 1)."""
-        f = self.frac
-        ft = f.transpose(1, 0, 2)
-        return (f > 0) & (ft > 0) & (f + ft > 1 + USEFUL_EPS)
-
-    def subset(self, jobs) -> PairTable:
-        return replace(self, job_class=self.job_class[np.asarray(jobs, dtype=int)])
-
-    def agnostic(self) -> PairTable:
-        """Blind to worker types, not to packing: a useful pair keeps, on every column where it
-        is useful, its mean fraction over those columns (same useful set, so the same layout)."""
-        u = self.useful()
-        cnt = u.sum(axis=2, keepdims=True)
-        mean = np.where(u, self.frac, 0.0).sum(axis=2, keepdims=True) / np.maximum(cnt, 1)
-        return replace(self, frac=np.where(u, np.broadcast_to(mean, self.frac.shape), self.frac))
-
-    def validate(self, num_jobs: int, num_cols: int) -> None:
-        f = self.frac
-        if f.ndim != 3 or f.shape[0] != f.shape[1] or f.shape[2] != num_cols:
-            raise InputError("pairs.frac", f.shape, "must be classes x classes x worker types")
-        if self.job_class.shape != (num_jobs,):
-            raise InputError("pairs.job_class", self.job_class.shape, "must give every job a class")
-        if num_jobs and (self.job_class.min() < 0 or self.job_class.max() >= f.shape[0]):
-            raise InputError("pairs.job_class", int(self.job_class.max()), "class index out of range")
-        if not np.isfinite(f).all() or (f < 0).any():
-            raise InputError("pairs.frac", float(f[~np.isfinite(f) | (f < 0)][0]), "must be finite and >= 0")
-
-    @classmethod
-    def from_table(cls, table, keys, columns) -> PairTable:
-        """Classes = distinct (job type, scale factor) keys; fractions from the table's pair entries.
-
-        `columns` are the problem's worker-type columns; a column without pair entries in
-        the table (e.g. an `_unconsolidated` twin the table does not pair) gets none.
-        """
-        uniq = list(dict.fromkeys(keys))
-        index = {k: i for i, k in enumerate(uniq)}
-        C, J = len(uniq), len(columns)
-        frac = np.zeros((C, C, J))
-        for j, w in enumerate(columns):
-            per = table.pairs.get(w, {})
-            iso = table.isolated.get(w, {})
-            mine = np.array([iso.get(k, 0.0) for k in uniq])
-            for c, key in enumerate(uniq):
-                for other, (a, b) in per.get(key, {}).items():
-                    d = index.get(other)
-                    if d is None or other[1] != key[1]:
-                        continue
-                    if mine[c] > 0:
-                        frac[c, d, j] = a / mine[c]
-                    if mine[d] > 0 and (other not in per or key not in per[other]):  # one side measured
-                        frac[d, c, j] = b / mine[d]
-        return cls(np.array([index[k] for k in keys], dtype=int), frac,
-                   tuple(f"{k[0]} x{k[1]}" for k in uniq))
+from .affine import Affine
 
 
 @dataclass
@@ -156,10 +83,10 @@ def build(p, inp) -> None:
         pm, pd, pj = (np.concatenate(v) for v in zip(*parts))
         order = np.lexsort((pj, pd, pm))
         pm, pd, pj = pm[order], pd[order], pj[order]
-    row_key, prow = np.unique(pm * C + pd, return_inverse=True)
+    row_code, prow = np.unique(pm * C + pd, return_inverse=True)   # one row per (job, partner class)
     prow = np.asarray(prow).ravel()
-    p.members = np.r_[np.arange(M), row_key // C][:, None].astype(int)
-    p.row_partner = np.r_[np.full(M, -1), row_key % C].astype(int)
+    p.members = np.r_[np.arange(M), row_code // C][:, None].astype(int)
+    p.row_partner = np.r_[np.full(M, -1), row_code % C].astype(int)
     p.row_scale = sf[p.members[:, 0]]
     p.row_gpus = p.row_scale * cnt[p.members[:, 0]]
     p.var_row = np.r_[sm, M + prow].astype(int)
@@ -171,8 +98,6 @@ def build(p, inp) -> None:
     owner = np.r_[sm, pm]
     coef = np.r_[T[sm, sj], pairs.frac[cls[pm], pd, pj] * T[pm, pj]]
     p.job_rows = sp.csr_matrix((np.ones(n), (owner, np.arange(n))), shape=(M, n))
-    from .affine import Affine
-
     p.thr = Affine(p, sp.csr_matrix((coef, (owner, np.arange(n))), shape=(M, n)))
 
     # structural rows: class balance (equalities) and no self-pairing inside a class
@@ -181,25 +106,25 @@ def build(p, inp) -> None:
     w = cnt[pm]
     cross = oc != pd
     lo_c, hi_c = np.minimum(oc, pd), np.maximum(oc, pd)
-    ckey = (lo_c * C + hi_c) * J + pj
+    cross_code = (lo_c * C + hi_c) * J + pj
     cross_block = np.full(len(pm), -1)
-    ukeys, inv = np.unique(ckey[cross], return_inverse=True)
+    cross_codes, inv = np.unique(cross_code[cross], return_inverse=True)
     cross_block[cross] = np.asarray(inv).ravel()
     side = (oc > pd).astype(int)
-    B = len(ukeys)
+    B = len(cross_codes)
     bal = sp.csr_matrix((np.where(side[cross] == 0, 1.0, -1.0) * w[cross], (cross_block[cross], part[cross])),
                         shape=(B, n))
     within = ~cross
-    wkey = oc * J + pj
+    within_code = oc * J + pj
     within_block = np.full(len(pm), -1)
-    wkeys, winv = np.unique(wkey[within], return_inverse=True)
+    within_codes, winv = np.unique(within_code[within], return_inverse=True)
     within_block[within] = np.asarray(winv).ravel()
     rows, cols, data = [], [], []
     widx = np.flatnonzero(within)
     order = widx[np.argsort(within_block[widx], kind="stable")]
-    bounds = np.searchsorted(within_block[order], np.arange(len(wkeys) + 1))
+    bounds = np.searchsorted(within_block[order], np.arange(len(within_codes) + 1))
     r0 = 0
-    for b in range(len(wkeys)):
+    for b in range(len(within_codes)):
         vs = order[bounds[b]:bounds[b + 1]]
         s = len(vs)
         rows.append(np.repeat(np.arange(r0, r0 + s), s))
@@ -212,7 +137,7 @@ def build(p, inp) -> None:
     cat = lambda v, dt: np.concatenate(v).astype(dt) if v else np.zeros(0, dt)  # noqa: E731
     selfrows = sp.csr_matrix((cat(data, float), (cat(rows, int), cat(cols, int))), shape=(r0, n))
     p.extra_rows = [(bal, np.zeros(B), np.zeros(B)), (selfrows, np.full(r0, -np.inf), np.zeros(r0))]
-    p.packing = PackedLayout(part, pm, oc, pd, pj, w, cross_block, side, within_block, B, len(wkeys))
+    p.packing = PackedLayout(part, pm, oc, pd, pj, w, cross_block, side, within_block, B, len(within_codes))
 
 
 def rebalance(p, x: np.ndarray) -> np.ndarray:
@@ -318,11 +243,11 @@ def decompose(p, x: np.ndarray) -> Allocation:
     if pa:
         a, b = np.concatenate(pa), np.concatenate(pb)
         lo, hi = np.minimum(a, b), np.maximum(a, b)
-        key, inv = np.unique(lo * M + hi, return_inverse=True)
-        pair_vals = np.zeros((len(key), J))
+        pair_code, inv = np.unique(lo * M + hi, return_inverse=True)   # one row per (job, job)
+        pair_vals = np.zeros((len(pair_code), J))
         np.add.at(pair_vals, (np.asarray(inv).ravel(), np.concatenate(pc)), np.concatenate(pt))
         values = np.vstack([values, np.clip(pair_vals, 0.0, 1.0)])
-        labels += [(inp.job_ids[k // M], inp.job_ids[k % M]) for k in key.tolist()]
-        scales += list(inp.scale_factors[key // M].astype(float))
+        labels += [(inp.job_ids[k // M], inp.job_ids[k % M]) for k in pair_code.tolist()]
+        scales += list(inp.scale_factors[pair_code // M].astype(float))
     return Allocation(labels, list(inp.worker_types), values, np.asarray(scales), inp.capacity.astype(float),
                       inp.pools)

@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 ENTRY_POINT_GROUP = "gavel_ng.policies"
 FLAG = "--plugin"
 
-# plugin key -> the policy names it registered (so loading it again is a no-op)
+# plugin identity -> the policy names it registered (so loading it again is a no-op)
 _LOADED: dict[tuple[str, ...], tuple[str, ...]] = {}
 
 
@@ -61,7 +61,8 @@ class Plugin:
     def is_file(self) -> bool:
         return self.source is not None
 
-    def key(self) -> tuple[str, ...]:
+    def identity(self) -> tuple[str, ...]:
+        """What makes two plugins the same one: a file's path and text, or a module's name."""
         if self.is_file:
             return ("file", self.origin or self.spec, _digest(self))
         return ("module", self.spec)
@@ -107,10 +108,10 @@ def load(plugin: str | Plugin, field: str = FLAG) -> tuple[str, ...]:
     from . import registry
 
     plugin = read_plugin(plugin, field)
-    key = plugin.key()
-    if key in _LOADED:
-        return _LOADED[key]
-    registry._load_builtins()   # first, so that a plugin may replace a built-in and stay replaced
+    ident = plugin.identity()
+    if ident in _LOADED:
+        return _LOADED[ident]
+    registry.ensure_loaded()   # first, so that a plugin may replace an installed policy and stay replaced
     before = _snapshot()
     try:
         if plugin.is_file:
@@ -128,7 +129,7 @@ def load(plugin: str | Plugin, field: str = FLAG) -> tuple[str, ...]:
         raise InputError(field, plugin.spec, "registers no policy (decorate a function with "
                                              "@gavel_ng.policy(\"NAME\", ...))")
     _warn_replaced(before, names, plugin.spec)
-    _LOADED[key] = names
+    _LOADED[ident] = names
     log.info("plugin %s: %s", plugin.spec, ", ".join(names))
     return names
 
@@ -145,9 +146,9 @@ def load_entry_points() -> list[str]:
         return []
     names: list[str] = []
     for ep in eps:
-        key = ("entry_point", ep.name, ep.value)
-        if key in _LOADED:
-            names += _LOADED[key]
+        ident = ("entry_point", ep.name, ep.value)
+        if ident in _LOADED:
+            names += _LOADED[ident]
             continue
         before = _snapshot()
         module = ep.value.partition(":")[0].strip()
@@ -156,14 +157,14 @@ def load_entry_points() -> list[str]:
             ep.load()
         except (Exception, SystemExit) as exc:
             _restore(before)
-            _LOADED[key] = ()
+            _LOADED[ident] = ()
             log.warning("policy entry point %s = %s (%s) failed to load, its policies are left out: %s: %s",
                         ep.name, ep.value, _distribution(ep), type(exc).__name__, _one_line(exc))
             continue
         new = _registered_since(before) or (_registered_by(module) if already else ())
         if not new:
             log.warning("policy entry point %s = %s (%s) registers no policy", ep.name, ep.value, _distribution(ep))
-        _LOADED[key] = new
+        _LOADED[ident] = new
         names += new
     return names
 
@@ -264,7 +265,7 @@ def _registered_by(module: str) -> tuple[str, ...]:
 
 def _warn_replaced(snapshot: tuple[dict, dict], names: tuple[str, ...], spec: str) -> None:
     specs, _ = snapshot
-    replaced = [n for n in names if n in specs and not n.endswith("_agnostic")]
+    replaced = [n for n in names if n in specs and not specs[n].agnostic]
     if replaced:
         log.warning("plugin %s replaces the policies %s", spec, ", ".join(replaced))
 

@@ -12,15 +12,21 @@ throughputs so the two variants compare directly.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ..errors import InputError
 from .constraints import violations
-from .inputs import SchedulingProblem
-from .problem import Objective, Problem, Solution
+from .layout import map_x
+from .objective import Objective, Solution
+from .partition import merge, relative_gap, split
+from .problem import Problem
+from .scheduling_problem import SchedulingProblem
+from .solving import repair, spread_over_types
 
 log = logging.getLogger(__name__)
 PolicyFn = Callable[[Problem], object]
@@ -35,36 +41,47 @@ class PolicySpec:
     evaluate: Callable[[Problem, np.ndarray], float] | None = None
     spread: bool = True
     symmetric: bool = False
-    packed: bool = False  # the space-sharing variant: jobs may share a GPU (needs inp.pairs)
+    packed: bool = False  # the space-sharing variant NAME_packed: jobs may share a GPU (needs inp.pairs)
+    pairs: bool = False   # declared: the policy packs jobs itself from inp.pairs, without a NAME_packed variant
+    base: str | None = None   # the registered policy this is a variant of (agnostic or packed), else None
+    idle_aware: bool = False  # declared: leaves GPUs idle on purpose, so its shares are wall-clock time
 
 
 PACKED = "_packed"
-PAIR_POLICIES = ("gandiva",)   # policies that pack jobs without being NAME_packed variants
+AGNOSTIC = "_agnostic"
 _REGISTRY: dict[str, PolicySpec] = {}
 _ALIASES: dict[str, str] = {}
 
 
 def policy(name: str, summary: str = "", *, aliases: tuple[str, ...] = (),
            agnostic_aliases: tuple[str, ...] = (), evaluate=None, agnostic: bool = True, spread: bool = True,
-           symmetric: bool = False):
+           symmetric: bool = False, pairs: bool = False, idle_aware: bool = False):
     """Register `fn(problem) -> Objective | cvxpy objective | Solution` under `name`.
 
     `spread=False` keeps an agnostic variant's per-type choices instead of spreading
     each job's share over the types in proportion to their GPU counts. `symmetric=True`
     declares that the objective looks only at throughputs, scale factors and weights, so
     identical jobs may be solved as one class (SchedulingProblem.job_classes).
+    `pairs=True` declares that the policy packs jobs on its own from the pair throughputs
+    (`p.input.pairs`): its input always carries them, and space sharing needs no
+    `NAME_packed` variant of it. `idle_aware=True` declares that the policy may leave GPUs
+    idle on purpose (it decides by price): its shares are meant as wall-clock time, and the
+    round mechanism delivers them that way (`MechanismConfig.idle_aware`) instead of drifting
+    jobs to the types that happen to be busy.
     """
 
     def register(fn: PolicyFn) -> PolicyFn:
         text = summary or (fn.__doc__ or "").strip().splitlines()[0] if (summary or fn.__doc__) else ""
-        _REGISTRY[name] = PolicySpec(name, fn, text, False, evaluate, spread, symmetric)
+        _REGISTRY[name] = PolicySpec(name, fn, text, False, evaluate, spread, symmetric, pairs=pairs,
+                                    idle_aware=idle_aware)
         for a in aliases:
             _ALIASES[a] = name
         if agnostic:
-            _REGISTRY[f"{name}_agnostic"] = PolicySpec(f"{name}_agnostic", fn, f"{text} (heterogeneity-agnostic)",
-                                                       True, evaluate, spread, symmetric)
+            _REGISTRY[name + AGNOSTIC] = PolicySpec(name + AGNOSTIC, fn, f"{text} (heterogeneity-agnostic)",
+                                                    True, evaluate, spread, symmetric, pairs=pairs, base=name,
+                                                    idle_aware=idle_aware)
             for a in agnostic_aliases:
-                _ALIASES[a] = f"{name}_agnostic"
+                _ALIASES[a] = name + AGNOSTIC
         return fn
 
     return register
@@ -72,21 +89,22 @@ def policy(name: str, summary: str = "", *, aliases: tuple[str, ...] = (),
 
 def get_policy(name: str) -> PolicySpec:
     """A policy by name or alias; `NAME_packed` is NAME's space-sharing variant (spec.packed)."""
-    _load_builtins()
+    ensure_loaded()
     if name.endswith(PACKED) and name not in _REGISTRY and name not in _ALIASES:
         base = get_policy(name[:-len(PACKED)])
-        return replace(base, name=base.name + PACKED, summary=f"{base.summary} (space sharing)", packed=True)
-    key = _ALIASES.get(name, name)
-    if key not in _REGISTRY:
+        return replace(base, name=base.name + PACKED, summary=f"{base.summary} (space sharing)", packed=True,
+                       base=base.name)
+    name = _ALIASES.get(name, name)
+    if name not in _REGISTRY:
         raise InputError("policy", name, f"unknown policy; known: {', '.join(list_policies())}")
-    return _REGISTRY[key]
-
+    return _REGISTRY[name]
 
 
 def space_sharing_name(policy: str, space_sharing: bool) -> str:
-    """The policy actually solved: `NAME_packed` when space sharing is on (gandiva packs anyway)."""
+    """The policy actually solved: `NAME_packed` when space sharing is on (a policy declared
+    with `pairs=True`, such as gandiva, packs anyway)."""
     spec = get_policy(policy)
-    if space_sharing and not spec.packed and spec.name not in PAIR_POLICIES:
+    if space_sharing and not spec.packed and not spec.pairs:
         return spec.name + PACKED
     return spec.name
 
@@ -94,16 +112,26 @@ def space_sharing_name(policy: str, space_sharing: bool) -> str:
 def needs_pairs(policy: str) -> bool:
     """Whether the policy's input must carry pair throughputs (SchedulingProblem.pairs)."""
     spec = get_policy(policy)
-    return spec.packed or spec.name in PAIR_POLICIES
+    return spec.packed or spec.pairs
+
+
+def is_agnostic_twin(policy: str, other: str) -> bool:
+    """Whether `other` is the heterogeneity-agnostic variant of `policy` (las_agnostic of las)."""
+    try:
+        mine, theirs = get_policy(policy), get_policy(other)
+    except InputError:
+        return False
+    return theirs.agnostic and not mine.agnostic and not theirs.packed and theirs.base == mine.name
+
 
 def list_policies(include_aliases: bool = False) -> list[str]:
-    _load_builtins()
+    ensure_loaded()
     names = sorted(_REGISTRY)
     return names + sorted(_ALIASES) if include_aliases else names
 
 
 def aliases() -> dict[str, str]:
-    _load_builtins()
+    ensure_loaded()
     return dict(_ALIASES)
 
 
@@ -122,20 +150,6 @@ def agnostic_problem(inp: SchedulingProblem) -> SchedulingProblem:
     return blind if inp.pairs is None else replace(blind, pairs=inp.pairs.agnostic())
 
 
-def spread_over_types(p: Problem, x: np.ndarray) -> np.ndarray:
-    """Type-blind placement: each row's total share split over its usable types by GPU count.
-
-    A partner row's usable types are the same for every job of its class, so the spread
-    keeps pair time balanced; repair rebalances what capacity scaling changes."""
-    from .solving import repair
-
-    K = p.members.shape[0]
-    share = np.bincount(p.var_row, weights=x, minlength=K)
-    cap = p.capacity[p.var_pool]
-    pool = np.bincount(p.var_row, weights=cap, minlength=K)
-    return repair(p, share[p.var_row] * cap / np.maximum(pool[p.var_row], 1e-300))
-
-
 def solve(inp: SchedulingProblem, name: str, solver: str | None = None, partitions: int = 1,
           seed: int = 0) -> Solution:
     """Solve a registered policy on a scheduling problem.
@@ -144,14 +158,12 @@ def solve(inp: SchedulingProblem, name: str, solver: str | None = None, partitio
     (POP, SOSP'21) and merges them; see partition.py."""
     spec = get_policy(name)
     if spec.packed and inp.pairs is None and inp.combinations is None:
-        sol = solve(inp, name[:-len(PACKED)], solver, partitions, seed)
+        sol = solve(inp, spec.base, solver, partitions, seed)
         sol.warnings.append(f"{name}: the problem has no pair throughputs (build it with space_sharing=True); "
                             "solved without space sharing")
         log.warning(sol.warnings[-1], extra={"kind": "packed policy without pair throughputs"})
         return sol
     if partitions > 1:
-        from .partition import solve_partitioned
-
         return solve_partitioned(inp, name, partitions, solver=solver, seed=seed)
     if spec.symmetric and inp.combinations is None and inp.counts is None and inp.num_jobs > 1:
         classes, inverse = inp.job_classes()
@@ -172,37 +184,13 @@ def _solve_on(spec: PolicySpec, inp: SchedulingProblem, solver: str | None) -> t
     sol = _run(spec, blind, solver)
     if spec.spread:
         spread = spread_over_types(real, sol.x)
-        # spreading is placement, not policy: keep the solver's types if it would break a
+        # spreading over types is not the policy's decision: keep the solver's types if it would break a
         # constraint the policy stated (over what it sees, so checked there)
         if not blind.constraints or violations(blind, sol.x) or not violations(blind, spread):
             sol.x = spread
     sol.allocation = real.allocation(sol.x)
     sol.objective = objective_value(spec, real, sol.x)
     return sol, blind
-
-
-def var_keys(p: Problem, job_map: np.ndarray | None = None) -> np.ndarray:
-    """One integer per variable naming (job, partner class or none, column), so that the
-    variables of two problems over the same columns and pair classes can be matched."""
-    C = 0 if p.input.pairs is None else p.input.pairs.num_classes
-    J = len(p.input.worker_types)
-    job = p.members[p.var_row, 0]
-    if job_map is not None:
-        job = job_map[job]
-    return (job.astype(np.int64) * (C + 1) + p.row_partner[p.var_row] + 1) * J + p.var_col
-
-
-def map_x(src: Problem, x: np.ndarray, dst: Problem, dst_to_src_job: np.ndarray | None = None,
-          out: np.ndarray | None = None) -> np.ndarray:
-    """Copy x from src's variables onto dst's matching ones (by job, partner class, column)."""
-    skeys = var_keys(src)
-    order = np.argsort(skeys)
-    dkeys = var_keys(dst, dst_to_src_job)
-    pos = np.clip(np.searchsorted(skeys[order], dkeys), 0, max(len(skeys) - 1, 0))
-    hit = (skeys[order][pos] == dkeys) if len(skeys) else np.zeros(len(dkeys), bool)
-    out = np.zeros(dst.num_vars) if out is None else out
-    out[hit] = x[order[pos[hit]]]
-    return out
 
 
 def _expand(sol: Solution, classes: SchedulingProblem, inp: SchedulingProblem, inverse: np.ndarray) -> Solution:
@@ -242,16 +230,53 @@ def objective_value(spec: PolicySpec, p: Problem, x: np.ndarray) -> float | None
     return as_objective(p, out).value(x)
 
 
-_loaded = False
+def solve_partitioned(inp: SchedulingProblem, name: str, k: int, solver: str | None = None, seed: int = 0,
+                      compare: bool = False, workers: int | None = None) -> Solution:
+    """POP (partition.py): k random sub-problems on 1/k of every pool's GPUs, solved in
+    parallel and merged; the objective is evaluated on the full problem. `compare=True`
+    also solves the full problem and reports the relative gap (warnings, `partition_gap`)."""
+    start = time.perf_counter()
+    spec = get_policy(name)
+    k = int(max(1, min(k, inp.num_jobs)))
+    groups = split(inp, k, seed)
+    subs = [inp.subset(g, 1.0 / k) for g in groups]
+    cap = inp.capacity / k
+    fits = ((inp.throughputs > 0) & (inp.scale_factors[:, None] <= cap[None, :])).any(axis=1)
+    if k == 1 or not fits.all():
+        sol = solve(inp, name, solver)
+        if k > 1:
+            sol.warnings.append(f"partitioning into {k} would leave job {inp.job_ids[int(np.argmin(fits))]} no type "
+                                "with enough GPUs; solved the whole problem instead")
+        return sol
+    with ThreadPoolExecutor(max_workers=workers or k) as pool:
+        sols = list(pool.map(lambda sub: solve(sub, name, solver), subs))
+    full = Problem(inp)
+    x = repair(full, merge(full, groups, [(Problem(sub), sol.x) for sub, sol in zip(subs, sols)]))
+    warnings = [w for s in sols for w in s.warnings]
+    value = objective_value(spec, full, x)
+    sol = Solution(full.allocation(x), x, value, f"{sols[0].solver} x{k} partitions",
+                   time.perf_counter() - start, warnings, all(s.ok for s in sols))
+    sol.partition_gap = None
+    if compare:
+        ref = solve(inp, name, solver)
+        sol.partition_gap = relative_gap(value, ref.objective)
+        sol.warnings.append(f"partitioned into {k}: objective {value:.6g} vs {ref.objective:.6g} "
+                            f"for the full solve (relative gap {sol.partition_gap:.2%})")
+    return sol
 
 
-def _load_builtins() -> None:
-    """The built-in policies, then those of installed packages (entry points of the group
-    `gavel_ng.policies`, see plugins.py), once per process."""
-    global _loaded
-    if not _loaded:
-        _loaded = True
-        from . import builtin  # noqa: F401  (registers the built-in policies)
-        from .plugins import load_entry_points
+# Loaders run once, before the first lookup: the package's __init__ adds the installed
+# packages' entry points (plugins.py). The built-in policies need none: the package's
+# __init__ imports their modules, which register themselves.
+_deferred: list[Callable[[], object]] = []
 
-        load_entry_points()
+
+def defer_until_lookup(loader: Callable[[], object]) -> None:
+    """Run `loader` (once) before the registry is next looked up."""
+    _deferred.append(loader)
+
+
+def ensure_loaded() -> None:
+    """Run the deferred loaders (the installed packages' policies), once per process."""
+    while _deferred:
+        _deferred.pop(0)()

@@ -15,16 +15,19 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import InputError
+from . import packing
+from .affine import LinearConstraint
 from .constraints import CONIC_TOL, ROW_TOL, describe, violations
+from .layout import Layout
 from .lp import INF, LinearProgram
-from .problem import Objective, Problem, Solution
+from .objective import Objective, Solution
 
 log = logging.getLogger(__name__)
 CVXPY_HOLD_TOL = 1e-6   # an interior-point optimum is accurate to about this, relative
 LP_SOLVERS = {"highs": "simplex", "highs-simplex": "simplex", "highs-ipm": "ipm", "highs-pdlp": "pdlp"}
 
 
-def solve_objective(p: Problem, objective: Objective, solver: str | None = None) -> Solution:
+def solve_objective(p: Layout, objective: Objective, solver: str | None = None) -> Solution:
     start = time.perf_counter()
     if p.num_vars == 0:
         x = np.zeros(0)
@@ -45,7 +48,7 @@ def solve_objective(p: Problem, objective: Objective, solver: str | None = None)
     return finish(p, objective, x, name, status, start)
 
 
-def finish(p: Problem, objective: Objective | None, x, name: str, status: str, start: float) -> Solution:
+def finish(p: Layout, objective: Objective | None, x, name: str, status: str, start: float) -> Solution:
     """Repair rounding noise, or fall back to a valid allocation with a warning; say so if the
     result misses any constraint the policy added."""
     warnings: list[str] = []
@@ -66,11 +69,11 @@ def finish(p: Problem, objective: Objective | None, x, name: str, status: str, s
     return Solution(p.allocation(x), x, value, name, time.perf_counter() - start, warnings, ok)
 
 
-def repair(p: Problem, x: np.ndarray) -> np.ndarray:
+def repair(p: Layout, x: np.ndarray) -> np.ndarray:
     """Clip solver noise so the allocation passes check() exactly."""
     x = np.clip(x, 0.0, 1.0)
     x[x < 1e-9] = 0.0
-    totals = p.job_rows @ x
+    totals = p.job_time(x)
     job_scale = 1.0 / np.maximum(totals, 1.0)
     var_scale = np.ones(p.num_vars)
     for i in range(p.members.shape[1]):
@@ -78,25 +81,36 @@ def repair(p: Problem, x: np.ndarray) -> np.ndarray:
         has = mem >= 0
         var_scale[has] = np.minimum(var_scale[has], job_scale[mem[has]])
     x = x * var_scale
-    used = p.capacity_rows @ x
+    used = p.pool_use(x)
     cap = p.capacity
     type_scale = np.where(used > cap, cap / np.maximum(used, 1e-300), 1.0)
     x = x * type_scale[p.var_pool]
     if p.packing is not None:  # partner time must stay balanced between classes
-        from .packing import rebalance
-
-        x = rebalance(p, x)
+        x = packing.rebalance(p, x)
     return x
 
 
-def fill_gain(p: Problem) -> np.ndarray:
+def spread_over_types(p: Layout, x: np.ndarray) -> np.ndarray:
+    """Type-blind spreading: each row's total share split over its usable types by GPU count.
+
+    A partner row's usable types are the same for every job of its class, so the spread
+    keeps pair time balanced; repair rebalances what capacity scaling changes."""
+    K = p.members.shape[0]
+    share = np.bincount(p.var_row, weights=x, minlength=K)
+    cap = p.capacity[p.var_pool]
+    pool = np.bincount(p.var_row, weights=cap, minlength=K)
+    return repair(p, share[p.var_row] * cap / np.maximum(pool[p.var_row], 1e-300))
+
+
+def fill_gain(p: Layout) -> np.ndarray:
     """Per variable: its job's throughput there relative to the job's fastest type."""
     job = p.members[p.var_row, 0]
-    T = p.thr.A.sum(axis=0).A1  # a single row's coefficient is its job's throughput there
+    A = p.thr.A   # column sums (a single row's coefficient is its job's throughput there), in A's row order
+    T = np.bincount(A.indices, weights=A.data, minlength=p.num_vars)
     return T / np.maximum(p.thr_fastest[job], 1e-300)
 
 
-def fill_leftover(p: Problem, x: np.ndarray) -> np.ndarray:
+def fill_leftover(p: Layout, x: np.ndarray) -> np.ndarray:
     """Give idle GPU time to jobs with idle time, fastest-relative first.
 
     Only ever adds time, so a max-min optimum stays optimal; a greedy pass costs far
@@ -108,8 +122,8 @@ def fill_leftover(p: Problem, x: np.ndarray) -> np.ndarray:
     x = x.copy()
     single = p.single_var  # partner time stays as solved: it must balance between classes
     job = p.members[p.var_row, 0]
-    slack = 1.0 - p.job_rows @ x
-    left = p.capacity - p.capacity_rows @ x
+    slack = 1.0 - p.job_time(x)
+    left = p.capacity - p.pool_use(x)
     gain = fill_gain(p)
     sf = p.var_gpus
     for j in np.argsort(-left):
@@ -125,7 +139,7 @@ def fill_leftover(p: Problem, x: np.ndarray) -> np.ndarray:
     return x
 
 
-def _fill_lp(p: Problem, x: np.ndarray) -> np.ndarray:
+def _fill_lp(p: Layout, x: np.ndarray) -> np.ndarray:
     """The leftover fill as an LP over every row: single-job variables may only grow from x
     (so no job loses throughput), partner variables stay as solved; on failure x as it is."""
     A, lo, hi = p.validity_rows()
@@ -136,7 +150,7 @@ def _fill_lp(p: Problem, x: np.ndarray) -> np.ndarray:
     return res.x if res.ok else x
 
 
-def feasible_point(p: Problem) -> np.ndarray | None:
+def feasible_point(p: Layout) -> np.ndarray | None:
     """Any allocation meeting validity and the policy's linear constraints (None: there is none,
     or some constraint is not linear)."""
     if p.user_rows.nonlinear:
@@ -162,7 +176,7 @@ def with_column(A: sp.csr_matrix, value: float) -> sp.csr_matrix:
     return sp.csr_matrix((data, indices, A.indptr + np.arange(k + 1)), shape=(k, n + 1))
 
 
-def _solve_lp(p: Problem, objective: Objective, method: str):
+def _solve_lp(p: Layout, objective: Objective, method: str):
     A, lo, hi = p.validity_rows()
     n = p.num_vars
     if objective.kind == "maxmin":
@@ -197,13 +211,13 @@ def hold_level(t: float, tol: float) -> float:
     return t - tol * abs(t)
 
 
-def then_costs(p: Problem, objective: Objective) -> np.ndarray:
+def then_costs(p: Layout, objective: Objective) -> np.ndarray:
     """Per-variable cost of the second phase: sum over jobs of `then`, a class row once per job."""
     weights = np.ones(len(objective.then)) if p.input.counts is None else p.input.counts
     return np.asarray(objective.then.A.T @ weights).ravel()
 
 
-def _then_maximize(p: Problem, objective: Objective, lp: LinearProgram, first: np.ndarray) -> np.ndarray:
+def _then_maximize(p: Layout, objective: Objective, lp: LinearProgram, first: np.ndarray) -> np.ndarray:
     """Second phase on the live phase-1 model: bound the epigraph variable below, swap the costs
     and re-run from the phase-1 optimal basis (still primal feasible) instead of from scratch."""
     n = p.num_vars
@@ -217,7 +231,7 @@ def _then_maximize(p: Problem, objective: Objective, lp: LinearProgram, first: n
     return res.x[:n]
 
 
-def _solve_ratio(p: Problem, objective: Objective, A, lo, hi, method: str):
+def _solve_ratio(p: Layout, objective: Objective, A, lo, hi, method: str):
     """Charnes-Cooper: y = s x, s = 1 / den(x); maximize num(y) s.t. den(y) = 1."""
     n = p.num_vars
     rows, rlo, rhi = [], [], []
@@ -244,10 +258,8 @@ def _solve_ratio(p: Problem, objective: Objective, A, lo, hi, method: str):
     return res.x[:n] / res.x[-1], f"highs-{method}", "optimal"
 
 
-def _solve_cvxpy(p: Problem, objective: Objective, solver: str | None):
+def _solve_cvxpy(p: Layout, objective: Objective, solver: str | None):
     import cvxpy as cp
-
-    from .affine import LinearConstraint
 
     x = p.cvx_variable
     cons = [x >= 0, x <= 1, p.job_rows @ x <= 1, p.capacity_rows @ x <= p.capacity]

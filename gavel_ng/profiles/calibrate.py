@@ -19,10 +19,9 @@ from scipy.stats import spearmanr
 
 from gavel_ng.throughputs import UNCONSOLIDATED, ThroughputTable
 
-from . import load_workload_profiles
 from .gpus import get_gpu
 from .model import ModelConstants, iteration_time, pair_fits, pair_slowdowns, throughput
-from .records import WorkloadProfile
+from .records import WorkloadProfile, load_workload_profiles
 
 log = logging.getLogger(__name__)
 

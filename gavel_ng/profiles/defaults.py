@@ -15,6 +15,7 @@ from gavel_ng.errors import InputError
 from gavel_ng.throughputs import ThroughputTable
 
 from .gpus import GPUS
+from .model import build_table
 
 # The heterogeneity knob pivots on V100: trace durations are defined on one V100, so
 # keeping its column fixed keeps every job's total work the same as the knob moves.
@@ -59,8 +60,6 @@ def default_table(gpus: list[str] | None = None, heterogeneity: float = 1.0,
 
 @cache
 def _cached(gpus: tuple[str, ...], heterogeneity: float, network_gbps: float) -> ThroughputTable:
-    from .model import build_table  # here, not at the top: model imports this package
-
     return build_table(list(gpus), network_gbps=network_gbps, heterogeneity=heterogeneity,
                        base=HETEROGENEITY_BASE, pairs=True)
 

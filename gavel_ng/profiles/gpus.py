@@ -72,7 +72,7 @@ GPUS: MappingProxyType[str, GpuSpec] = MappingProxyType({g.name: g for g in (
 
 def get_gpu(name: str) -> GpuSpec:
     """Look a GPU type up by its lower-case name; '_unconsolidated' suffixes are ignored."""
-    key = name.lower().removesuffix("_unconsolidated")
-    if key not in GPUS:
+    gpu = name.lower().removesuffix("_unconsolidated")
+    if gpu not in GPUS:
         raise KeyError(f"unknown GPU type {name!r}; known: {sorted(GPUS)}")
-    return GPUS[key]
+    return GPUS[gpu]

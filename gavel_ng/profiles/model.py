@@ -32,9 +32,8 @@ from importlib import resources
 
 from gavel_ng.throughputs import UNCONSOLIDATED, JobKey, ThroughputTable
 
-from . import load_workload_profiles
 from .gpus import GpuSpec, get_gpu
-from .records import WorkloadProfile
+from .records import WorkloadProfile, load_workload_profiles
 
 log = logging.getLogger(__name__)
 

@@ -1,10 +1,17 @@
-"""The per-iteration work record of one job type, kept free of torch so that loading the
-stored profiles (for throughput modeling) does not import PyTorch."""
+"""The per-iteration work record of one job type, and the stored records of the 26 job
+types (``data/workloads.json``), kept free of torch so that loading them (for throughput
+modeling) does not import PyTorch."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass
+from functools import cache
+from importlib import resources
+from types import MappingProxyType
 from typing import Any
+
+DATA_FILE = "workloads.json"
 
 
 @dataclass(frozen=True)
@@ -48,3 +55,11 @@ class WorkloadProfile:
         bins = {name: {int(k): (int(v[0]), int(v[1])) for k, v in d[name].items()}
                 for name in ("conv_bins", "gemm_bins")}
         return cls(**{**d, **bins})
+
+
+@cache
+def load_workload_profiles() -> MappingProxyType[str, WorkloadProfile]:
+    """The stored per-iteration profiles of the 26 job types, keyed by job-type name."""
+    text = resources.files(__package__).joinpath("data", DATA_FILE).read_text()
+    rows = json.loads(text)["job_types"]
+    return MappingProxyType({r["job_type"]: WorkloadProfile.from_json(r) for r in rows})

@@ -15,6 +15,9 @@ Every job in a pair row needs an isolated row on the same worker type, which cat
 misspelled job types and keeps the conversion to Gavel JSON lossless.
 
 Floats are written with ``repr`` so that reading a written table gives it back exactly.
+
+``resolve_table`` is what every option that takes a table calls: a built-in table's name
+(``gavel-osdi20``), a Gavel-format JSON file, or a CSV.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from pathlib import Path
 from typing import IO
 
 from gavel_ng.errors import InputError
-from gavel_ng.throughputs import JobKey, ThroughputTable, format_job_key
+from gavel_ng.throughputs import BUILTIN_TABLES, JobKey, ThroughputTable, format_job_key
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +68,24 @@ def read_table(path: str | Path, format: str | None = None) -> ThroughputTable:
         reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
         raise InputError("file", str(path), f"cannot read ({reason})") from None
     return parse_csv(text, path.name) if fmt == "csv" else parse_gavel_json(text, path.name)
+
+
+def resolve_table(value: str | Path, flag: str = "--throughputs") -> ThroughputTable:
+    """The table a command-line value names: a built-in table (see BUILTIN_TABLES), a Gavel-format
+    JSON file, or a CSV as `gavel-ng profiles export` writes it. Every error is an InputError
+    naming `flag` and the value."""
+    text = str(value)
+    if text in BUILTIN_TABLES:
+        return ThroughputTable.builtin(text)
+    known = ", ".join(BUILTIN_TABLES)
+    path = Path(text)
+    if not path.is_file():
+        what = "no such file" if path.suffix.lower() in SUFFIXES else "neither a file nor a built-in table"
+        raise InputError(flag, text, f"{what} (built-in tables: {known}; files: Gavel JSON or CSV)")
+    try:  # CSV by its suffix, Gavel JSON otherwise
+        return read_table(path, SUFFIXES.get(path.suffix.lower(), "gavel-json"))
+    except InputError as exc:
+        raise InputError(flag, text, str(exc)) from None
 
 
 def write_table(table: ThroughputTable, path_or_stream: str | Path | IO[str], format: str | None = None) -> None:

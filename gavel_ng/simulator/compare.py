@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..policies.registry import is_agnostic_twin
 from .metrics import HOUR, write_outputs
 
 # (summary key, label, unit) of the metrics compared, lower is better for each
@@ -49,7 +50,7 @@ def comparison_line(c: dict) -> str:
         a, b = slo["value"], slo["versus"]
         diff = "same" if a == b else f"{abs(b - a)} {'fewer' if a < b else 'more'}"
         parts.append(f"SLO violations {a} vs {b} ({diff})")
-    first = c["policy"] + (" (heterogeneity-aware)" if c["versus"] == c["policy"] + "_agnostic" else "")
+    first = c["policy"] + (" (heterogeneity-aware)" if is_agnostic_twin(c["policy"], c["versus"]) else "")
     line = f"{first} vs {c['versus']}: " + ", ".join(parts)
     if c["unstable"]:
         line += f"; unstable (hit a cap, values are floors): {', '.join(c['unstable'])}"

@@ -5,21 +5,23 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from ..allocator import PolicyAllocator, allocation_columns
 from ..cluster import Cluster
 from ..errors import InputError
 from ..logs import collapse_repeats
 from ..mechanism import MechanismConfig, RoundMechanism, RoundPlan, SchedulerLoop, Topology
+from ..policies.cost import SLO_DROPPED
 from ..policies.registry import needs_pairs, space_sharing_name
 from ..throughputs import UNCONSOLIDATED, ThroughputTable
 from ..traces import Trace, TraceGenerator
-from .allocators import PolicyAllocator
 from .estimated import EstimatedThroughputs
 from .executor import IdealPlanner, JobArrays, SimExecutor
-from .metrics import prices_for, summarize
+from .metrics import summarize
+from .oracle import TableThroughputs
 
 log = logging.getLogger(__name__)
 GAVEL_COMPAT_SOLVE_INTERVAL = 1920.0
@@ -62,6 +64,22 @@ class SimConfig:
             raise InputError("--window", f"{self.window[0]}:{self.window[1]}", "must be START:END with START < END")
 
 
+def parse_window(text: str | None) -> tuple[int, int] | None:
+    """SimConfig.window from its text form, `START:END` job ids (None stays None)."""
+    if text is None:
+        return None
+    lo, sep, hi = text.partition(":")
+    try:
+        if not sep:
+            raise ValueError
+        window = int(lo), int(hi)
+    except ValueError:
+        raise InputError("--window", text, "expected START:END job ids, e.g. 4000:5000") from None
+    if not 0 <= window[0] < window[1]:
+        raise InputError("--window", text, "needs 0 <= START < END")
+    return window
+
+
 @dataclass
 class SimResult:
     summary: dict
@@ -70,6 +88,7 @@ class SimResult:
     job_types: list[str]
     config: SimConfig
     cluster: Cluster
+    slo_dropped: np.ndarray | None = None   # per job: its SLO was dropped by the policy at some solve
 
 
 def simulate(cluster: Cluster, table: ThroughputTable, trace: Trace | TraceGenerator, config: SimConfig,
@@ -83,7 +102,20 @@ def simulate(cluster: Cluster, table: ThroughputTable, trace: Trace | TraceGener
     with collapse_repeats() as ledger:
         result = _simulate(cluster, table, trace, config, progress, observe)
     result.summary["warnings"] = ledger.summary()
+    result.slo_dropped = _slo_dropped(ledger, len(result.jobs))
+    lo, hi = result.window
+    result.summary["slo_dropped"] = int(result.slo_dropped[lo:hi].sum())
     return result
+
+
+def _slo_dropped(ledger, num_jobs: int) -> np.ndarray:
+    """Per job: did a cost policy ever drop its SLO (the jobs its SLO_DROPPED warnings named)?"""
+    out = np.zeros(num_jobs, dtype=bool)
+    kind = ledger.kinds.get(SLO_DROPPED)
+    if kind is not None:
+        ids = [int(j) for j in kind.jobs if str(j).isdigit() and int(j) < num_jobs]
+        out[ids] = True
+    return out
 
 
 def _simulate(cluster: Cluster, table: ThroughputTable, trace: Trace | TraceGenerator, config: SimConfig,
@@ -112,12 +144,15 @@ def _simulate(cluster: Cluster, table: ThroughputTable, trace: Trace | TraceGene
         estimator = EstimatedThroughputs(table, jobs, workers, config.profile_fraction, config.reference_jobs,
                                          seed=config.seed)
     # cost policies see the same prices the cost metric uses (built-in list prices unless given)
-    priced = Cluster(cluster.gpus, cluster.gpus_per_server, prices_for(config, cluster))
-    allocator = PolicyAllocator(config.policy, priced, jobs, warm=config.warm_start, table=table,
-                                space_sharing=config.space_sharing, placement=config.placement,
-                                estimator=estimator)
+    priced = cluster.priced(config.prices)
+    beliefs = estimator if estimator is not None else \
+        TableThroughputs(jobs, table, allocation_columns(workers, config.placement), pairs=packed)
+    allocator = PolicyAllocator(config.policy, workers, jobs, beliefs, cluster.capacity(),
+                                prices=priced.price_per_gpu_hour, space_sharing=config.space_sharing,
+                                placement=config.placement, warm=config.warm_start)
     ex = SimExecutor(jobs, source, config.round_seconds, len(workers), config.preemption_overhead_s,
-                     integer_steps=config.gavel_compat, col_pool=allocator.col_pool)
+                     integer_steps=config.gavel_compat, col_pool=allocator.col_pool,
+                     prices=[priced.price_per_gpu_hour.get(w, np.nan) for w in workers])
     if estimator is not None:
         ex.on_round = estimator.on_round
         ex.view_throughputs = estimator.view
@@ -135,6 +170,8 @@ def _simulate(cluster: Cluster, table: ThroughputTable, trace: Trace | TraceGene
     else:
         mcfg = MechanismConfig.gavel_compat(allocator.is_agnostic, config.seed) if config.gavel_compat \
             else MechanismConfig.since_reset(config.seed) if config.reset_ledger else MechanismConfig(seed=config.seed)
+        if not config.gavel_compat and allocator.spec.idle_aware:
+            mcfg = replace(mcfg, idle_aware=True)   # deliver the types a cost policy paid for (issue 17)
         spread = None if allocator.col_pool is None else [c.endswith(UNCONSOLIDATED) for c in allocator.columns]
         planner = RoundMechanism(Topology.from_cluster(cluster), mcfg, allocator.col_pool, spread)
     interval = GAVEL_COMPAT_SOLVE_INTERVAL if config.gavel_compat and config.min_solve_interval == 0 \

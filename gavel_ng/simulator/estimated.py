@@ -26,11 +26,15 @@ from ..errors import InputError
 from ..estimator import EstimatorConfig, Measurement, ThroughputEstimator, profile_from_table
 from ..estimator.view import isolated_columns, pair_table
 from ..mechanism import RoundPlan
-from ..policies.packing import PairTable
+from ..pairs import PairTable
 from ..throughputs import UNCONSOLIDATED, ThroughputTable
 
 
 class EstimatedThroughputs:
+    """A ThroughputSource (gavel_ng.allocator): the estimator's beliefs, by job id."""
+
+    fixed = False          # estimates change as measurements come
+
     def __init__(self, table: ThroughputTable, jobs, worker_types: list[str], profile_fraction: float = 0.25,
                  reference_jobs: int | None = None, source: str = "completion", seed: int = 0):
         types = table.job_types
@@ -68,7 +72,7 @@ class EstimatedThroughputs:
         self.sync(jobs)
         return self.est.isolated_matrix(list(jobs), self.workers)
 
-    # ----- the policy's view ------------------------------------------------------------
+    # ----- ThroughputSource: the policy's input -------------------------------------------
     def isolated(self, jobs: list[int], columns: list[str]) -> np.ndarray:
         self.sync(jobs)
         return isolated_columns(self.est, jobs, columns)

@@ -15,10 +15,11 @@ the true (table) ones; what the policy believed is the allocator's business.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..allocator import PolicyJobs
 from ..mechanism import AllocationRows, JobView, RoundPlan, RoundResult, make_plan
 from ..throughputs import UNCONSOLIDATED, ThroughputTable
 from ..traces import Trace
@@ -44,6 +45,7 @@ class JobArrays:
     key_list: list
     P: np.ndarray | None = None    # (keys, keys, J) steps/s of a job sharing a GPU with another; 0 = cannot
     Pu: np.ndarray | None = None   # the same for a multi-GPU pair split over servers, nan where unmeasured
+    cost: np.ndarray = field(default_factory=lambda: np.zeros(0))   # $ charged to each job so far
 
     @classmethod
     def empty(cls, table: ThroughputTable, worker_types: list[str]) -> JobArrays:
@@ -95,16 +97,30 @@ class JobArrays:
         self.active_integral = np.concatenate([self.active_integral, np.zeros(n)])
         self.admitted_at = np.concatenate([self.admitted_at, np.full(n, np.nan)])
         self.avg_active = np.concatenate([self.avg_active, np.full(n, np.nan)])
+        self.cost = np.concatenate([self.cost, np.zeros(n)])
 
     def __len__(self) -> int:
         return len(self.key)
 
+    def policy_jobs(self, jobs: list[int]) -> PolicyJobs:
+        """The policy's data about these jobs (JobSource of gavel_ng.allocator)."""
+        idx = np.asarray(jobs, dtype=np.int64)
+        return PolicyJobs(list(jobs), self.sf[idx].astype(float), self.weight[idx], self.remaining[idx],
+                          self.steps[idx], self.arrival[idx], self.slo[idx])
+
 
 class SimExecutor:
-    """Simulated clock, admission from a trace, and per-round execution."""
+    """Simulated clock, admission from a trace, and per-round execution.
+
+    Cost: an entry pays its GPUs' price for the seconds it holds them (`occupied`: from the
+    round's start, restore overhead included, until its last member is done or the round
+    ends), as an elastic cloud deployment would; idle GPUs cost nothing. Its members share
+    that charge equally (a pair pays for its GPU once) in `jobs.cost`, so that a run's cost
+    can be taken over the jobs it measures. `prices` is $/GPU-hour per type, nan where
+    unknown (the jobs that ran there get a nan cost)."""
 
     def __init__(self, jobs: JobArrays, source, round_seconds: float, num_types: int,
-                 preemption_overhead: float = 0.0, integer_steps: bool = False, col_pool=None):
+                 preemption_overhead: float = 0.0, integer_steps: bool = False, col_pool=None, prices=None):
         self.jobs = jobs
         self.source = source          # callable(n) -> Trace with at least n jobs, or None when exhausted
         self.L = float(round_seconds)
@@ -123,6 +139,7 @@ class SimExecutor:
         self.unfinished = 0
         self.integral = 0.0                  # time integral of the number of admitted, unfinished jobs
         self.busy = np.zeros(num_types)      # GPU-seconds used per type
+        self.prices = np.full(num_types, np.nan) if prices is None else np.asarray(prices, dtype=float)
         self.finished_total = 0
         self.on_finish = None                # callback(list of job ids)
 
@@ -216,10 +233,16 @@ class SimExecutor:
         if self.on_round is not None:
             self.on_round(plan, steps, start, used)     # per member (per job for fluid plans)
         if plan.share is not None:
-            by_col = ((plan.sfs * occupied)[:, None] * plan.share).sum(axis=0)
+            per_col = (plan.sfs * occupied)[:, None] * plan.share          # (E, columns) GPU-seconds
+            by_col = per_col.sum(axis=0)
             self.busy += by_col if self.col_pool is None else np.bincount(self.col_pool, by_col, minlength=self.J)
+            col_price = self.prices if self.col_pool is None else self.prices[self.col_pool]
+            charge = (per_col * col_price[None, :]).sum(axis=1) / 3600.0
         else:
-            self.busy += np.bincount(plan.types, weights=plan.sfs * occupied, minlength=self.J)
+            gpu_seconds = plan.sfs * occupied
+            self.busy += np.bincount(plan.types, weights=gpu_seconds, minlength=self.J)
+            charge = gpu_seconds * self.prices[plan.types] / 3600.0
+        self._charge(plan, charge)
         finished = jobs[done]            # a job runs at most once a round: no duplicates
         n = self.unfinished
         if len(finished):
@@ -236,6 +259,15 @@ class SimExecutor:
             self.integral += n * L
         self.clock = now + L
         return RoundResult(occupied, finished.tolist())
+
+    def _charge(self, plan: RoundPlan, charge: np.ndarray) -> None:
+        """Each entry's $ split equally over its members."""
+        e = plan.member_entry
+        if len(e) == plan.num_entries:
+            np.add.at(self.jobs.cost, plan.member_job, charge[e])
+        else:
+            size = np.bincount(e, minlength=plan.num_entries)
+            np.add.at(self.jobs.cost, plan.member_job, charge[e] / size[e])
 
     def _idle(self) -> RoundResult:
         """Nothing to run: jump to the next arrival when no job waits, else wait a round."""

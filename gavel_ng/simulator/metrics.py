@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .allocators import default_prices
+from ..cluster import resolve_prices
 from .executor import isolated_throughput
 
 HOUR = 3600.0
@@ -37,7 +37,8 @@ def summarize(config, cluster, jobs, window, ex, stats, unstable: bool, reason: 
         "utilization": round(float(ex.busy.sum() / (cap.sum() * sim_time)), 6),
         "jobs_measured": int(len(done)),
         "window": [int(lo), int(hi)],
-        "total_cost_usd": total_cost(config, cluster, ex.busy),
+        "total_cost_usd": jobs_cost(jobs, ids),
+        "run_cost_usd": total_cost(config, cluster, ex.busy),
         "slo_violations": int(late.sum()),
         "jobs_with_slo": int(has_slo.sum()),
         "avg_ftf_rho": round(float(rho.mean()), 6) if len(rho) else None,
@@ -66,16 +67,19 @@ def ftf_rho(config, cluster, jobs, done: np.ndarray) -> np.ndarray:
     return (jobs.finish[done] - jobs.arrival[done]) / t_iso
 
 
-def prices_for(config, cluster) -> dict[str, float]:
-    prices = default_prices(cluster.worker_types)
-    prices.update(cluster.price_per_gpu_hour)
-    prices.update(config.prices)
-    return prices
+def jobs_cost(jobs, ids: np.ndarray) -> float | None:
+    """$ charged to these jobs (the measured window): the cost a policy is judged by. Runs of
+    different length (a policy that delays jobs runs longer) see different numbers of jobs
+    arrive after the window, so the whole run's GPU time does not compare across policies.
+    None when one of them ran on a type without a price."""
+    c = jobs.cost[ids]
+    return None if np.isnan(c).any() else round(float(c.sum()), 2)
 
 
 def total_cost(config, cluster, busy: np.ndarray) -> float | None:
-    """$ for the GPU time jobs used; None when some used type has no price."""
-    prices = prices_for(config, cluster)
+    """$ for the GPU time all jobs used during the run (the window's and the others');
+    None when some used type has no price."""
+    prices = resolve_prices(cluster.worker_types, cluster.price_per_gpu_hour, config.prices)
     total = 0.0
     for w, seconds in zip(cluster.worker_types, busy):
         if seconds > 0:
@@ -98,7 +102,8 @@ def write_outputs(result, out_dir: str | Path) -> tuple[Path, Path, Path]:
     with jobs_csv.open("w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["job_id", "job_type", "scale_factor", "weight", "steps", "arrival_s", "finish_s", "jct_s",
-                    "slo_s", "slo_violated", "ftf_rho", "in_window"])
+                    "slo_s", "slo_violated", "slo_dropped", "cost_usd", "ftf_rho", "in_window"])
+        dropped = result.slo_dropped if result.slo_dropped is not None else np.zeros(len(ja), bool)
         for i in arrived.tolist():
             fin = ja.finish[i]
             jct = fin - ja.arrival[i] if not math.isnan(fin) else math.nan
@@ -107,6 +112,8 @@ def write_outputs(result, out_dir: str | Path) -> tuple[Path, Path, Path]:
             w.writerow([i, result.job_types[i], int(ja.sf[i]), ja.weight[i], ja.steps[i], ja.arrival[i],
                         "" if math.isnan(fin) else round(fin, 3), "" if math.isnan(jct) else round(jct, 3),
                         "" if not math.isfinite(slo) else slo, violated,
+                        "" if not math.isfinite(slo) else int(dropped[i]),
+                        "" if math.isnan(ja.cost[i]) else round(float(ja.cost[i]), 4),
                         "" if i not in rho else round(rho[i], 6), int(lo <= i < hi)])
     summary_json = out / "summary.json"
     summary_json.write_text(json.dumps(result.summary, indent=2) + "\n")

@@ -23,14 +23,15 @@ from .grid import SweepPoint
 log = logging.getLogger(__name__)
 HOUR = 3600.0
 METRICS = ("avg_jct_hours", "p50_jct_hours", "p90_jct_hours", "p99_jct_hours", "makespan_hours", "utilization",
-           "jobs_measured", "total_cost_usd", "slo_violations", "jobs_with_slo", "slo_violation_fraction",
+           "jobs_measured", "total_cost_usd", "run_cost_usd", "slo_violations", "jobs_with_slo",
+           "slo_violation_fraction", "slo_dropped",
            "avg_ftf_rho", "max_ftf_rho", "avg_jct_high_priority_hours", "avg_jct_low_priority_hours",
            "lease_renewal_fraction", "unstable", "unstable_reason", "policy_solves", "solve_seconds", "rounds",
            "simulated_hours", "wall_seconds", "mode", "solver_fallbacks", "policy_solved", "paired_fraction")
 OPTIONAL = ("space_sharing", "placement", "estimate_throughputs", "profile_fraction", "reference_jobs")
 BOOKKEEPING = ("point_id", "status", "error", "finished_at", "host")
 JOB_COLUMNS = ("job_id", "job_type", "scale_factor", "weight", "arrival_s", "finish_s", "jct_s", "ftf_rho",
-               "slo_s", "slo_violated")
+               "slo_s", "slo_violated", "slo_dropped", "cost_usd")
 
 
 @dataclass
@@ -47,8 +48,9 @@ class PointResult:
 
 @lru_cache(maxsize=16)
 def _table(throughputs: str | None, heterogeneity: float, worker_types: tuple[str, ...], payload: str | None):
+    from ..profiles.table_io import resolve_table
     from ..simulator import default_table
-    from ..throughputs import ThroughputTable, resolve_table
+    from ..throughputs import ThroughputTable
 
     if throughputs is None:
         if heterogeneity == 1.0:
@@ -67,16 +69,16 @@ def simulate_point(point: SweepPoint, table_payload: str | None = None, plugins:
 
     `plugins` (policies.plugins.Plugin, shipped by the driver) are loaded first, so that a
     user's policy resolves by name in this process too; loading is a no-op where they are."""
-    from ..cli.simulate_cmd import parse_window
     from ..cluster import Cluster
     from ..simulator import SimConfig, simulate
+    from ..simulator.engine import parse_window
     from ..traces import TraceGenerator, TraceSpec, generate, read_trace
 
     if plugins:
         from ..policies.plugins import load_plugins
 
         load_plugins(plugins)
-    cluster = priced(Cluster.parse(point.cluster, gpus_per_server=point.gpus_per_server))
+    cluster = Cluster.parse(point.cluster, gpus_per_server=point.gpus_per_server).priced()
     table = _table(point.throughputs, point.heterogeneity, tuple(cluster.worker_types), table_payload)
     spec = TraceSpec(point.jobs_per_hour, point.multi_gpu, point.priorities, point.slos, point.seed)
     if point.trace is not None:
@@ -92,18 +94,6 @@ def simulate_point(point: SweepPoint, table_payload: str | None = None, plugins:
                        max_active_jobs=point.max_active_jobs, reset_ledger=point.ledger == "reset",
                        **_optional(point))
     return simulate(cluster, table, trace, config)
-
-
-def priced(cluster):
-    """The cluster with the built-in list prices of the GPU types they know, so that the cost
-    policies (min_cost, min_cost_slo) can run: `Cluster.parse` leaves prices empty, and the
-    simulator's allocator takes its prices from the cluster."""
-    from dataclasses import replace
-
-    from ..simulator.allocators import default_prices
-
-    prices = {**default_prices(cluster.worker_types), **cluster.price_per_gpu_hour}
-    return replace(cluster, price_per_gpu_hour=prices)
 
 
 def _optional(point: SweepPoint) -> dict[str, Any]:
@@ -162,6 +152,9 @@ def job_records(result) -> list[dict[str, Any]]:
     ids = np.arange(lo, min(hi, len(ja)))
     done = ids[~np.isnan(ja.finish[ids])]
     rho = dict(zip(done.tolist(), ftf_rho(result.config, result.cluster, ja, done).tolist()))
+    dropped = getattr(result, "slo_dropped", None)
+    if dropped is None:
+        dropped = np.zeros(len(ja), bool)
     out = []
     for i in ids.tolist():
         fin = float(ja.finish[i])
@@ -171,5 +164,7 @@ def job_records(result) -> list[dict[str, Any]]:
                     "weight": float(ja.weight[i]), "arrival_s": float(ja.arrival[i]),
                     "finish_s": None if math.isnan(fin) else fin, "jct_s": jct, "ftf_rho": rho.get(i),
                     "slo_s": slo if math.isfinite(slo) else None,
-                    "slo_violated": None if not math.isfinite(slo) else int(jct is None or jct > slo)})
+                    "slo_violated": None if not math.isfinite(slo) else int(jct is None or jct > slo),
+                    "slo_dropped": None if not math.isfinite(slo) else int(dropped[i]),
+                    "cost_usd": None if math.isnan(ja.cost[i]) else float(ja.cost[i])})
     return out

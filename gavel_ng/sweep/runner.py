@@ -19,7 +19,8 @@ from functools import partial
 
 from ..errors import InputError
 from ..policies.plugins import load_plugins
-from ..throughputs import ThroughputTable, resolve_table
+from ..profiles.table_io import resolve_table
+from ..throughputs import ThroughputTable
 from .grid import SweepPoint
 from .point import PointResult, run_point
 from .store import ResultsStore

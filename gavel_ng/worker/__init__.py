@@ -1,11 +1,6 @@
-"""Deployment runtime (Gavel §6): scheduler service, worker daemons, protocol, state store.
-
-The scheduler runs gavel_ng.mechanism's SchedulerLoop, the loop the simulator runs, with
-an executor that drives real workers over gRPC. See docs/deploy.md.
+"""The worker daemon of the deployment runtime: what runs on a worker machine. One daemon per
+server owns its GPUs, launches the job processes the scheduler sends (one per GPU, from
+warm standby interpreters when it can), enforces their leases and reports how they ended;
+run_job is the built-in trainer for the Gavel job types. It talks to the scheduler through
+gavel_ng.protocol.
 """
-
-from .client import ClusterStatus, JobStatus, SchedulerClient, SchedulerError, WorkerStatus
-from .spec import ClusterConfig, JobSpec
-
-__all__ = ["ClusterConfig", "ClusterStatus", "JobSpec", "JobStatus", "SchedulerClient", "SchedulerError",
-           "WorkerStatus"]

@@ -24,9 +24,9 @@ from pathlib import Path
 import grpc
 
 from ..errors import InputError
+from ..protocol.protos import gavel_pb2 as pb
+from ..protocol.rpc import Security, Stub, make_server, open_channel
 from .proc import RankResult, builtin_command, clear_stale_rendezvous, free_port, signal_group, spawn
-from .protos import gavel_pb2 as pb
-from .rpc import Security, Stub, make_server, open_channel
 from .standby import StandbyPool
 
 log = logging.getLogger(__name__)

@@ -21,7 +21,7 @@ from .proc import wrapped_argv
 
 log = logging.getLogger(__name__)
 # torch._dynamo: DistributedDataParallel imports it on every rank (about 1 s on a quiet machine)
-PRELOAD = ("torch", "torch._dynamo", "gavel_ng.workloads", "gavel_ng.iterator", "gavel_ng.worker.rpc")
+PRELOAD = ("torch", "torch._dynamo", "gavel_ng.workloads", "gavel_ng.iterator", "gavel_ng.protocol.rpc")
 
 _STANDBY = r"""
 import json, os, runpy, sys

@@ -70,9 +70,10 @@ def test_version(capsys):
 
 
 def test_cancel_several_jobs_reports_each_and_fails_if_any_failed(tmp_path, capsys):
-    from gavel_ng.worker.client import SchedulerClient
-    from gavel_ng.worker.service import SchedulerService
-    from gavel_ng.worker.spec import ClusterConfig, JobSpec
+    from gavel_ng.protocol.client import SchedulerClient
+    from gavel_ng.protocol.jobspec import JobSpec
+    from gavel_ng.runtime.config import ClusterConfig
+    from gavel_ng.runtime.service import SchedulerService
 
     svc = SchedulerService(ClusterConfig(round_seconds=2.0), tmp_path / "state", port=0, bind="127.0.0.1")
     svc.start()

@@ -13,11 +13,13 @@ import pytest
 
 from gavel_ng.cli import main
 from gavel_ng.cli.status_cmd import format_status
-from gavel_ng.worker.client import ClusterStatus, SchedulerClient
-from gavel_ng.worker.protos import gavel_pb2 as pb
-from gavel_ng.worker.service import SchedulerService
-from gavel_ng.worker.spec import ClusterConfig, JobSpec
-from gavel_ng.worker.store import StateReader, Store
+from gavel_ng.protocol.client import ClusterStatus, SchedulerClient
+from gavel_ng.protocol.jobspec import JobSpec
+from gavel_ng.protocol.protos import gavel_pb2 as pb
+from gavel_ng.runtime.config import ClusterConfig
+from gavel_ng.runtime.service import SchedulerService
+from gavel_ng.runtime.status import read_state_dir
+from gavel_ng.runtime.store import StateReader, Store
 
 JOBS = [JobSpec("ResNet-18 (batch size 32)", steps=1000, size="tiny", name="r18"),
         JobSpec("LM (batch size 20)", steps=500, size="tiny", name="lm"),
@@ -86,7 +88,7 @@ def test_reads_while_the_scheduler_writes(state):
             assert rd.get_meta("round") == before       # one consistent snapshot
         assert rd.get_meta("round") == "8"
     svc.store.set_meta("round", 9)                      # nothing left held once read
-    assert ClusterStatus.from_state_dir(state_dir).round == 9
+    assert read_state_dir(state_dir).round == 9
 
 
 def test_live_and_offline_views_share_the_formatter(state):
@@ -98,7 +100,7 @@ def test_live_and_offline_views_share_the_formatter(state):
                                  bind="127.0.0.1")
     try:
         online = ClusterStatus.from_proto(restarted.status())
-        offline = ClusterStatus.from_state_dir(state_dir)
+        offline = read_state_dir(state_dir)
     finally:
         restarted.stop(grace=0.1)
     assert online.live and not offline.live and online.allocation
@@ -160,6 +162,6 @@ def test_cli_process_prints_one_line_and_no_traceback(tmp_path):
 def test_a_store_written_state_dir_reads_back(tmp_path):
     """A state directory with only what a fresh scheduler writes still prints."""
     Store(tmp_path).close()
-    st = ClusterStatus.from_state_dir(tmp_path)
+    st = read_state_dir(tmp_path)
     assert st.jobs == [] and st.workers == [] and st.policy == "?" and st.round == 0
     assert "jobs (0 submitted, 0 done)" in format_status(st)

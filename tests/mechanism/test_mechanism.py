@@ -114,3 +114,25 @@ def test_compat_per_type_order_is_deterministic_per_seed():
         m.reset(AllocationRows([(i,) for i in range(5)], X, np.ones(5)))
         plans.append([m.plan().keys for _ in range(3)])
     assert plans[0] == plans[1]
+
+
+def test_a_job_split_over_an_idle_and_a_busy_type_gets_its_allocation():
+    """A cost policy's 0.9 V100 + 0.1 P100 with the V100s otherwise idle and the P100s busy (issue 17):
+    priorities from each type's time handed out ran it half on each; by wall-clock time received
+    it gets about what it was allocated."""
+    t = topo("v100=4,p100=8", per=4)
+    X = np.array([[0.9, 0.1]] + [[0.0, 1.0]] * 4)
+    got = {}
+    for idle_aware in (False, True):   # False: Gavel §5, the default
+        m = RoundMechanism(t, MechanismConfig(idle_aware=idle_aware))
+        m.reset(AllocationRows([(i,) for i in range(5)], X, np.ones(5)))
+        counts = np.zeros((5, 2))
+        for _ in range(50):
+            plan = m.plan()
+            for r, j in zip(plan.rows, plan.types):
+                counts[r, j] += 1
+            m.record(plan, np.full(plan.num_entries, 360.0))
+        got[idle_aware] = counts / 50
+    assert got[False][0, 0] < 0.6
+    assert abs(got[True][0, 0] - 0.9) <= 0.06
+    np.testing.assert_allclose(got[True][1:], X[1:])

@@ -35,7 +35,7 @@ SMALL = ["--cluster", "v100=2,k80=2", "--static", "6"]
 @pytest.fixture(autouse=True)
 def clean_registry():
     """Each test starts from the built-in policies and leaves them so (the registry is global)."""
-    registry._load_builtins()
+    registry.ensure_loaded()
     saved = dict(registry._REGISTRY), dict(registry._ALIASES), dict(plugins._LOADED)
     yield
     for live, old in zip((registry._REGISTRY, registry._ALIASES, plugins._LOADED), saved):

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from gavel_ng.cluster import Cluster
 from gavel_ng.jobs import Job
+from gavel_ng.pairs import PairTable
 from gavel_ng.policies import SchedulingProblem, solve
-from gavel_ng.policies.packing import PairTable
 from gavel_ng.policies.problem import Problem
 
 

@@ -12,10 +12,11 @@ from gavel_ng.cli import main
 from gavel_ng.cluster import Cluster
 from gavel_ng.errors import InputError
 from gavel_ng.jobs import Job
+from gavel_ng.pairs import PairTable
 from gavel_ng.policies import SchedulingProblem, get_policy, solve
-from gavel_ng.policies.packing import PairTable, _northwest, _within
-from gavel_ng.policies.partition import solve_partitioned
+from gavel_ng.policies.packing import _northwest, _within
 from gavel_ng.policies.problem import Problem
+from gavel_ng.policies.registry import solve_partitioned
 from gavel_ng.throughputs import ThroughputTable
 
 WORKERS = ["v100", "p100", "k80"]
@@ -161,7 +162,7 @@ def test_placement_twins_share_their_types_gpus(reference_table):
     keys = [k for k in reference_table.job_keys if k[1] in (2, 4)]
     jobs = [Job(f"j{i}", *keys[rng.integers(len(keys))], steps_remaining=1e5) for i in range(16)]
     cluster = Cluster({"v100": 8, "p100": 8, "k80": 8})
-    inp = SchedulingProblem.from_jobs(cluster, jobs, reference_table, placement=True, space_sharing=True)
+    inp = SchedulingProblem.from_jobs(cluster, jobs, reference_table, unconsolidated=True, space_sharing=True)
     assert inp.worker_types[3:] == [w + "_unconsolidated" for w in WORKERS]
     base_inp = SchedulingProblem.from_jobs(cluster, jobs, reference_table)
     for policy in ["las", "makespan", "hierarchical"]:

@@ -19,7 +19,8 @@ def test_json_output_is_clean(capsys, table_args, tmp_path):
     assert rc == 0
     data = json.loads(out.out)
     assert list(data) == ["policy", "avg_jct_hours", "p99_jct_hours", "makespan_hours", "utilization",
-                          "jobs_measured", "total_cost_usd", "slo_violations", "lease_renewal_fraction", "unstable",
+                          "jobs_measured", "total_cost_usd", "slo_violations", "slo_dropped", "lease_renewal_fraction",
+                          "unstable",
                           "policy_solves", "wall_seconds", "warnings"]
     assert data["jobs_measured"] == 6
     assert (tmp_path / "o" / "jobs.csv").exists() and (tmp_path / "o" / "summary.json").exists()

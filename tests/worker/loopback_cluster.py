@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from gavel_ng.worker.client import SchedulerClient
+from gavel_ng.protocol.client import SchedulerClient
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from gavel_ng.errors import InputError
-from gavel_ng.worker.spec import ClusterConfig
+from gavel_ng.runtime.config import ClusterConfig
 
 PROPORTIONAL = '''\
 import cvxpy as cp

@@ -1,11 +1,11 @@
 """Regenerate gavel_pb2.py from gavel.proto (needs grpcio-tools).
 
-    python -m gavel_ng.worker.protos.generate [--out DIR]
+    python -m gavel_ng.protocol.protos.generate [--out DIR]
 
 The stubs are committed so that a worker or job process needs only grpcio and protobuf
 at run time; tests/worker/test_protocol.py checks that the committed file matches this
 script's output. Only message code is generated: service stubs and handlers are built
-from the file's descriptor (gavel_ng.worker.rpc), which avoids the grpc version pin that
+from the file's descriptor (gavel_ng.protocol.rpc), which avoids the grpc version pin that
 generated *_pb2_grpc.py files carry.
 """
 
@@ -22,7 +22,7 @@ HEADER = "# ruff: noqa\n"              # generated code: exempt from the linter
 
 
 def generate(out: Path) -> Path:
-    """Write gavel_ng/worker/protos/gavel_pb2.py under `out`; return its path."""
+    """Write gavel_ng/protocol/protos/gavel_pb2.py under `out`; return its path."""
     from grpc_tools import protoc
 
     out.mkdir(parents=True, exist_ok=True)

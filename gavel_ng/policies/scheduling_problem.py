@@ -10,16 +10,9 @@ import numpy as np
 from ..cluster import Cluster
 from ..errors import InputError
 from ..jobs import Job
+from ..pairs import PairTable
 from ..throughputs import UNCONSOLIDATED, ThroughputTable
-from .packing import PairTable
-
-ENTITY_POLICIES = ("fairness", "fifo")
-
-
-@dataclass(frozen=True)
-class Entity:
-    weight: float = 1.0
-    policy: str = "fairness"
+from .entities import Entity, entity_policies
 
 
 @dataclass(frozen=True)
@@ -53,7 +46,7 @@ class SchedulingProblem:
     prices: np.ndarray | None = None  # (J,) $/GPU-hour
     combinations: Combinations | None = None
     counts: np.ndarray | None = None  # (M,) identical jobs a row stands for (see job_classes)
-    pairs: PairTable | None = None    # space sharing by partner classes (packing.py)
+    pairs: PairTable | None = None    # space sharing by partner classes (gavel_ng.pairs, packing.py)
     pools: np.ndarray | None = None   # (J,) capacity pool of each column; capacity[j] = its pool's GPUs
 
     @property
@@ -69,9 +62,9 @@ class SchedulingProblem:
         scale factor and weight (las): a symmetric optimum exists, so one row per class
         with a multiplicity gives the same allocation from an LP the size of the job-type
         mix. Returns the class problem and each job's class."""
-        key = np.column_stack([self.throughputs, self.scale_factors, self.weights]
-                              + ([self.pairs.job_class] if self.pairs is not None else []))
-        uniq, first, inverse, counts = np.unique(key, axis=0, return_index=True, return_inverse=True,
+        looks = np.column_stack([self.throughputs, self.scale_factors, self.weights]
+                                + ([self.pairs.job_class] if self.pairs is not None else []))
+        uniq, first, inverse, counts = np.unique(looks, axis=0, return_index=True, return_inverse=True,
                                                  return_counts=True)
         cls = replace(self, job_ids=[f"class{c}" for c in range(len(uniq))], throughputs=self.throughputs[first],
                       scale_factors=self.scale_factors[first], weights=self.weights[first],
@@ -128,11 +121,11 @@ class SchedulingProblem:
     @classmethod
     def from_jobs(cls, cluster: Cluster, jobs: list[Job], table: ThroughputTable, now: float = 0.0,
                   entity_specs: dict[str, Entity] | None = None, space_sharing: bool = False,
-                  placement: bool = False) -> SchedulingProblem:
+                  unconsolidated: bool = False) -> SchedulingProblem:
         """Look each job's throughputs up in a table (the simulator's and service's path).
 
         `space_sharing`: jobs may share a GPU with a job of equal scale factor, with the
-        table's pair throughputs. `placement`: every type j gets a twin column
+        table's pair throughputs. `unconsolidated`: every type j gets a twin column
         `j_unconsolidated` (multi-GPU jobs spread over servers, at the table's
         unconsolidated throughput) drawing on the same GPUs.
         """
@@ -140,7 +133,7 @@ class SchedulingProblem:
         keys = [(j.job_type, j.scale_factor) for j in jobs]
         T = table.matrix(keys, workers)
         capacity, prices, pools, columns = cluster.capacity(), cluster.prices(), None, list(workers)
-        if placement:
+        if unconsolidated:
             twin = np.zeros_like(T)
             for c, w in enumerate(workers):
                 for i, key in enumerate(keys):
@@ -195,7 +188,7 @@ class SchedulingProblem:
         for name in {e for e in self.entities if e is not None} - set(self.entity_specs):
             raise InputError("entity", name, "job names an entity that is not declared in 'entities'")
         for name, spec in self.entity_specs.items():
-            if spec.policy not in ENTITY_POLICIES:
-                raise InputError(f"entities.{name}.policy", spec.policy, f"must be one of {ENTITY_POLICIES}")
+            if spec.policy not in entity_policies():
+                raise InputError(f"entities.{name}.policy", spec.policy, f"must be one of {entity_policies()}")
             if not spec.weight > 0:
                 raise InputError(f"entities.{name}.weight", spec.weight, "must be positive")

@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 from gavel_ng.mechanism import AllocationRows
-from gavel_ng.worker.protos import gavel_pb2 as pb
-from gavel_ng.worker.service import SchedulerService
-from gavel_ng.worker.spec import ClusterConfig, JobSpec
+from gavel_ng.protocol.jobspec import JobSpec
+from gavel_ng.protocol.protos import gavel_pb2 as pb
+from gavel_ng.runtime.config import ClusterConfig
+from gavel_ng.runtime.service import SchedulerService
 
 JOB = JobSpec("ResNet-18 (batch size 32)", steps=1000, size="tiny")
 
@@ -111,7 +112,7 @@ def test_ledger_and_allocation_survive_a_restart(make_service):
 
 
 def test_a_ledger_for_other_worker_types_is_ignored(make_service, caplog):
-    from gavel_ng.worker.store import LedgerRecord
+    from gavel_ng.runtime.store import LedgerRecord
 
     svc = make_service()
     svc.store.save_ledger(LedgerRecord(3, ["a100"], [(1,)], [[5.0]]))

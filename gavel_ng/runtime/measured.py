@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from ..policies.packing import PairTable
+from ..pairs import PairTable
 from ..throughputs import JobKey, ThroughputTable
 
 MIN_WEIGHT = 0.3     # weight of a new sample once a few are in (exponential moving average)

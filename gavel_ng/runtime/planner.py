@@ -18,7 +18,8 @@ import logging
 import numpy as np
 
 from ..mechanism import AllocationRows, JobView, Ledger, MechanismConfig, RoundMechanism, RoundPlan, make_plan
-from .state import FINISHED, ClusterState
+from .jobs import FINISHED
+from .state import ClusterState
 from .store import AllocationRecord, LedgerRecord
 
 log = logging.getLogger(__name__)
@@ -108,8 +109,10 @@ class DynamicPlanner:
             received=led.received.tolist(), totals=None if led.totals is None else led.totals.tolist()))
 
     def _save_allocation(self, alloc: AllocationRows) -> None:
+        """The allocation in force, for status: in the state and in the store."""
         st = self.state
         X = np.asarray(alloc.X, dtype=float).reshape(len(alloc.rows), len(st.worker_types))
+        st.allocation = ([tuple(int(m) for m in r) for r in alloc.rows], X)
         st.store.save_allocation(AllocationRecord(
             round=st.round_no, worker_types=list(st.worker_types), rows=[[int(m) for m in r] for r in alloc.rows],
             shares=X.tolist()))

@@ -13,10 +13,12 @@ import pytest
 from gavel_ng.errors import InputError
 from gavel_ng.estimator import ThroughputEstimator
 from gavel_ng.profiles import default_table
-from gavel_ng.worker.measured import MeasuredTable
-from gavel_ng.worker.spec import ClusterConfig, JobSpec, validate_submission
-from gavel_ng.worker.state import Attempt, ClusterState
-from gavel_ng.worker.store import Store
+from gavel_ng.protocol.jobspec import JobSpec
+from gavel_ng.runtime.config import ClusterConfig, validate_submission
+from gavel_ng.runtime.jobs import Attempt
+from gavel_ng.runtime.measured import MeasuredTable
+from gavel_ng.runtime.state import ClusterState
+from gavel_ng.runtime.store import Store
 
 TYPES = ["v100", "p100", "k80"]
 REC = JobSpec("Recommendation (batch size 512)", 1000, size="tiny")

@@ -1,27 +1,25 @@
 """Python client of the scheduler service (what `gavel-ng submit` and `status` use).
 
-    from gavel_ng.worker import SchedulerClient, JobSpec
+    from gavel_ng.protocol import SchedulerClient, JobSpec
     with SchedulerClient("sched:50060", token=open("token").read().strip()) as c:
         [job] = c.submit(JobSpec("ResNet-18 (batch size 32)", steps=5000))
         c.wait([job])
 
 `ClusterStatus` is one view of a cluster with two sources: a running scheduler
 (`SchedulerClient.status()`) or its state directory read without one
-(`ClusterStatus.from_state_dir`), e.g. a stopped or crashed scheduler's.
+(`gavel_ng.runtime.status.read_state_dir`), e.g. a stopped or crashed scheduler's.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import grpc
 
+from .jobspec import JobSpec
 from .protos import gavel_pb2 as pb
 from .rpc import Security, Stub, open_channel, read_token
-from .spec import JobSpec
-from .store import JobRow, StateReader
 
 
 class SchedulerError(RuntimeError):
@@ -52,12 +50,6 @@ class JobStatus:
         return cls(m.job_id, s.name, s.job_type, s.scale_factor, m.status, m.steps_done, s.steps, m.steps_live,
                    m.attempts, m.renewals, m.placement)
 
-    @classmethod
-    def from_row(cls, r: JobRow, placement: str) -> JobStatus:
-        s = r.spec
-        return cls(r.job_id, s.name, s.job_type, s.scale_factor, r.status, r.steps_done, s.steps, r.steps_done,
-                   r.attempts, r.renewals, placement)
-
     @property
     def finished(self) -> bool:
         return self.status in ("done", "cancelled", "failed")
@@ -76,7 +68,8 @@ class WorkerStatus:
 
 @dataclass(frozen=True)
 class ClusterStatus:
-    """`source` is "scheduler" for a live answer, else the state directory it was read from: then
+    """`source` is "scheduler" for a live answer, else the state directory it was read from
+    (gavel_ng.runtime.status.read_state_dir): then
     workers and jobs are as last recorded (a crashed scheduler's `running` may be stale), progress is
     the last checkpoint's, and `round_ends_in` is None."""
 
@@ -104,34 +97,6 @@ class ClusterStatus:
         alloc = [(tuple(r.jobs), dict(r.share)) for r in m.allocation]
         return cls(workers, [JobStatus.from_proto(j) for j in m.jobs], alloc, list(m.worker_types), m.policy,
                    m.round, m.round_seconds, m.round_ends_in, m.renewals, m.launches, dict(m.throughputs))
-
-    @classmethod
-    def from_state_dir(cls, state_dir: str | Path, now: float | None = None) -> ClusterStatus:
-        """Read a scheduler's state directory read-only, in one short read transaction.
-        Raises store.NotAStateDir when it holds no scheduler state."""
-        now = time.time() if now is None else now
-        with StateReader(state_dir) as rd, rd.snapshot():
-            info = rd.load_cluster_info()
-            jobs = rd.load_jobs()
-            running = rd.running_attempts()
-            workers = rd.load_workers()
-            alloc = rd.load_allocation()
-            measured = rd.load_throughputs()
-            meta = {k: int(rd.get_meta(k, "0")) for k in ("round", "renewals", "launches")}
-        live = {a.job_id: a for a in running}
-        types = info.worker_types if info is not None else alloc.worker_types if alloc is not None else \
-            list(dict.fromkeys(w.gpu_type for w in workers))
-        ws = [WorkerStatus(w.worker_id, w.address, w.gpu_type, w.gpus, w.alive, max(0.0, now - w.last_seen),
-                           tuple(sorted(a.job_id for a in running if any(x == w.worker_id for x, _ in a.placement))))
-              for w in workers]
-        js = [JobStatus.from_row(j, placement_label(live[j.job_id].worker_type, live[j.job_id].placement)
-                                 if j.job_id in live else "") for j in jobs]
-        shares = [] if alloc is None else [
-            (tuple(r), {w: x[k] for k, w in enumerate(alloc.worker_types)}) for r, x in zip(alloc.rows, alloc.shares)]
-        thr = {f"{t}|{sf}|{w}": v for t, sf, w, cons, v, _ in sorted(measured) if cons}
-        return cls(ws, js, shares, list(types), info.policy if info is not None else "?", meta["round"],
-                   info.round_seconds if info is not None else 0.0, None, meta["renewals"], meta["launches"], thr,
-                   source=str(state_dir))
 
 
 def placement_label(worker_type: str, placement: list[tuple[str, int]]) -> str:

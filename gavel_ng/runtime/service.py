@@ -2,7 +2,9 @@
 
 `SchedulerService(config, state_dir).start()` serves until stop(). The round loop is
 gavel_ng.mechanism's SchedulerLoop, the same one the simulator runs, with
-DeployExecutor in place of the simulated clock.
+DeployExecutor in place of the simulated clock. This module is where protobuf meets the
+scheduler's domain objects: requests become Registration, AttemptRef, DoneReport and
+JobSpec; Kill orders, heartbeat answers, leases, jobs and status become replies.
 """
 
 from __future__ import annotations
@@ -16,20 +18,23 @@ from pathlib import Path
 
 import grpc
 
+from ..allocator import PolicyAllocator
+from ..cluster import resolve_prices
 from ..errors import InputError
 from ..estimator import ThroughputEstimator
 from ..mechanism import SchedulerLoop
 from ..profiles import default_table
-from ..throughputs import resolve_table
-from .allocator import PolicyAllocator
-from .client import placement_label
-from .executor import DeployExecutor
+from ..profiles.table_io import resolve_table
+from ..protocol.client import placement_label
+from ..protocol.jobspec import JobSpec
+from ..protocol.protos import gavel_pb2 as pb
+from ..protocol.rpc import Security, Stub, authenticate, make_server, new_token, open_channel
+from .config import ClusterConfig, validate_submission
+from .executor import DeployExecutor, Lease
+from .jobs import FINISHED, AttemptRef, DoneReport, JobState
 from .measured import MeasuredTable
 from .planner import DynamicPlanner
-from .protos import gavel_pb2 as pb
-from .rpc import Security, Stub, authenticate, make_server, new_token, open_channel
-from .spec import ClusterConfig, JobSpec, validate_submission
-from .state import FINISHED, ClusterState
+from .state import ClusterState, Registration
 from .store import ClusterInfo, Store
 
 log = logging.getLogger(__name__)
@@ -65,21 +70,26 @@ class SchedulerServicer:
             raise InputError("gpus", req.gpus, "must be between 1 and 1024")
         if not req.worker_id or not req.address:
             raise InputError("worker_id" if not req.worker_id else "address", "", "required")
-        kills = self.state.register(req, self.svc.worker_stub)
+        reg = Registration(req.worker_id, req.address, req.gpu_type, req.gpus, [_ref(r) for r in req.running],
+                           [_done(r) for r in req.pending])
+        kills = self.state.register(reg, self.svc.worker_stub)
         self.svc.executor.send_kills(kills)
         cfg = self.state.config
         return pb.RegisterWorkerReply(heartbeat_seconds=cfg.heartbeat_seconds, grace_seconds=cfg.grace)
 
     @_rpc
     def Heartbeat(self, req, context):
-        reply = self.state.heartbeat(req)
-        if reply is None:
+        answer = self.state.heartbeat(req.worker_id, [_ref(r) for r in req.running])
+        if answer is None:
             context.abort(grpc.StatusCode.NOT_FOUND, "unknown worker: register again")
+        reply = pb.HeartbeatReply(kill=[pb.AttemptRef(job_id=k.job_id, attempt=k.attempt) for k in answer.kills])
+        for ref, seconds_left in answer.leases:
+            reply.leases.add(job_id=ref.job_id, attempt=ref.attempt, seconds_left=seconds_left)
         return reply
 
     @_rpc
     def ReportDone(self, req, context):
-        self.state.report(req)
+        self.state.report(_done(req))
         return pb.Empty()
 
     def _job_caller(self, context, method: str, job_id: int, attempt: int) -> None:
@@ -90,12 +100,12 @@ class SchedulerServicer:
     @_rpc
     def InitJob(self, req, context):
         self._job_caller(context, "InitJob", req.job_id, req.attempt)
-        return self.svc.executor.init_job(req)
+        return _lease(self.svc.executor.init_job(req.job_id, req.attempt, req.checkpoint_step))
 
     @_rpc
     def UpdateLease(self, req, context):
         self._job_caller(context, "UpdateLease", req.job_id, req.attempt)
-        return self.svc.executor.update_lease(req)
+        return _lease(self.svc.executor.update_lease(req.job_id, req.attempt, req.steps, req.compute_seconds))
 
     @_rpc
     def SubmitJobs(self, req, context):
@@ -156,11 +166,15 @@ class SchedulerService:
             from ..policies.plugins import load_plugins
 
             load_plugins(config.plugins, field="cluster-config.plugins")
-        self.allocator = PolicyAllocator(self.state, config.policy, config.space_sharing)
+        # the configured prices only, no list prices: a cost policy needs every type priced in the config
+        prices = resolve_prices(config.worker_types, config.prices, list_prices=False)
+        self.allocator = PolicyAllocator(config.policy, list(config.worker_types), self.state, self.state.throughputs,
+                                         self.state.capacity, prices=prices, space_sharing=config.space_sharing,
+                                         warm=False, lock=self.state.lock, on_solve=self._solved)
         self.store.save_cluster_info(ClusterInfo(self.allocator.spec.name, config.round_seconds,
                                                  list(config.worker_types)))
         self.loop: SchedulerLoop | None = None
-        self.executor = DeployExecutor(self.state, self.planner, self.allocator, self.checkpoint_root,
+        self.executor = DeployExecutor(self.state, self.planner.placement, self.checkpoint_root,
                                        self.stop_event, self._topology_changed)
         self.loop = SchedulerLoop(self.planner, self.allocator, self.executor)
         self.bind, self.port = bind, port
@@ -181,6 +195,10 @@ class SchedulerService:
                 f.write(new_token() + "\n")
             log.info("wrote a new cluster token to %s", path)
         return path.read_text().strip()
+
+    def _solved(self, jobs: list[int], capacity, alloc, seconds: float) -> None:
+        self.store.event("solve", round_no=self.state.round_no, jobs=len(jobs), seconds=round(seconds, 4),
+                         capacity=capacity.tolist(), pairs=sum(len(r) == 2 for r in alloc.rows))
 
     def _topology_changed(self) -> None:
         if self.loop is not None:
@@ -226,7 +244,7 @@ class SchedulerService:
             pass
 
     # ----- status ------------------------------------------------------------------------------
-    def job_info(self, j) -> pb.JobInfo:
+    def job_info(self, j: JobState) -> pb.JobInfo:
         placement = placement_label(j.live.worker_type, j.live.placement) if j.live is not None else ""
         return pb.JobInfo(job_id=j.job_id, spec=j.spec.to_proto(), status=j.status, steps_done=j.steps_done,
                           steps_live=max(j.steps_live, j.steps_done), submitted=j.submitted,
@@ -250,3 +268,18 @@ class SchedulerService:
             for r, row in enumerate(rows):
                 reply.allocation.add(jobs=list(row), share={w: float(X[r, k]) for k, w in enumerate(st.worker_types)})
         return reply
+
+
+# ----- protobuf <-> domain ----------------------------------------------------------------------
+def _ref(m: pb.AttemptRef) -> AttemptRef:
+    return AttemptRef(m.job_id, m.attempt)
+
+
+def _done(m: pb.DoneReport) -> DoneReport:
+    return DoneReport(m.worker_id, m.job_id, m.attempt, m.exit_code, m.done, m.steps, m.steps_run, m.compute_seconds,
+                      m.wall_seconds, m.reason)
+
+
+def _lease(lease: Lease) -> pb.Lease:
+    return pb.Lease(steps_total=lease.steps_total, seconds_left=lease.seconds_left, renew_in=lease.renew_in,
+                    renewed=lease.renewed, round_seconds=lease.round_seconds)

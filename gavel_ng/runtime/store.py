@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .spec import JobSpec
+from ..protocol.jobspec import JobSpec
 
 log = logging.getLogger(__name__)
 DB_NAME = "gavel.sqlite"

@@ -8,11 +8,11 @@ import subprocess
 import grpc
 import pytest
 
-from gavel_ng.worker.client import SchedulerClient, SchedulerError
-from gavel_ng.worker.protos import gavel_pb2 as pb
-from gavel_ng.worker.rpc import Security, Stub, job_token, open_channel
-from gavel_ng.worker.service import SchedulerService
-from gavel_ng.worker.spec import ClusterConfig
+from gavel_ng.protocol.client import SchedulerClient, SchedulerError
+from gavel_ng.protocol.protos import gavel_pb2 as pb
+from gavel_ng.protocol.rpc import Security, Stub, job_token, open_channel
+from gavel_ng.runtime.config import ClusterConfig
+from gavel_ng.runtime.service import SchedulerService
 
 GOOD = {"job_type": "ResNet-18 (batch size 32)", "steps": 10, "size": "tiny"}
 

@@ -32,15 +32,27 @@ import grpc
 import numpy as np
 
 from ..mechanism import JobView, RoundPlan, RoundResult
-from .allocator import PolicyAllocator
-from .planner import DynamicPlanner
-from .protos import gavel_pb2 as pb
-from .rpc import job_token
-from .state import FINISHED, Attempt, ClusterState, JobState, WorkerState
+from ..protocol.protos import gavel_pb2 as pb
+from ..protocol.rpc import job_token
+from .jobs import FINISHED, Attempt, DoneReport, JobState
+from .state import ClusterState
+from .workers import Kill, WorkerState
 
 log = logging.getLogger(__name__)
 TICK = 0.05
 RPC_TIMEOUT = 5.0
+
+
+@dataclass(frozen=True)
+class Lease:
+    """What a job's iterator is told: run until `seconds_left` (-1: stop now, a stale attempt) and
+    ask for a renewal in `renew_in` seconds (-1: do not ask again)."""
+
+    steps_total: int
+    seconds_left: float
+    renew_in: float
+    renewed: bool = False
+    round_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -53,11 +65,10 @@ class Assignment:
 
 
 class DeployExecutor:
-    def __init__(self, state: ClusterState, planner: DynamicPlanner, allocator: PolicyAllocator,
+    def __init__(self, state: ClusterState, placement: Callable[[RoundPlan, int], list[tuple[str, int]]],
                  checkpoint_root: Path, stop: threading.Event, on_topology_change: Callable[[], None]):
         self.state = state
-        self.planner = planner
-        self.allocator = allocator
+        self.placement = placement            # (worker id, local GPU) of each GPU of a planned entry
         self.checkpoint_root = Path(checkpoint_root)
         self.stop = stop
         self.on_topology_change = on_topology_change
@@ -85,7 +96,10 @@ class DeployExecutor:
             return out
 
     def job_view(self, jobs: list[int]) -> JobView:
-        return self.allocator.job_view(jobs)
+        st = self.state
+        with st.lock:
+            present = [m for m in jobs if m in st.jobs]
+            return JobView(present, [st.jobs[m].spec.scale_factor for m in present], st.view_isolated(present))
 
     def execute(self, plan: RoundPlan) -> RoundResult:
         desired = self._resolve(plan)
@@ -107,7 +121,7 @@ class DeployExecutor:
         types = self.state.worker_types
         for e in range(plan.num_entries):
             members = [int(m) for m in plan.keys[e]]
-            placement = tuple(self.planner.placement(plan, e))
+            placement = tuple(self.placement(plan, e))
             for m in members:
                 partner = next((x for x in members if x != m), None)
                 out[m] = Assignment(m, placement, types[int(plan.types[e])], bool(plan.consolidated[e]), partner)
@@ -250,55 +264,56 @@ class DeployExecutor:
             return
         with st.lock:
             for wid in att.workers:       # the attempt ends here, counted as a failure
-                st.report(pb.DoneReport(worker_id=wid, job_id=job.job_id, attempt=att.attempt, exit_code=-1,
-                                        steps=-1, reason="launch-failed"))
-        self.send_kills([(st.workers[x], pb.KillJobRequest(job_id=job.job_id, attempt=att.attempt))
+                st.report(DoneReport(worker_id=wid, job_id=job.job_id, attempt=att.attempt, exit_code=-1, steps=-1,
+                                     reason="launch-failed"))
+        self.send_kills([Kill(st.workers[x], job.job_id, att.attempt)
                          for x in att.workers if x != w.worker_id and self._alive(x)])
 
-    def send_kills(self, kills: list[tuple[WorkerState, pb.KillJobRequest]]) -> None:
-        for w, req in kills:
+    def send_kills(self, kills: list[Kill]) -> None:
+        for k in kills:
             try:
-                w.stub.KillJob(req, timeout=RPC_TIMEOUT)
+                k.worker.stub.KillJob(pb.KillJobRequest(job_id=k.job_id, attempt=k.attempt), timeout=RPC_TIMEOUT)
             except grpc.RpcError as exc:
-                log.info("KillJob job %d on %s: %s", req.job_id, w.worker_id, exc.code())
+                log.info("KillJob job %d on %s: %s", k.job_id, k.worker.worker_id, exc.code())
 
     # ----- leases (called from gRPC threads) --------------------------------------------------
-    def _attempt(self, req):
+    def _attempt(self, job_id: int, attempt: int):
         """The job and its live attempt, or a lease telling a stale attempt to stop (seconds_left -1)."""
-        job = self.state.jobs[req.job_id]
+        job = self.state.jobs[job_id]
         att = job.live
-        if att is None or att.attempt != req.attempt:
-            return job, att, pb.Lease(steps_total=job.spec.steps, seconds_left=-1, renew_in=-1, round_seconds=self.L)
+        if att is None or att.attempt != attempt:
+            return job, att, Lease(steps_total=job.spec.steps, seconds_left=-1, renew_in=-1, round_seconds=self.L)
         return job, att, None
 
-    def init_job(self, req: pb.InitJobRequest) -> pb.Lease:
+    def init_job(self, job_id: int, attempt: int, checkpoint_step: int) -> Lease:
+        """A job process starts: it restored `checkpoint_step`."""
         st = self.state
         with st.cv:
-            job, att, stale = self._attempt(req)
+            job, att, stale = self._attempt(job_id, attempt)
             if stale is not None:
                 return stale
-            if req.checkpoint_step > job.steps_done:     # the checkpoint is the truth about progress
-                job.steps_done = int(req.checkpoint_step)
+            if checkpoint_step > job.steps_done:     # the checkpoint is the truth about progress
+                job.steps_done = int(checkpoint_step)
                 st.store.update_job(job.job_id, steps_done=job.steps_done)
-            att.steps_start = int(req.checkpoint_step)
+            att.steps_start = int(checkpoint_step)
             job.steps_live = max(job.steps_live, att.steps_start)
             if self.renewals and att.lease_end - time.time() <= self.renew_margin:
                 return self._renew(job, att)       # started late in its round: renew right away
             return self._lease(job, att, False)
 
-    def update_lease(self, req: pb.UpdateLeaseRequest) -> pb.Lease:
+    def update_lease(self, job_id: int, attempt: int, steps: int, compute_seconds: float) -> Lease:
         """Renewed iff the job runs on exactly the same GPUs in the round its lease ends into."""
         st = self.state
         with st.cv:
-            job, att, stale = self._attempt(req)
+            job, att, stale = self._attempt(job_id, attempt)
             if stale is not None:
                 return stale
-            st.progress(job, att, req.steps, req.compute_seconds)
+            st.progress(job, att, steps, compute_seconds)
             if not self.renewals:
                 return self._lease(job, att, False)
             return self._renew(job, att)
 
-    def _renew(self, job: JobState, att: Attempt) -> pb.Lease:
+    def _renew(self, job: JobState, att: Attempt) -> Lease:
         """Lock held. Waits (releasing it) for the plan of the round the lease ends into."""
         st = self.state
         while True:
@@ -312,7 +327,7 @@ class DeployExecutor:
                 return self._lease(job, att, False, final=True)
             st.cv.wait(min(left, 0.5))
             if job.live is not att:
-                return pb.Lease(steps_total=job.spec.steps, seconds_left=-1, renew_in=-1)
+                return Lease(steps_total=job.spec.steps, seconds_left=-1, renew_in=-1)
         a = target.get(job.job_id)
         if a is None or a.placement != tuple(att.placement) or job.status in FINISHED:
             return self._lease(job, att, False, final=True)
@@ -333,12 +348,12 @@ class DeployExecutor:
             return self.current
         return self.next
 
-    def _lease(self, job: JobState, att: Attempt, renewed: bool, final: bool = False) -> pb.Lease:
+    def _lease(self, job: JobState, att: Attempt, renewed: bool, final: bool = False) -> Lease:
         """`final`: the lease will not be renewed, so the iterator should not ask again."""
         now = time.time()
         renew_in = max(att.lease_end - self.renew_margin - now, 0.0) if self.renewals and not final else -1.0
-        return pb.Lease(steps_total=job.spec.steps, seconds_left=max(att.lease_end - now, 0.0), renew_in=renew_in,
-                        renewed=renewed, round_seconds=self.L)
+        return Lease(steps_total=job.spec.steps, seconds_left=max(att.lease_end - now, 0.0), renew_in=renew_in,
+                     renewed=renewed, round_seconds=self.L)
 
     def round_ends_in(self) -> float:
         return max(0.0, self.round_end - time.time()) if self.round_end is not None else 0.0

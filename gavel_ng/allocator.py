@@ -1,0 +1,168 @@
+"""The scheduler loop's allocator, one for simulation and deployment: the policy over what it believes.
+
+`PolicyAllocator.allocate(jobs, now)` builds the policy's input (a SchedulingProblem) from
+
+- a `JobSource`: the jobs' data by job id (scale factor, weight, steps, arrival, SLO): the
+  simulator's JobArrays, the scheduler service's ClusterState;
+- a `ThroughputSource`: what the policy believes about throughputs, by job id and
+  allocation column, alone and sharing a GPU: the oracle table
+  (simulator.oracle.TableThroughputs), the online estimator
+  (simulator.estimated.EstimatedThroughputs), the measured table or the estimator fed by
+  real runs (runtime.measurements.MeasuredThroughputs);
+- the capacity: GPUs per worker type, fixed (a simulated cluster) or read at each solve (a
+  real one, whose workers come and go);
+
+and solves it in a PolicySession. Jobs that can run nowhere (no positive throughput on a
+column whose type has enough GPUs) are left out of the problem.
+
+Space sharing (`space_sharing`, a `NAME_packed` policy, or one declared with pairs such as
+gandiva): the source's pair table goes with the problem. Placement (`placement`): every
+worker type gets an `_unconsolidated` twin column on the same GPUs, where multi-GPU jobs
+run at their unconsolidated throughput (single-GPU jobs have none there).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from .cluster import price_vector
+from .mechanism import AllocationRows
+from .pairs import PairTable
+from .policies import SchedulingProblem
+from .policies.registry import needs_pairs, space_sharing_name
+from .policies.session import PolicySession
+from .throughputs import UNCONSOLIDATED
+
+log = logging.getLogger(__name__)
+
+
+def allocation_columns(worker_types: list[str], placement: bool = False) -> list[str]:
+    """The allocation's columns: the worker types, then (placement) their `_unconsolidated` twins."""
+    return list(worker_types) + ([w + UNCONSOLIDATED for w in worker_types] if placement else [])
+
+
+@dataclass(frozen=True)
+class PolicyJobs:
+    """The policy's data about some jobs, one entry per job id in `ids`."""
+
+    ids: list[int]
+    scale_factors: np.ndarray          # GPUs each job needs
+    weights: np.ndarray
+    steps_remaining: np.ndarray
+    steps_total: np.ndarray
+    arrival: np.ndarray                # seconds, on the clock of allocate()'s `now`
+    slo_s: np.ndarray                  # seconds after arrival; inf: none
+
+    def take(self, idx: np.ndarray) -> PolicyJobs:
+        return PolicyJobs([self.ids[i] for i in idx.tolist()], self.scale_factors[idx], self.weights[idx],
+                          self.steps_remaining[idx], self.steps_total[idx], self.arrival[idx], self.slo_s[idx])
+
+
+class JobSource(Protocol):
+    def policy_jobs(self, jobs: list[int]) -> PolicyJobs:
+        """The data of those of `jobs` it knows, in their order."""
+
+
+class ThroughputSource(Protocol):
+    """What the policy believes about throughputs."""
+
+    fixed: bool      # a job's throughputs never change (a warm solver may keep them from its arrival)
+
+    def isolated(self, jobs: list[int], columns: list[str]) -> np.ndarray:
+        """(jobs, columns) steps/s of each job alone on each allocation column."""
+
+    def pair_table(self, jobs: list[int], columns: list[str], T: np.ndarray) -> PairTable:
+        """How these jobs share a GPU: fractions of their isolated steps/s `T` they keep."""
+
+
+class PolicyAllocator:
+    """The SchedulerLoop's Allocator (see the module docstring).
+
+    `capacity`: GPUs per worker type, or a callable giving them at each solve (then no warm
+    start: a warm solver keeps the capacity it started with). `prices`: $/GPU-hour per
+    worker type (cluster.resolve_prices); the policy gets them when every type has one.
+    `lock`: held while the sources are read (the scheduler service's state changes under
+    its gRPC threads); the solve runs outside it. `on_solve(jobs, capacity, rows, seconds)`
+    sees every solve that had jobs."""
+
+    def __init__(self, policy: str, worker_types: list[str], jobs: JobSource, throughputs: ThroughputSource,
+                 capacity: np.ndarray | Callable[[], np.ndarray], *, prices: Mapping[str, float] | None = None,
+                 space_sharing: bool = False, placement: bool = False, warm: bool = True,
+                 lock: AbstractContextManager | None = None,
+                 on_solve: Callable[[list[int], np.ndarray, AllocationRows, float], None] | None = None):
+        name = space_sharing_name(policy, space_sharing)
+        self.packed = needs_pairs(name)
+        self.jobs = jobs
+        self.throughputs = throughputs
+        self.worker_types = list(worker_types)
+        self.placement = placement
+        J = len(self.worker_types)
+        self.columns = allocation_columns(self.worker_types, placement)
+        self.pools = np.r_[np.arange(J), np.arange(J)] if placement else None
+        prices = None if prices is None else price_vector(prices, self.worker_types)
+        self.prices = prices if prices is None or self.pools is None else prices[self.pools]
+        live = callable(capacity)
+        if live:
+            self._capacity = capacity
+        else:
+            fixed = np.asarray(capacity, dtype=float)
+            self._capacity = lambda: fixed
+        self.lock = lock if lock is not None else nullcontext()
+        self.on_solve = on_solve
+        self.warnings = 0                     # solves that came back with warnings (e.g. a solver fallback)
+        # warm max-min LP only for single-job rows on plain columns, with fixed capacity and throughputs
+        self.session = PolicySession(name, self.column_capacity(), warm=warm and not live and not self.packed
+                                     and not placement and throughputs.fixed)
+        self.spec = self.session.spec
+
+    @property
+    def is_agnostic(self) -> bool:
+        return self.spec.agnostic
+
+    @property
+    def col_pool(self) -> np.ndarray | None:
+        """The worker type of each allocation column (None: the columns are the types)."""
+        return self.pools
+
+    def column_capacity(self) -> np.ndarray:
+        cap = np.asarray(self._capacity(), dtype=float)
+        return cap if self.pools is None else cap[self.pools]
+
+    def allocate(self, jobs: list[int], now: float) -> AllocationRows:
+        cap = self.column_capacity()
+        with self.lock:
+            data = self.jobs.policy_jobs(jobs)
+            T = self.throughputs.isolated(data.ids, self.columns)
+            sf = np.asarray(data.scale_factors, dtype=float)
+            runnable = ((T > 0) & (sf[:, None] <= cap[None, :])).any(axis=1)
+            if not runnable.all():
+                keep = np.flatnonzero(runnable)
+                data, T = data.take(keep), T[keep]
+            pairs = self.throughputs.pair_table(data.ids, self.columns, T) if self.packed and data.ids else None
+        ids = data.ids
+        if not ids:
+            return AllocationRows([], np.zeros((0, len(self.columns))), np.zeros(0))
+        start = time.perf_counter()
+        problem = SchedulingProblem.build(
+            [str(m) for m in ids], self.columns, cap, T, scale_factors=data.scale_factors, weights=data.weights,
+            steps_remaining=data.steps_remaining, steps_total=data.steps_total,
+            time_since_arrival=np.maximum(0.0, now - data.arrival), slo_s=data.slo_s, prices=self.prices,
+            pairs=pairs, pools=self.pools)
+        sol = self.session.solve(problem)
+        if sol.warnings:   # each already logged where it arose (repeats collapsed, see gavel_ng.logs)
+            self.warnings += 1
+            log.debug("solve at t=%.0f: %s", now, "; ".join(sol.warnings))
+        a = sol.allocation
+        singles = len(a.rows) == len(ids) and all(len(r) == 1 for r in a.rows)
+        rows = [(m,) for m in ids] if singles else [tuple(int(m) for m in r) for r in a.rows]
+        out = AllocationRows(rows, np.asarray(a.values, dtype=float), np.asarray(a.scale_factors, dtype=float))
+        if self.on_solve is not None:
+            self.on_solve(ids, cap, out, time.perf_counter() - start)
+        return out

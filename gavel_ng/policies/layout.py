@@ -1,0 +1,248 @@
+"""The LP layout of one scheduling problem: variables, validity rows, normalizers.
+
+Rows are job combinations (single jobs, or pairs given as explicit Combinations);
+only (row, column) entries that can run are variables, so the LP grows with useful rows.
+With `inp.pairs` (space sharing by partner classes, packing.py) a job's rows are
+itself alone and "with some job of class d"; the allocation decomposes those into
+concrete (job, job) pairs. Columns of one capacity pool (`inp.pools`: a type and its
+`_unconsolidated` twin) share that pool's GPUs.
+
+`Layout` is what solving.py works on; `Problem` (problem.py) adds what a policy states
+its objective with.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..allocation import Allocation
+from . import packing
+from .affine import Affine
+from .constraints import UserRows, compile_constraints
+from .scheduling_problem import SchedulingProblem
+
+
+def _csr(data, indices, row_counts, shape) -> sp.csr_matrix:
+    # int32 indices where they fit, as scipy would choose (given so, it need not scan and copy them)
+    dtype = np.int32 if max(shape[1], len(data)) < 2**31 - 1 else np.int64
+    indptr = np.zeros(len(row_counts) + 1, dtype=dtype)
+    np.cumsum(row_counts, out=indptr[1:])
+    return sp.csr_matrix((data, np.asarray(indices, dtype=dtype), indptr), shape=shape)
+
+
+def _incidence(members, Tk, var_row, var_col, M):
+    """(job x variable) incidence and member throughputs, built directly in CSR order."""
+    n = len(var_row)
+    if members.shape[1] == 1:  # single-job rows: variables already come grouped by job
+        counts = np.bincount(members[var_row, 0], minlength=M)
+        idx = np.arange(n)
+        return _csr(np.ones(n), idx, counts, (M, n)), _csr(Tk[var_row, var_col, 0], idx, counts, (M, n))
+    mem_v = members[var_row]
+    thr_v = Tk[var_row, var_col]
+    keep = mem_v >= 0
+    vidx = np.broadcast_to(np.arange(n)[:, None], mem_v.shape)
+    rows, cols = mem_v[keep], vidx[keep]
+    return (sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(M, n)),
+            sp.csr_matrix((thr_v[keep], (rows, cols)), shape=(M, n)))
+
+
+class Layout:
+    """Variables and validity constraints for one scheduling problem."""
+
+    def __init__(self, inp: SchedulingProblem):
+        self.input = inp
+        T = inp.throughputs
+        M, J = T.shape
+        cap = inp.capacity
+        if inp.pools is None:
+            self.col_pool = np.arange(J)
+            self.capacity = cap.astype(float)
+        else:
+            self.col_pool = np.asarray(inp.pools, dtype=int)
+            self.capacity = np.zeros(self.col_pool.max() + 1 if J else 0)
+            self.capacity[self.col_pool] = cap
+        self.extra_rows: list = []   # structural (A, lo, hi) rows, e.g. pair balance
+        self.packing = None
+        self.constraints: list = []
+        self._user_rows: UserRows | None = None
+        self._cvx_variable = None
+        if inp.pairs is not None:
+            packing.build(self, inp)
+            self._finish_layout(T, cap)
+            return
+        if inp.combinations is None:
+            members = np.arange(M)[:, None]
+            Tk = T[:, :, None]
+        else:
+            width = max(len(m) for m in inp.combinations.members)
+            members = np.full((len(inp.combinations.members), width), -1)
+            for k, mem in enumerate(inp.combinations.members):
+                members[k, :len(mem)] = mem
+            Tk = inp.combinations.throughputs
+        present = members >= 0
+        self.members = members
+        self.row_partner = np.full(len(members), -1)
+        self.row_scale = inp.scale_factors[members[:, 0]]
+        if inp.combinations is None:
+            usable = T > 0
+        else:   # every member can run there
+            usable = np.where(present[:, None, :], Tk > 0, True).all(axis=2)
+        usable &= self.row_scale[:, None] <= cap[None, :]
+        self.var_row, self.var_col = np.nonzero(usable)
+        n = len(self.var_row)
+        self.num_vars = n
+        self.var_share = np.ones(n)
+        self.row_gpus = self.row_scale * (1.0 if inp.counts is None else inp.counts[members[:, 0]])
+        self.job_rows, thr = _incidence(members, Tk, self.var_row, self.var_col, M)
+        self.thr = Affine(self, thr)
+        self._finish_layout(T, cap)
+
+    def _finish_layout(self, T: np.ndarray, cap: np.ndarray) -> None:
+        # a class row (see SchedulingProblem.job_classes) uses its GPUs once per member job;
+        # a partner variable (packing.py) pays for half of its pair's GPUs
+        self.var_pool = self.col_pool[self.var_col]
+        self.var_gpus = self.row_gpus[self.var_row] * self.var_share
+        # the one job each variable's time counts for (None: rows of several jobs, Combinations)
+        self.var_job = self.members[self.var_row, 0] if self.members.shape[1] == 1 else None
+        self._normalizers(T, cap)
+
+    @cached_property
+    def capacity_rows(self) -> sp.csr_matrix:
+        """(pool x variable): the GPUs of its pool each variable uses, in variable order."""
+        by_pool = np.argsort(self.var_pool, kind="stable")
+        P = len(self.capacity)
+        return _csr(self.var_gpus[by_pool], by_pool, np.bincount(self.var_pool, minlength=P), (P, self.num_vars))
+
+    def job_time(self, x: np.ndarray) -> np.ndarray:
+        """`job_rows @ x`: each job's time share. Summed in variable order, as the matrix
+        product does, so the two agree to the bit; without building a matrix product."""
+        if self.var_job is None:
+            return self.job_rows @ x
+        return np.bincount(self.var_job, weights=x, minlength=self.num_jobs)
+
+    def pool_use(self, x: np.ndarray) -> np.ndarray:
+        """`capacity_rows @ x`: GPUs used of each pool, summed in variable order (bit for bit)."""
+        return np.bincount(self.var_pool, weights=self.var_gpus * x, minlength=len(self.capacity))
+
+    # ----- normalizers (Gavel §3.1) ----------------------------------------------
+    def _normalizers(self, T: np.ndarray, cap: np.ndarray) -> None:
+        inp = self.input
+        M = inp.total_jobs
+        sf = inp.scale_factors
+        runnable = (T > 0) & (sf[:, None] <= cap[None, :])
+        # one column per capacity pool counts: the job's fastest column of the pool
+        primary = self._pool_primary(T) if self.input.pools is not None else np.ones(T.shape, bool)
+        if len(T) == 0:
+            self.x_equal = self.x_isolated = np.zeros((0, len(cap)))
+        else:
+            eq = np.where(primary, cap[None, :] / M, 0.0)
+            self.x_equal = eq / max(eq.sum(axis=1).max(), 1e-12)
+            iso = np.where(runnable & primary, cap[None, :] / (M * sf[:, None]), 0.0)
+            self.x_isolated = iso / np.maximum(iso.sum(axis=1, keepdims=True), 1.0)
+        self.thr_equal = (T * self.x_equal).sum(axis=1)
+        self.thr_isolated = (T * self.x_isolated).sum(axis=1)
+        self.thr_fastest = np.where(runnable, T, 0.0).max(axis=1, initial=0.0)
+
+    def _pool_primary(self, T: np.ndarray) -> np.ndarray:
+        """(M, J): True at each job's fastest column within every pool (first on ties)."""
+        prim = np.zeros(T.shape, bool)
+        for pool in np.unique(self.col_pool):
+            cols = np.flatnonzero(self.col_pool == pool)
+            prim[np.arange(len(T)), cols[np.argmax(T[:, cols], axis=1)]] = True
+        return prim
+
+    @property
+    def single_var(self) -> np.ndarray:
+        """Mask of the variables whose row is one job running alone."""
+        if self.members.shape[1] > 1:
+            return (self.members[self.var_row, 1:] < 0).all(axis=1)
+        return self.row_partner[self.var_row] < 0
+
+    @property
+    def num_jobs(self) -> int:
+        return self.input.num_jobs
+
+    @property
+    def cvx_variable(self):
+        if self._cvx_variable is None:
+            import cvxpy as cp
+
+            self._cvx_variable = cp.Variable(self.num_vars, name="X")
+        return self._cvx_variable
+
+    def add_constraint(self, constraint) -> None:
+        """A linear constraint built from `p.thr` etc., or any cvxpy constraint.
+
+        Whatever is added holds in the returned allocation on every solver path: a
+        constraint affine in the allocation becomes LP rows (HiGHS, the leftover fill and
+        the second phase see it), any other sends the problem to cvxpy (constraints.py)."""
+        self.constraints.append(constraint)
+        self._user_rows = None
+
+    @property
+    def user_rows(self) -> UserRows:
+        """The policy's constraints compiled to LP rows, plus those that are not linear."""
+        if self._user_rows is None:   # a cvxpy constraint over x exists only if x was created
+            self._user_rows = compile_constraints(self.constraints, self._cvx_variable, self.num_vars)
+        return self._user_rows
+
+    def validity_rows(self, user: bool = True) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray]:
+        """Rows of `lo <= A x <= hi`: validity, structural extra rows and (with `user`) the
+        policy's linear constraints."""
+        rows = list(self.extra_rows)
+        if user and self.constraints:
+            u = self.user_rows
+            rows.append((u.A, u.lo, u.hi))
+        blocks = [self.job_rows, self.capacity_rows] + [a for a, _, _ in rows]
+        lo = [np.full(self.num_jobs, -np.inf), np.full(len(self.capacity), -np.inf)] + [b for _, b, _ in rows]
+        hi = [np.ones(self.num_jobs), self.capacity.astype(float)] + [b for _, _, b in rows]
+        return sp.vstack(blocks, format="csr"), np.concatenate(lo), np.concatenate(hi)
+
+    def allocation(self, x: np.ndarray) -> Allocation:
+        if self.packing is not None:
+            return packing.decompose(self, x)
+        inp = self.input
+        rows_used = self.members.shape[0]
+        values = np.zeros((rows_used, len(inp.worker_types)))
+        values[self.var_row, self.var_col] = np.clip(x, 0.0, 1.0)
+        if inp.combinations is None:   # one row per job, in job order
+            labels = [(j,) for j in inp.job_ids]
+        else:
+            labels = [tuple(inp.job_ids[m] for m in row if m >= 0) for row in self.members]
+        return Allocation(labels, list(inp.worker_types), values, self.row_scale.astype(float),
+                          inp.capacity.astype(float), inp.pools)
+
+    def fallback_x(self) -> np.ndarray:
+        """The isolated allocation (1/n of every type): always valid."""
+        x = np.zeros(self.num_vars)
+        is_single = self.single_var
+        jobs = self.members[self.var_row[is_single], 0]
+        x[is_single] = self.x_isolated[jobs, self.var_col[is_single]]
+        return x
+
+
+def var_codes(p: Layout, job_map: np.ndarray | None = None) -> np.ndarray:
+    """One integer per variable naming (job, partner class or none, column), so that the
+    variables of two problems over the same columns and pair classes can be matched."""
+    C = 0 if p.input.pairs is None else p.input.pairs.num_classes
+    J = len(p.input.worker_types)
+    job = p.members[p.var_row, 0]
+    if job_map is not None:
+        job = job_map[job]
+    return (job.astype(np.int64) * (C + 1) + p.row_partner[p.var_row] + 1) * J + p.var_col
+
+
+def map_x(src: Layout, x: np.ndarray, dst: Layout, dst_to_src_job: np.ndarray | None = None,
+          out: np.ndarray | None = None) -> np.ndarray:
+    """Copy x from src's variables onto dst's matching ones (by job, partner class, column)."""
+    src_codes = var_codes(src)
+    order = np.argsort(src_codes)
+    dst_codes = var_codes(dst, dst_to_src_job)
+    pos = np.clip(np.searchsorted(src_codes[order], dst_codes), 0, max(len(src_codes) - 1, 0))
+    hit = (src_codes[order][pos] == dst_codes) if len(src_codes) else np.zeros(len(dst_codes), bool)
+    out = np.zeros(dst.num_vars) if out is None else out
+    out[hit] = x[order[pos[hit]]]
+    return out

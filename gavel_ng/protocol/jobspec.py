@@ -1,0 +1,125 @@
+"""A training job as submitted and as launched: `JobSpec`, its checks and the job file.
+
+Everything a user writes about a job (job files, RPC submissions) is checked here, and
+every refusal names the field, so `gavel-ng submit` and the scheduler's INVALID_ARGUMENT
+replies say exactly what to fix. The same spec travels to the worker that launches the
+job (`RunJobRequest.spec`). What needs the cluster's throughput table to check lives
+with the scheduler (gavel_ng.runtime.config.validate_submission).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+from ..errors import InputError, require
+from .protos import gavel_pb2 as pb
+
+SIZES = ("tiny", "full")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+RESERVED_ENV = ("CUDA_VISIBLE_DEVICES", "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+                "MASTER_PORT")
+MAX_STEPS = 10**12
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A training job as submitted. `command` empty means the built-in runner for `job_type`."""
+
+    job_type: str
+    steps: int
+    scale_factor: int = 1
+    weight: float = 1.0
+    slo_s: float | None = None
+    name: str = ""
+    command: tuple[str, ...] = ()
+    working_dir: str = ""
+    size: str = "full"
+    env: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data: object, where: str = "job") -> JobSpec:
+        """Parse one job object of a job file, checking types (the scheduler checks the rest)."""
+        require(isinstance(data, dict), where, data, "expected an object")
+        known = {f.name for f in fields(cls)}
+        for key in data:
+            require(key in known, f"{where}.{key}", data[key], f"unknown field; known: {', '.join(sorted(known))}")
+        for key in ("job_type", "steps"):
+            require(key in data, f"{where}.{key}", None, "required")
+        command = data.get("command", ())
+        if isinstance(command, str):
+            command = command.split()
+        require(isinstance(command, (list, tuple)) and all(isinstance(c, str) for c in command),
+                f"{where}.command", command, "must be a list of strings (argv)")
+        env = data.get("env", {})
+        require(isinstance(env, dict) and all(isinstance(v, str) for v in env.values()),
+                f"{where}.env", env, "must map names to strings")
+        for key in ("job_type", "name", "working_dir", "size"):
+            require(isinstance(data.get(key, ""), str), f"{where}.{key}", data.get(key), "must be a string")
+        spec = cls(job_type=data["job_type"], steps=data["steps"], scale_factor=data.get("scale_factor", 1),
+                   weight=data.get("weight", 1.0), slo_s=data.get("slo_s"), name=data.get("name", ""),
+                   command=tuple(command), working_dir=data.get("working_dir", ""), size=data.get("size", "full"),
+                   env=dict(env))
+        spec.check(where)
+        return spec
+
+    def check(self, where: str = "job") -> None:
+        """Type and range checks that need no throughput table."""
+        require(self.job_type.strip() != "", f"{where}.job_type", self.job_type, "must name a job type")
+        require(is_int(self.steps) and 1 <= self.steps <= MAX_STEPS, f"{where}.steps", self.steps,
+                "must be an integer >= 1")
+        require(is_int(self.scale_factor) and 1 <= self.scale_factor <= 1024, f"{where}.scale_factor",
+                self.scale_factor, "must be an integer >= 1")
+        require(is_number(self.weight) and self.weight > 0, f"{where}.weight", self.weight, "must be a positive number")
+        if self.slo_s is not None:
+            require(is_number(self.slo_s) and self.slo_s > 0, f"{where}.slo_s", self.slo_s, "must be positive seconds")
+        require(len(self.name) <= 200, f"{where}.name", self.name, "at most 200 characters")
+        require(self.size in SIZES, f"{where}.size", self.size, f"must be one of {', '.join(SIZES)}")
+        for key in self.env:
+            require(bool(_ENV_NAME.match(key)), f"{where}.env", key, "not an environment variable name")
+            require(key not in RESERVED_ENV and not key.startswith("GAVEL_NG_"), f"{where}.env", key,
+                    "reserved: the worker sets it")
+
+    def to_proto(self) -> pb.JobSpec:
+        return pb.JobSpec(name=self.name, job_type=self.job_type, scale_factor=self.scale_factor, steps=self.steps,
+                          weight=self.weight, slo_s=self.slo_s or 0.0, command=list(self.command),
+                          working_dir=self.working_dir, size=self.size, env=self.env)
+
+    @classmethod
+    def from_proto(cls, m: pb.JobSpec) -> JobSpec:
+        """Defaults for unset proto fields (0 weight = 1, empty size = full)."""
+        return cls(job_type=m.job_type, steps=m.steps, scale_factor=m.scale_factor or 1, weight=m.weight or 1.0,
+                   slo_s=m.slo_s or None, name=m.name, command=tuple(m.command), working_dir=m.working_dir,
+                   size=m.size or "full", env=dict(m.env))
+
+    def to_dict(self) -> dict:
+        return {"job_type": self.job_type, "steps": self.steps, "scale_factor": self.scale_factor,
+                "weight": self.weight, "slo_s": self.slo_s, "name": self.name, "command": list(self.command),
+                "working_dir": self.working_dir, "size": self.size, "env": dict(self.env)}
+
+
+def load_job_file(path: str | Path) -> list[JobSpec]:
+    """A JSON job file: one job object, a list of them, or {"jobs": [...]}."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except OSError as exc:
+        raise InputError("JOBFILE", str(path), f"cannot read ({exc.strerror})") from None
+    except json.JSONDecodeError as exc:
+        raise InputError("JOBFILE", str(path), f"not JSON (line {exc.lineno}: {exc.msg})") from None
+    if isinstance(data, dict) and "jobs" in data:
+        data = data["jobs"]
+    items = data if isinstance(data, list) else [data]
+    require(len(items) > 0, "jobs", data, "no jobs in the file")
+    return [JobSpec.from_dict(item, f"jobs[{i}]") for i, item in enumerate(items)]
+
+
+def is_int(x: object) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def is_number(x: object) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)

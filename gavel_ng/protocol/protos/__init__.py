@@ -1,0 +1,1 @@
+"""gavel.proto and its committed message stubs (gavel_pb2); generate.py regenerates them."""

@@ -1,0 +1,231 @@
+"""Jobs and their attempts: what the scheduler knows of each job, and how an attempt ends.
+
+An attempt is one launch of a job on a placement (the executor starts it); it lives until
+every worker of it reported its end, or until it is lost (its worker died, nobody claimed
+it after a restart). `JobBook` keeps that lifecycle and its record in the Store; it is
+called with ClusterState's lock held and wakes the lock's waiters when a job changes.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from ..protocol.jobspec import JobSpec
+from .store import Store
+
+log = logging.getLogger(__name__)
+FINISHED = ("done", "cancelled", "failed")
+
+
+@dataclass(frozen=True)
+class AttemptRef:
+    job_id: int
+    attempt: int
+
+
+@dataclass(frozen=True)
+class DoneReport:
+    """How one worker's share of an attempt ended."""
+
+    worker_id: str
+    job_id: int
+    attempt: int
+    exit_code: int = 0
+    done: bool = False                   # the job reached its steps
+    steps: int = 0                       # the job's progress (its last checkpoint's step)
+    steps_run: int = 0                   # steps this attempt ran
+    compute_seconds: float = 0.0         # ... in this much training time
+    wall_seconds: float = 0.0
+    reason: str = ""                     # exited | launch-failed | killed | killed-lease | ...
+
+
+@dataclass
+class Attempt:
+    """One launch of a job on a placement; lives until every worker of it reported its end."""
+
+    job_id: int
+    attempt: int
+    placement: list[tuple[str, int]]     # (worker id, local GPU) per rank
+    worker_type: str
+    consolidated: bool
+    launched: float
+    lease_end: float
+    steps_start: int
+    partner: int | None = None           # the job planned to share these GPUs
+    reports: dict[str, DoneReport] = field(default_factory=dict)
+    renewals: int = 0
+    restored: bool = False               # loaded from the store after a restart
+    measured_steps: int = 0              # progress already folded into the throughput table
+    measured_seconds: float = 0.0
+    sharing: int | None = None           # who shared the GPUs since the last measurement (None: alone)
+    mixed: bool = False                  # ... or that changed meanwhile: the interval measures nothing
+
+    @property
+    def workers(self) -> list[str]:
+        return list(dict.fromkeys(w for w, _ in self.placement))
+
+
+@dataclass
+class JobState:
+    job_id: int
+    spec: JobSpec
+    submitted: float
+    status: str = "queued"
+    steps_done: int = 0
+    steps_live: int = 0
+    finished: float | None = None
+    attempts: int = 0
+    failures: int = 0
+    renewals: int = 0
+    live: Attempt | None = None
+    admitted: bool = False
+    blocked_round: int = -1             # a failed attempt waits for the next round
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return self.spec.job_type, self.spec.scale_factor
+
+
+class Measuring(Protocol):
+    """What the job book tells the measurement bookkeeping (runtime.measurements)."""
+
+    def add_job(self, job: JobState) -> None: ...
+    def remove_job(self, job: JobState) -> None: ...
+    def measure(self, job: JobState, att: Attempt, steps_run: int, seconds: float) -> None: ...
+    def attempt_gone(self, att: Attempt) -> None: ...
+
+
+class JobBook:
+    def __init__(self, jobs: dict[int, JobState], store: Store, cv: threading.Condition, measurements: Measuring,
+                 max_failures: int, worker_alive: Callable[[str], bool], current_round: Callable[[], int]):
+        self.jobs = jobs
+        self.store = store
+        self.cv = cv
+        self.measurements = measurements
+        self.max_failures = max_failures
+        self.worker_alive = worker_alive
+        self.current_round = current_round
+        self.finished: list[int] = []        # drained by the executor each round
+
+    # ----- restore ------------------------------------------------------------------------
+    def restore_jobs(self) -> None:
+        for row in self.store.load_jobs():
+            status = row.status if row.status in FINISHED else "queued"
+            self.jobs[row.job_id] = JobState(row.job_id, row.spec, row.submitted, status, row.steps_done,
+                                             row.steps_done, row.finished, row.attempts, row.failures, row.renewals)
+
+    def restore_attempts(self) -> None:
+        """Attempts the store says still run: live again until their workers claim them (or not)."""
+        now = time.time()
+        for a in self.store.running_attempts():
+            job = self.jobs.get(a.job_id)
+            if job is None or job.status in FINISHED:
+                self.store.end_attempt(a.job_id, a.attempt, "lost", now)
+                continue
+            job.live = Attempt(a.job_id, a.attempt, a.placement, a.worker_type, True, a.launched, now,
+                               job.steps_done, restored=True, mixed=True)
+            job.status = "running"
+
+    # ----- jobs ---------------------------------------------------------------------------
+    def add(self, specs: list[JobSpec], now: float) -> list[int]:
+        ids = self.store.add_jobs(specs, now)
+        for i, spec in zip(ids, specs):
+            self.jobs[i] = JobState(i, spec, now)
+            self.measurements.add_job(self.jobs[i])
+            self.store.event("submit", job_id=i, job_type=spec.job_type, steps=spec.steps,
+                             scale_factor=spec.scale_factor)
+        return ids
+
+    def finish(self, job: JobState, status: str) -> None:
+        job.status = status
+        self.measurements.remove_job(job)
+        job.finished = time.time()
+        self.store.update_job(job.job_id, status=status, finished=job.finished, steps_done=job.steps_done)
+        self.store.event(status if status != "done" else "finish", job_id=job.job_id, steps=job.steps_done)
+        self.finished.append(job.job_id)
+        self.cv.notify_all()
+
+    def drain_finished(self) -> list[int]:
+        out, self.finished = self.finished, []
+        return out
+
+    # ----- attempt ends ---------------------------------------------------------------------
+    def report(self, rep: DoneReport) -> None:
+        job = self.jobs.get(rep.job_id)
+        if job is None:
+            return
+        att = job.live
+        if att is None or att.attempt != rep.attempt:
+            self._stale_report(job, rep)
+            return
+        att.reports[rep.worker_id] = rep
+        pending = [x for x in att.workers if x not in att.reports and self.worker_alive(x)]
+        if not pending:
+            self._end_attempt(job, att)
+
+    def _stale_report(self, job: JobState, rep: DoneReport) -> None:
+        """An attempt already written off (worker declared lost, scheduler restarted): keep its progress."""
+        if rep.steps > job.steps_done:
+            job.steps_done = int(rep.steps)
+            self.store.update_job(job.job_id, steps_done=job.steps_done)
+        self.store.end_attempt(rep.job_id, rep.attempt, "late", time.time(), rep.steps, rep.steps_run,
+                               rep.compute_seconds, rep.wall_seconds)
+        if rep.done and job.status not in FINISHED and job.live is None:
+            self.finish(job, "done")
+
+    def _end_attempt(self, job: JobState, att: Attempt) -> None:
+        reps = list(att.reports.values())
+        steps = max([int(r.steps) for r in reps] + [job.steps_done])
+        done = any(r.done for r in reps) and steps >= job.spec.steps
+        crashed = any(r.exit_code != 0 and r.reason in ("exited", "launch-failed") for r in reps)
+        lead = max(reps, key=lambda r: r.steps_run) if reps else None
+        if lead is not None and not crashed:
+            self.measurements.measure(job, att, int(lead.steps_run), float(lead.compute_seconds))
+        job.steps_done = steps
+        job.steps_live = max(job.steps_live, steps)
+        self.measurements.attempt_gone(att)
+        job.live = None
+        status = "crashed" if crashed else "done" if done else "ended"
+        round_no = self.current_round()
+        self.store.end_attempt(job.job_id, att.attempt, status, time.time(), steps,
+                               int(lead.steps_run) if lead else None, float(lead.compute_seconds) if lead else None,
+                               max((r.wall_seconds for r in reps), default=None), att.renewals)
+        self.store.event("end", job_id=job.job_id, attempt=att.attempt, status=status, steps=steps,
+                         reason=",".join(sorted({r.reason for r in reps})), round=round_no,
+                         exit_codes=[int(r.exit_code) for r in reps],
+                         steps_run=int(lead.steps_run) if lead else 0,
+                         compute_seconds=float(lead.compute_seconds) if lead else 0.0,
+                         wall_seconds=max((r.wall_seconds for r in reps), default=0.0))
+        if job.status in FINISHED:
+            pass
+        elif done:
+            self.finish(job, "done")
+        elif crashed:
+            job.failures += 1
+            job.blocked_round = round_no
+            log.warning("job %d attempt %d crashed (%d of %d allowed failures)", job.job_id, att.attempt,
+                        job.failures, self.max_failures, extra={"jobs": [job.job_id]})
+            if job.failures >= self.max_failures:
+                self.finish(job, "failed")
+        else:
+            job.failures = 0
+        if job.status not in FINISHED:
+            job.status = "queued"
+        self.store.update_job(job.job_id, status=job.status, steps_done=job.steps_done, failures=job.failures)
+        self.cv.notify_all()
+
+    def lose(self, att: Attempt, reason: str) -> None:
+        """The attempt is gone without its reports (worker lost, nobody claimed it after a restart)."""
+        job = self.jobs[att.job_id]
+        self.measurements.attempt_gone(att)
+        job.live = None
+        if job.status not in FINISHED:
+            job.status = "queued"
+        self.store.end_attempt(att.job_id, att.attempt, "lost", time.time(), job.steps_done)
+        self.store.event("lost", job_id=att.job_id, attempt=att.attempt, reason=reason, steps=job.steps_done)
+        self.cv.notify_all()

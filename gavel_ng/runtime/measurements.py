@@ -1,0 +1,198 @@
+"""What real runs teach the policy: which intervals measure something, and where it goes.
+
+`Measurements` decides *what* an interval between two progress reports of an attempt
+measured: an isolated rate if the job ran alone the whole interval, an in-pair rate if it
+shared its GPUs with one partner throughout, nothing if that changed meanwhile. It
+persists what it folds in, and replays it after a restart.
+
+`MeasuredThroughputs` is where those rates go and what the policy believes: the
+throughput table corrected by measurements (`MeasuredTable`), or, with `"estimator":
+true`, the online estimator fed by the same measurements. It is the runtime's
+ThroughputSource (gavel_ng.allocator), answering for job ids.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from ..estimator import Measurement, ThroughputEstimator
+from ..estimator.view import isolated_columns, pair_table
+from ..pairs import PairTable
+from ..throughputs import UNCONSOLIDATED, JobKey
+from .jobs import FINISHED, Attempt, JobState
+from .measured import MeasuredTable
+from .store import Store
+
+log = logging.getLogger(__name__)
+MIN_MEASURED_STEPS = 5
+
+
+class MeasuredThroughputs:
+    fixed = False          # measurements change what the policy believes
+
+    def __init__(self, table: MeasuredTable, estimator: ThroughputEstimator | None = None):
+        self.table = table
+        self.estimator = estimator
+        self.worker_types = list(table.worker_types)
+        self.keys: dict[int, JobKey] = {}     # every job ever added (finished ones stay answerable)
+
+    # ----- jobs ------------------------------------------------------------------------------
+    def add_job(self, job_id: int, key: JobKey) -> None:
+        """A job type of the table starts as that reference job; a new type from its neighbours."""
+        self.keys[job_id] = key
+        est = self.estimator
+        if est is not None and job_id not in est.jobs:
+            est.add_job(job_id, key[1], known_key=key)
+
+    def remove_job(self, job_id: int) -> None:
+        if self.estimator is not None:
+            self.estimator.remove_job(job_id)
+
+    # ----- measurements ----------------------------------------------------------------------
+    def record(self, job_id: int, key: JobKey, worker_type: str, seconds: float, steps: float,
+               partner: tuple[int, JobKey] | None = None) -> tuple[float, int] | None:
+        """Fold in `steps` in `seconds` on `worker_type` (`_unconsolidated` when split), alone or
+        next to `partner` (job id, key). Returns the table's new isolated (value, samples) to
+        persist, or None when the table's isolated entries did not change."""
+        base, consolidated = worker_type.removesuffix(UNCONSOLIDATED), not worker_type.endswith(UNCONSOLIDATED)
+        out = None
+        if partner is None:
+            out = self.table.record(key[0], key[1], base, consolidated, steps / seconds)
+        elif consolidated:
+            self.table.record_pair(key, partner[1], base, steps / seconds)
+        est = self.estimator
+        other = partner[0] if partner is not None else None
+        if est is not None and job_id in est.jobs and worker_type in est.workers and (
+                other is None or other in est.jobs):
+            est.record(Measurement(job_id, worker_type, seconds, steps, partner=other))
+        return out
+
+    def replay(self, events: list[dict], keys: dict[int, JobKey]) -> int:
+        """After a restart, from the "measure" events: pair rates, and every sample of the jobs the
+        estimator follows (isolated rates per job type are in the store's throughputs table)."""
+        n = 0
+        for e in events:
+            d, job_id = e["detail"], e["job_id"]
+            partner = d.get("partner")
+            followed = self.estimator is not None and job_id in self.estimator.jobs
+            if job_id not in keys or (partner is None and not followed) or (
+                    partner is not None and partner not in keys):
+                continue
+            if partner is None:
+                if d["worker_type"] in self.estimator.workers:
+                    self.estimator.record(Measurement(job_id, d["worker_type"], d["seconds"], d["steps"]))
+            else:
+                self.record(job_id, keys[job_id], d["worker_type"], d["seconds"], d["steps"],
+                            (partner, keys[partner]))
+            n += 1
+        if n:
+            log.info("replayed %d throughput measurements", n)
+        return n
+
+    # ----- ThroughputSource: the policy's input ----------------------------------------------
+    def isolated(self, jobs: list[int], columns: list[str]) -> np.ndarray:
+        """(jobs, columns) steps/s alone; the columns are the worker types."""
+        self._check(columns)
+        if self.estimator is not None:
+            return isolated_columns(self.estimator, jobs, self.worker_types)
+        return self.table.matrix([self.keys[m] for m in jobs])
+
+    def pair_table(self, jobs: list[int], columns: list[str], T: np.ndarray) -> PairTable:
+        """Fractions of their isolated rates `T` that jobs keep when sharing a GPU."""
+        self._check(columns)
+        if self.estimator is not None:
+            return pair_table(self.estimator, jobs, self.worker_types, T)
+        return self.table.pair_table([self.keys[m] for m in jobs])
+
+    def _check(self, columns: list[str]) -> None:
+        if list(columns) != self.worker_types:
+            raise ValueError(f"the runtime's throughputs have the worker types as columns, not {columns}")
+
+
+class Measurements:
+    """The measurement bookkeeping of live attempts (called with ClusterState's lock held)."""
+
+    def __init__(self, jobs: dict[int, JobState], throughputs: MeasuredThroughputs, store: Store):
+        self.jobs = jobs
+        self.throughputs = throughputs
+        self.store = store
+
+    def restore(self) -> None:
+        """Measured rates and the jobs the policy follows, from the store (after a restart)."""
+        self.throughputs.table.load(self.store.load_throughputs())
+        for job in self.jobs.values():
+            if job.status not in FINISHED:
+                self.throughputs.add_job(job.job_id, job.key)
+            else:
+                self.throughputs.keys[job.job_id] = job.key
+        self.throughputs.replay(self.store.events("measure"), {m: j.key for m, j in self.jobs.items()})
+
+    def add_job(self, job: JobState) -> None:
+        self.throughputs.add_job(job.job_id, job.key)
+
+    def remove_job(self, job: JobState) -> None:
+        self.throughputs.remove_job(job.job_id)
+
+    def progress(self, job: JobState, att: Attempt, steps: int, compute_seconds: float) -> None:
+        """The job reports `steps` done after `compute_seconds` of training in this attempt."""
+        job.steps_live = max(job.steps_live, int(steps))
+        self.measure(job, att, int(steps) - att.steps_start, float(compute_seconds))
+
+    # ----- who shares GPUs with whom ------------------------------------------------------------
+    def _neighbours(self, att: Attempt) -> list[Attempt]:
+        """Other live attempts on any of att's GPUs."""
+        mine = set(att.placement)
+        return [j.live for j in self.jobs.values()
+                if j.live is not None and j.live is not att and mine & set(j.live.placement)]
+
+    def _sharing_now(self, att: Attempt) -> tuple[int | None, bool]:
+        """(the job sharing att's GPUs, or None alone; True if the sharing is not one exact partner)."""
+        others = self._neighbours(att)
+        if not others:
+            return None, False
+        if len(others) == 1 and others[0].placement == att.placement:
+            return others[0].job_id, False
+        return None, True
+
+    def attempt_started(self, att: Attempt) -> None:
+        """att already live: who shares GPUs with whom changed for its neighbours. att itself
+        counts as sharing with its planned partner from the start (the two are launched
+        together; a partner that never comes shows at the next measurement)."""
+        for o in self._neighbours(att):
+            planned = o.sharing == att.job_id and att.partner == o.job_id and o.placement == att.placement
+            o.mixed = o.mixed or not planned
+        now_with, now_mixed = self._sharing_now(att)
+        att.sharing = att.partner
+        att.mixed = now_mixed or now_with not in (None, att.partner)
+
+    def attempt_gone(self, att: Attempt) -> None:
+        for o in self._neighbours(att):
+            o.mixed = True
+
+    def measure(self, job: JobState, att: Attempt, steps_run: int, seconds: float) -> None:
+        """Fold the steps and time since the last measurement of this attempt into what the
+        policy sees: an isolated rate if it ran alone the whole interval, an in-pair rate if it
+        shared its GPUs with one partner throughout, nothing if that changed meanwhile."""
+        d_steps, d_secs = steps_run - att.measured_steps, seconds - att.measured_seconds
+        if d_steps < MIN_MEASURED_STEPS or d_secs <= 0:
+            return
+        att.measured_steps, att.measured_seconds = steps_run, seconds
+        now_with, now_mixed = self._sharing_now(att)
+        valid = not att.mixed and att.sharing == now_with
+        with_, att.sharing, att.mixed = att.sharing, now_with, now_mixed
+        if not valid:
+            return
+        worker_type = att.worker_type
+        if not att.consolidated and job.spec.scale_factor > 1:
+            worker_type += UNCONSOLIDATED
+        partner = (with_, self.jobs[with_].key) if with_ is not None and with_ in self.jobs else None
+        if with_ is not None and partner is None:
+            return
+        saved = self.throughputs.record(job.job_id, job.key, worker_type, d_secs, d_steps, partner)
+        if saved is not None:
+            split = worker_type.endswith(UNCONSOLIDATED)
+            self.store.save_throughput(job.key[0], job.key[1], att.worker_type, not split, *saved)
+        self.store.event("measure", job_id=job.job_id, worker_type=worker_type, seconds=d_secs, steps=d_steps,
+                         partner=with_)

@@ -1,0 +1,246 @@
+"""The scheduler's view of the cluster: one lock over workers, jobs and measurements.
+
+ClusterState holds the lock and the round counters, and composes three concerns:
+
+- `WorkerRegistry` (workers.py): registered workers, liveness, capacity and topology;
+- `JobBook` (jobs.py): jobs and their attempts, from submission to the end of each attempt;
+- `Measurements` (measurements.py): what runs measured, and the throughputs the policy sees.
+
+It does what crosses them: a worker that registers, heartbeats or dies changes the
+attempts it runs. All mutation happens under `lock` (an RLock shared with `cv`), from
+gRPC handler threads and the round loop. Every decision that must survive a restart is
+written to the Store before the lock is released. Calls to workers (RunJob, KillJob) are
+never made under the lock: methods here return what to send (`Kill`) and the caller sends
+it. Nothing here speaks protobuf: the service translates.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..allocator import PolicyJobs
+from ..estimator import ThroughputEstimator
+from ..mechanism import Topology
+from ..pairs import PairTable
+from ..protocol.jobspec import JobSpec
+from .config import ClusterConfig
+from .jobs import FINISHED, Attempt, AttemptRef, DoneReport, JobBook, JobState
+from .measured import MeasuredTable
+from .measurements import MeasuredThroughputs, Measurements
+from .store import Store
+from .workers import Kill, WorkerRegistry, WorkerState
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Registration:
+    """A worker (re)joining: what it is, what it still runs, the ends it could not report yet."""
+
+    worker_id: str
+    address: str
+    gpu_type: str
+    gpus: int
+    running: list[AttemptRef] = field(default_factory=list)
+    pending: list[DoneReport] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class HeartbeatAnswer:
+    """What a worker learns from its heartbeat: attempts to stop, and its attempts' lease ends."""
+
+    kills: list[AttemptRef]
+    leases: list[tuple[AttemptRef, float]]    # (attempt, seconds left)
+
+
+class ClusterState:
+    def __init__(self, config: ClusterConfig, store: Store, table: MeasuredTable, secret: str,
+                 estimator: ThroughputEstimator | None = None):
+        self.config = config
+        self.store = store
+        self.table = table
+        self.secret = secret
+        self.worker_types = list(config.worker_types)
+        self.lock = threading.RLock()
+        self.cv = threading.Condition(self.lock)
+        self.registry = WorkerRegistry(self.worker_types, store)
+        self.workers: dict[str, WorkerState] = self.registry.workers
+        self.jobs: dict[int, JobState] = {}
+        self.throughputs = MeasuredThroughputs(table, estimator)
+        self.measurements = Measurements(self.jobs, self.throughputs, store)
+        self.book = JobBook(self.jobs, store, self.cv, self.measurements, config.max_failures,
+                            self.registry.is_alive, lambda: self.round_no)
+        self.allocation: tuple[list[tuple[int, ...]], np.ndarray] = ([], np.zeros((0, len(self.worker_types))))
+        self.started = time.monotonic()
+        self.round_no = int(store.get_meta("round", "0"))
+        self.stats = {k: int(store.get_meta(k, "0")) for k in ("renewals", "launches")}
+        self.wake = False                       # something the idle loop should react to
+
+    @property
+    def topology_version(self) -> int:
+        return self.registry.version
+
+    # ----- restore ------------------------------------------------------------------------
+    def restore(self) -> None:
+        """Jobs, measurements and still-running attempts from the store (after a restart)."""
+        self.book.restore_jobs()
+        self.measurements.restore()
+        self.book.restore_attempts()
+        if self.jobs:
+            live = sum(j.live is not None for j in self.jobs.values())
+            self.store.event("restart", jobs=len(self.jobs), live=live)
+            log.info("restored %d jobs (%d attempts still out) from %s", len(self.jobs), live, self.store.path)
+
+    # ----- jobs ---------------------------------------------------------------------------
+    def submit(self, specs: list[JobSpec]) -> list[int]:
+        with self.lock:
+            ids = self.book.add(specs, time.time())
+            self.wake = True
+            self.cv.notify_all()
+        return ids
+
+    def cancel(self, job_id: int) -> tuple[str, list[Kill]]:
+        with self.lock:
+            job = self.jobs.get(job_id)
+            if job is None:
+                raise KeyError(job_id)
+            if job.status in FINISHED:
+                return job.status, []
+            kills = self._kills_for(job.live) if job.live else []
+            self.book.finish(job, "cancelled")
+            return "cancelled", kills
+
+    def _kills_for(self, att: Attempt) -> list[Kill]:
+        """Stop att on each of its live workers that did not report its end yet."""
+        return [Kill(self.workers[wid], att.job_id, att.attempt) for wid in att.workers
+                if self.registry.is_alive(wid) and wid not in att.reports]
+
+    def report(self, rep: DoneReport) -> None:
+        with self.lock:
+            self.book.report(rep)
+
+    def _lose(self, att: Attempt, reason: str) -> None:
+        self.book.lose(att, reason)
+
+    def drain_finished(self) -> list[int]:
+        with self.lock:
+            return self.book.drain_finished()
+
+    # ----- workers ------------------------------------------------------------------------
+    def register(self, reg: Registration, make_stub) -> list[Kill]:
+        """A worker (re)joins: remember it, take its pending reports, stop attempts nobody owns.
+        `make_stub(address)` gives the (channel, stub) that reaches a new worker."""
+        with self.lock:
+            w = self.registry.join(reg.worker_id, reg.address, reg.gpu_type, reg.gpus, make_stub)
+            for rep in reg.pending:
+                self.book.report(rep)
+            kills = self._reconcile_running(w, reg.running, registering=True)
+            self.wake = True
+            self.cv.notify_all()
+            return kills
+
+    def heartbeat(self, worker_id: str, running: list[AttemptRef]) -> HeartbeatAnswer | None:
+        """None when the worker is unknown or was declared dead: it must register again."""
+        with self.lock:
+            w = self.registry.live(worker_id)
+            if w is None:
+                return None
+            w.last_seen = time.monotonic()
+            kills = self._reconcile_running(w, running, registering=False)
+            now = time.time()
+            leases = [(AttemptRef(att.job_id, att.attempt), att.lease_end - now)
+                      for att in (job.live for job in self.jobs.values())
+                      if att is not None and w.worker_id in att.workers and w.worker_id not in att.reports]
+            return HeartbeatAnswer([AttemptRef(k.job_id, k.attempt) for k in kills], leases)
+
+    def _reconcile_running(self, w: WorkerState, running, registering: bool) -> list[Kill]:
+        """Attempts a worker runs that are not live here are strays (e.g. declared lost): stop them.
+        On registration, live attempts the worker no longer runs (and did not report) are lost."""
+        kills = []
+        seen = set()
+        for ref in running:
+            seen.add((ref.job_id, ref.attempt))
+            job = self.jobs.get(ref.job_id)
+            att = job.live if job is not None else None
+            if att is None or att.attempt != ref.attempt or w.worker_id not in att.workers:
+                kills.append(Kill(w, ref.job_id, ref.attempt))
+        if registering:
+            for job in list(self.jobs.values()):
+                att = job.live
+                if att is not None and w.worker_id in att.workers and w.worker_id not in att.reports \
+                        and (att.job_id, att.attempt) not in seen:
+                    self.book.lose(att, f"worker {w.worker_id} does not run it")
+        return kills
+
+    def check_workers(self) -> list[Kill]:
+        """Declare dead the workers that missed their heartbeats; their attempts are lost."""
+        kills = []
+        with self.lock:
+            for w in self.registry.overdue(self.config.worker_timeout):
+                log.warning("worker %s (%s) missed its heartbeats: declared dead", w.worker_id, w.address)
+                kills += self.worker_lost(w, "heartbeat timeout")
+            grace_over = time.monotonic() - self.started > 2 * self.config.worker_timeout
+            for job in self.jobs.values():
+                att = job.live
+                if att is not None and att.restored and grace_over and not any(
+                        self.registry.is_alive(x) for x in att.workers):
+                    self.book.lose(att, "no worker claimed it after the restart")
+        return kills
+
+    def worker_lost(self, w: WorkerState, reason: str) -> list[Kill]:
+        with self.lock:
+            if not self.registry.leave(w, reason):
+                return []
+            kills = []
+            for job in self.jobs.values():
+                att = job.live
+                if att is not None and w.worker_id in att.workers:
+                    kills += self._kills_for(att)     # the other workers of a spread job
+                    self.book.lose(att, f"worker {w.worker_id} lost")
+            self.wake = True
+            self.cv.notify_all()
+            return [k for k in kills if k.worker is not w]
+
+    # ----- progress and measurements ----------------------------------------------------------
+    def progress(self, job: JobState, att: Attempt, steps: int, compute_seconds: float) -> None:
+        self.measurements.progress(job, att, steps, compute_seconds)
+
+    def attempt_started(self, att: Attempt) -> None:
+        """Lock held, att already live (see Measurements.attempt_started)."""
+        self.measurements.attempt_started(att)
+
+    # ----- the policy's input ------------------------------------------------------------------
+    def policy_jobs(self, jobs: list[int]) -> PolicyJobs:
+        """The policy's data about the known ones of `jobs` (JobSource of gavel_ng.allocator; lock held)."""
+        present = [m for m in jobs if m in self.jobs]
+        specs = [self.jobs[m].spec for m in present]
+        return PolicyJobs(present, np.array([s.scale_factor for s in specs], dtype=float),
+                          np.array([s.weight for s in specs], dtype=float),
+                          np.array([max(s.steps - self.jobs[m].steps_done, 0) for m, s in zip(present, specs)],
+                                   dtype=float),
+                          np.array([s.steps for s in specs], dtype=float),
+                          np.array([self.jobs[m].submitted for m in present], dtype=float),
+                          np.array([s.slo_s if s.slo_s is not None else math.inf for s in specs], dtype=float))
+
+    def view_isolated(self, ids: list[int]) -> np.ndarray:
+        """(jobs, worker types) steps/s the policy should believe (lock held)."""
+        return self.throughputs.isolated(ids, self.worker_types)
+
+    def view_pairs(self, ids: list[int], T: np.ndarray) -> PairTable:
+        return self.throughputs.pair_table(ids, self.worker_types, T)
+
+    # ----- topology ---------------------------------------------------------------------------
+    def capacity(self) -> np.ndarray:
+        with self.lock:
+            return self.registry.capacity()
+
+    def topology(self) -> tuple[Topology, list[tuple[str, int]], int]:
+        """Live workers as servers, GPUs numbered type by type; gpu_map[g] = (worker id, local GPU)."""
+        with self.lock:
+            return self.registry.topology()

@@ -1,0 +1,49 @@
+"""A cluster's status read from a scheduler's state directory, without the scheduler.
+
+`read_state_dir` answers with the same `ClusterStatus` a running scheduler sends
+(`SchedulerClient.status()`), so `gavel-ng status --state` formats both alike; it works
+while the scheduler runs, after it stopped or after it crashed.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from ..protocol.client import ClusterStatus, JobStatus, WorkerStatus, placement_label
+from .store import JobRow, StateReader
+
+
+def read_state_dir(state_dir: str | Path, now: float | None = None) -> ClusterStatus:
+    """Read a scheduler's state directory read-only, in one short read transaction.
+    Raises store.NotAStateDir when it holds no scheduler state."""
+    now = time.time() if now is None else now
+    with StateReader(state_dir) as rd, rd.snapshot():
+        info = rd.load_cluster_info()
+        jobs = rd.load_jobs()
+        running = rd.running_attempts()
+        workers = rd.load_workers()
+        alloc = rd.load_allocation()
+        measured = rd.load_throughputs()
+        meta = {k: int(rd.get_meta(k, "0")) for k in ("round", "renewals", "launches")}
+    live = {a.job_id: a for a in running}
+    types = info.worker_types if info is not None else alloc.worker_types if alloc is not None else \
+        list(dict.fromkeys(w.gpu_type for w in workers))
+    ws = [WorkerStatus(w.worker_id, w.address, w.gpu_type, w.gpus, w.alive, max(0.0, now - w.last_seen),
+                       tuple(sorted(a.job_id for a in running if any(x == w.worker_id for x, _ in a.placement))))
+          for w in workers]
+    js = [_job_status(j, placement_label(live[j.job_id].worker_type, live[j.job_id].placement)
+                      if j.job_id in live else "") for j in jobs]
+    shares = [] if alloc is None else [
+        (tuple(r), {w: x[k] for k, w in enumerate(alloc.worker_types)}) for r, x in zip(alloc.rows, alloc.shares)]
+    thr = {f"{t}|{sf}|{w}": v for t, sf, w, cons, v, _ in sorted(measured) if cons}
+    return ClusterStatus(ws, js, shares, list(types), info.policy if info is not None else "?", meta["round"],
+                         info.round_seconds if info is not None else 0.0, None, meta["renewals"], meta["launches"],
+                         thr, source=str(state_dir))
+
+
+def _job_status(r: JobRow, placement: str) -> JobStatus:
+    """A stored job: progress is its last checkpoint's (no live steps without the scheduler)."""
+    s = r.spec
+    return JobStatus(r.job_id, s.name, s.job_type, s.scale_factor, r.status, r.steps_done, s.steps, r.steps_done,
+                     r.attempts, r.renewals, placement)

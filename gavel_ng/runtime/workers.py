@@ -1,0 +1,115 @@
+"""The scheduler's workers: who registered, who is alive, and the topology the live ones form.
+
+`WorkerRegistry` knows nothing of jobs; ClusterState, which holds the lock, decides what a
+worker joining or leaving means for the attempts it runs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..mechanism import Topology
+from .store import Store
+
+
+@dataclass
+class WorkerState:
+    worker_id: str
+    address: str
+    gpu_type: str
+    gpus: int
+    order: int                     # registration order: keeps the topology stable
+    last_seen: float               # time.monotonic()
+    alive: bool = True
+    stub: object | None = None     # the link to its daemon (protocol.rpc.Stub of service "Worker")
+    channel: object | None = None
+
+
+@dataclass(frozen=True)
+class Kill:
+    """An order for a worker: stop its share of this attempt."""
+
+    worker: WorkerState
+    job_id: int
+    attempt: int
+
+
+class WorkerRegistry:
+    def __init__(self, worker_types: list[str], store: Store):
+        self.worker_types = list(worker_types)
+        self.store = store
+        self.workers: dict[str, WorkerState] = {}
+        self.version = 0               # grows whenever a worker joins or leaves: the topology changed
+
+    def join(self, worker_id: str, address: str, gpu_type: str, gpus: int,
+             connect: Callable[[str], tuple[object, object]]) -> WorkerState:
+        """A worker registers: new, back after it was declared dead, or at a new address (then
+        `connect(address)` gives the (channel, stub) to reach it); otherwise it is only seen."""
+        w = self.workers.get(worker_id)
+        if w is None or not w.alive or w.address != address:
+            order = w.order if w is not None else len(self.workers)
+            channel, stub = connect(address)
+            w = WorkerState(worker_id, address, gpu_type, gpus, order, time.monotonic(), stub=stub, channel=channel)
+            self.workers[worker_id] = w
+            self.version += 1
+            self.store.event("worker_up", worker_id=w.worker_id, address=w.address, gpu_type=w.gpu_type,
+                             gpus=w.gpus)
+        w.last_seen = time.monotonic()
+        self.store.upsert_worker(w.worker_id, w.address, w.gpu_type, w.gpus, time.time(), True)
+        return w
+
+    def live(self, worker_id: str) -> WorkerState | None:
+        w = self.workers.get(worker_id)
+        return w if w is not None and w.alive else None
+
+    def is_alive(self, worker_id: str) -> bool:
+        return self.live(worker_id) is not None
+
+    def leave(self, w: WorkerState, reason: str) -> bool:
+        """Declare a worker dead; False if it already was."""
+        if not w.alive:
+            return False
+        w.alive = False
+        self.version += 1
+        self.store.set_worker_alive(w.worker_id, False, time.time())
+        self.store.event("worker_down", worker_id=w.worker_id, reason=reason)
+        return True
+
+    def overdue(self, timeout: float) -> list[WorkerState]:
+        """Live workers not heard from for more than `timeout` seconds."""
+        now = time.monotonic()
+        return [w for w in self.workers.values() if w.alive and now - w.last_seen > timeout]
+
+    # ----- what the live workers form ----------------------------------------------------------
+    def capacity(self) -> np.ndarray:
+        cap = np.zeros(len(self.worker_types))
+        for w in self.workers.values():
+            if w.alive:
+                cap[self.worker_types.index(w.gpu_type)] += w.gpus
+        return cap
+
+    def topology(self) -> tuple[Topology, list[tuple[str, int]], int]:
+        """Live workers as servers, GPUs numbered type by type; gpu_map[g] = (worker id, local GPU)."""
+        types = self.worker_types
+        live = sorted((w for w in self.workers.values() if w.alive), key=lambda w: (types.index(w.gpu_type), w.order))
+        gpu_type, gpu_server, server_type, server_gpus, gpu_map = [], [], [], [], []
+        type_servers: list[list[int]] = [[] for _ in types]
+        for s, w in enumerate(live):
+            j = types.index(w.gpu_type)
+            first = len(gpu_type)
+            server_type.append(j)
+            server_gpus.append(np.arange(first, first + w.gpus, dtype=np.int64))
+            type_servers[j].append(s)
+            for local in range(w.gpus):
+                gpu_type.append(j)
+                gpu_server.append(s)
+                gpu_map.append((w.worker_id, local))
+        cap = np.bincount(np.array(gpu_type, dtype=np.int64), minlength=len(types)).astype(float)
+        topo = Topology(list(types), cap, np.array(gpu_type, dtype=np.int64), np.array(gpu_server, dtype=np.int64),
+                        np.array(server_type, dtype=np.int64), server_gpus,
+                        [np.array(t, dtype=np.int64) for t in type_servers])
+        return topo, gpu_map, self.version

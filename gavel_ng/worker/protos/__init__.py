@@ -1,1 +1,0 @@
-"""Protocol of the deployment runtime: gavel.proto and its committed message stubs (gavel_pb2)."""
