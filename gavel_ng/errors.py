@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 
 class InputError(ValueError):
     """Bad user input. The CLI prints it as one line and exits with status 2."""
@@ -17,3 +20,16 @@ def require(cond: bool, field: str, value: object, reason: str) -> None:
     """Raise InputError unless cond holds."""
     if not cond:
         raise InputError(field, value, reason)
+
+
+def read_json(path: str | Path, field: str):
+    """A JSON file's content; a missing file or bad JSON is an InputError naming `field` and the path."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise InputError(field, str(path), f"cannot read ({exc.strerror})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(field, str(path), f"not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
 import numpy as np
 
-from .errors import InputError, require
+from .errors import InputError, read_json, require
 from .policies.entities import DEFAULT_ENTITY_POLICY, Entity, entity_policies
 from .policies.scheduling_problem import SchedulingProblem
 
@@ -25,17 +24,7 @@ def load_problem(path: str | Path, space_sharing: bool = False,
     With `space_sharing`, jobs may share a GPU: pairs of built-in job types take their
     throughputs from the built-in profiles, other pairs from the file's "pairs" list;
     notes on jobs that can share with nobody are appended to `warnings`."""
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise InputError("--problem", str(path), f"cannot read file ({exc.strerror})") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError("--problem", str(path), f"not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") \
-            from None
-    return parse_problem(data, space_sharing, warnings)
+    return parse_problem(read_json(path, "--problem"), space_sharing, warnings)
 
 
 def parse_problem(data: object, space_sharing: bool = False,

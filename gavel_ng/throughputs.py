@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import InputError
+from .errors import InputError, read_json
 
 JobKey = tuple[str, int]
 UNCONSOLIDATED = "_unconsolidated"
@@ -115,16 +115,7 @@ class ThroughputTable:
     @classmethod
     def load(cls, path: str | Path) -> ThroughputTable:
         """Load a Gavel-format JSON file, with errors naming the file and entry."""
-        path = Path(path)
-        try:
-            text = path.read_text()
-        except OSError as exc:
-            raise InputError("--throughputs", str(path), f"cannot read file ({exc.strerror})") from None
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError("--throughputs", str(path), f"not JSON (line {exc.lineno}: {exc.msg})") from None
-        return cls.from_gavel_dict(data, source=path.name)
+        return cls.from_gavel_dict(read_json(path, "--throughputs"), source=Path(path).name)
 
     @classmethod
     def builtin(cls, name: str) -> ThroughputTable:

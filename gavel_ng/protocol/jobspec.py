@@ -9,13 +9,12 @@ with the scheduler (gavel_ng.runtime.config.validate_submission).
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from ..errors import InputError, require
+from ..errors import read_json, require
 from .protos import gavel_pb2 as pb
 
 SIZES = ("tiny", "full")
@@ -104,12 +103,7 @@ class JobSpec:
 def load_job_file(path: str | Path) -> list[JobSpec]:
     """A JSON job file: one job object, a list of them, or {"jobs": [...]}."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except OSError as exc:
-        raise InputError("JOBFILE", str(path), f"cannot read ({exc.strerror})") from None
-    except json.JSONDecodeError as exc:
-        raise InputError("JOBFILE", str(path), f"not JSON (line {exc.lineno}: {exc.msg})") from None
+    data = read_json(path, "JOBFILE")
     if isinstance(data, dict) and "jobs" in data:
         data = data["jobs"]
     items = data if isinstance(data, list) else [data]

@@ -8,11 +8,10 @@ exactly what to fix.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from ..errors import InputError, require
+from ..errors import InputError, read_json, require
 from ..protocol.jobspec import JobSpec, is_int, is_number
 from ..throughputs import BUILTIN_TABLES, ThroughputTable
 
@@ -78,12 +77,7 @@ class ClusterConfig:
     @classmethod
     def load(cls, path: str | Path) -> ClusterConfig:
         path = Path(path)
-        try:
-            data = json.loads(path.read_text())
-        except OSError as exc:
-            raise InputError("--cluster-config", str(path), f"cannot read ({exc.strerror})") from None
-        except json.JSONDecodeError as exc:
-            raise InputError("--cluster-config", str(path), f"not JSON (line {exc.lineno}: {exc.msg})") from None
+        data = read_json(path, "--cluster-config")
         require(isinstance(data, dict), "--cluster-config", str(path), "expected a JSON object")
         known = {f.name for f in fields(cls)}
         for key in data:
