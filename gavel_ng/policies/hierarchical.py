@@ -105,6 +105,10 @@ def hierarchical(p: Problem):
             lp.highs.changeCoeff(int(unit_rows[u]), n, -float(weights[u]))
         prev_weights = weights
         res = lp.run()
+        if not res.ok and rounds > 1:   # a warm primal re-solve can stall on degenerate bases: redo it cold
+            lp.highs.clearSolver()
+            lp.highs.setOptionValue("simplex_strategy", 1)
+            res = lp.run()
         if not res.ok:
             return finish(p, None, None, "highs-simplex (water filling)", res.status, start)
         # later rounds start primal feasible from this basis: primal simplex re-solves faster

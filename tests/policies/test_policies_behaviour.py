@@ -99,3 +99,21 @@ def test_fifo_prefers_earlier_jobs():
     inp = SchedulingProblem.build(["old", "new"], ["v100"], [1], [[5.0], [5.0]], time_since_arrival=[100, 1])
     x = g.solve(inp, "fifo").allocation.to_dict()
     assert x["old"]["v100"] == 1.0 and x["new"]["v100"] == 0.0
+
+
+def test_water_filling_recovers_when_a_warm_resolve_stalls():
+    """Hypothesis found this one: HiGHS's warm primal re-solve ends in status Unknown in a later
+    round; the round is redone cold instead of falling back to the isolated allocation."""
+    inp = SchedulingProblem.build(
+        [f"j{i}" for i in range(10)], ["w0", "w1"], [2, 8], [[0, 1]] * 5 + [[2, 1]] * 3 + [[1, 1]] * 2,
+        weights=[5, 5, 5, 2, 5, 1, 2, 5, 1, 1],
+        steps_remaining=[26032.92533171, 20971.88895248, 6711.33964553, 26858.64139803, 10503.22211159,
+                         32866.40472357, 29171.65221377, 21992.27347857, 54050.82434507, 2754.69722608],
+        steps_total=[51230.98030756, 95051.32326296, 14501.54531069, 94870.07976901, 31251.96205585,
+                     42390.31225236, 82787.48912266, 40978.99372328, 55004.40939854, 2853.15541298],
+        time_since_arrival=[7247.89940774, 5412.26855547, 2768.91204045, 1606.52008775, 9699.25413216,
+                            5160.68585548, 1158.65612471, 6234.89755538, 7766.83114342, 6130.03301053],
+        prices=[0.42834733, 2.59463553])
+    sol = g.solve(inp, "hierarchical")
+    sol.allocation.check()
+    assert sol.ok and not sol.warnings
