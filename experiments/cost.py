@@ -47,8 +47,10 @@ def make_trace(table, seed: int, path):
     return path
 
 
-def claims_for(label: str, df, measured: int) -> list:
-    """The paper's three numbers beside ours for one workload (means over seeds)."""
+def claims_for(label: str, df, measured: int, paper_late: bool = True) -> list:
+    """The paper's three numbers beside ours for one workload (means over seeds). The paper measured
+    SLO misses on its ResNet-50 / A3C workload only (`paper_late`); on another workload the share
+    missed is what its SLO draw and job types allow (see experiments/README.md, Cost)."""
     cost = {p: c.mean_of(df, "total_cost_usd", policy=p) for p in POLICIES}
     late = {p: c.mean_of(df, "slo_violation_fraction", policy=p) for p in POLICIES}
     dropped = {p: c.mean_of(df, "slo_dropped", policy=p) for p in POLICIES}
@@ -64,9 +66,11 @@ def claims_for(label: str, df, measured: int) -> list:
                 f"{c.fmt_x(cheaper['min_cost'])} cheaper (${cost['max_throughput']:,.0f} vs ${cost['min_cost']:,.0f})",
                 c.verdict(cheaper["min_cost"], 1.4),
                 f"seeds {seeds}; avg JCT {jct['max_throughput']:.1f} h vs {jct['min_cost']:.1f} h; {every}"),
-        c.Claim(f"cost ({label}): SLO violations under min cost", "~35 %", f"{100 * late['min_cost']:.0f} %",
-                "reproduced" if abs(late["min_cost"] - 0.35) <= 0.1 else
-                ("partly" if late["min_cost"] > 0.05 else "not reproduced"),
+        c.Claim(f"cost ({label}): SLO violations under min cost",
+                "~35 %" if paper_late else "not measured (~35 % is the ResNet-50 / A3C workload's)",
+                f"{100 * late['min_cost']:.0f} %",
+                ("reproduced" if abs(late["min_cost"] - 0.35) <= 0.1 else
+                 ("partly" if late["min_cost"] > 0.05 else "not reproduced")) if paper_late else "new result",
                 f"max throughput: {100 * late['max_throughput']:.0f} %"),
         c.Claim(f"cost ({label}): min cost with SLOs vs max throughput", "1.2x cheaper, 0 violations",
                 f"{c.fmt_x(cheaper['min_cost_slo'])} cheaper (${cost['min_cost_slo']:,.0f}), "
@@ -101,7 +105,8 @@ def main(argv=None) -> int:
     df_paper = df[df["trace"].notna() & (df["trace"].astype(str) != "")]
     df_cont = df[df["jobs_per_hour"].notna() & (df["jobs_per_hour"].astype(str) != "")]
     prices = ", ".join(f"{k} ${v:.2f}" for k, v in resolve_prices(["v100", "p100", "k80"]).items())
-    claims = claims_for("paper workload", df_paper, JOBS) + claims_for("continuous trace", df_cont, 300)
+    claims = claims_for("paper workload", df_paper, JOBS) + \
+        claims_for("continuous trace", df_cont, 300, paper_late=False)
     claims[0].note += f"; Poisson arrivals at {RATE} jobs/h; prices per GPU-hour: {prices}"
     # one bar per policy, mean and std over seeds (each seed has its own trace file)
     metrics = ["total_cost_usd", "slo_violation_fraction", "avg_jct_hours"]

@@ -2,8 +2,8 @@
 
 `PolicyAllocator.allocate(jobs, now)` builds the policy's input (a SchedulingProblem) from
 
-- a `JobSource`: the jobs' data by job id (scale factor, weight, steps, arrival, SLO): the
-  simulator's JobArrays, the scheduler service's ClusterState;
+- a `JobSource`: the jobs' data by job id (scale factor, weight, steps, arrival, SLO, rules,
+  entity): the simulator's JobArrays, the scheduler service's ClusterState;
 - a `ThroughputSource`: what the policy believes about throughputs, by job id and
   allocation column, alone and sharing a GPU: the oracle table
   (simulator.oracle.TableThroughputs), the online estimator
@@ -11,12 +11,14 @@
   real runs (runtime.measurements.MeasuredThroughputs);
 - the capacity: GPUs per worker type, fixed (a simulated cluster) or read at each solve (a
   real one, whose workers come and go);
+- the declared entities (`entities`, name -> policies.Entity: weight and inner policy), which
+  the hierarchical policy shares the cluster across and quotas are keyed by;
 
 and solves it in a PolicySession. Jobs that can run nowhere (no positive throughput on a
 column whose type has enough GPUs) are left out of the problem.
 
 Space sharing (`space_sharing`, a `NAME_packed` policy, or one declared with pairs such as
-gandiva): the source's pair table goes with the problem. Placement (`placement`): every
+gandiva): the source's pair table goes with the problem. Placement-sensitive (`placement_sensitive`): every
 worker type gets an `_unconsolidated` twin column on the same GPUs, where multi-GPU jobs
 run at their unconsolidated throughput (single-GPU jobs have none there).
 """
@@ -35,17 +37,18 @@ import numpy as np
 from .cluster import price_vector
 from .mechanism import AllocationRows
 from .pairs import PairTable
-from .policies import SchedulingProblem
+from .policies import Entity, SchedulingProblem
 from .policies.registry import needs_pairs, space_sharing_name
 from .policies.session import PolicySession
+from .rules.compile import RuleCompiler
 from .throughputs import UNCONSOLIDATED
 
 log = logging.getLogger(__name__)
 
 
-def allocation_columns(worker_types: list[str], placement: bool = False) -> list[str]:
-    """The allocation's columns: the worker types, then (placement) their `_unconsolidated` twins."""
-    return list(worker_types) + ([w + UNCONSOLIDATED for w in worker_types] if placement else [])
+def allocation_columns(worker_types: list[str], placement_sensitive: bool = False) -> list[str]:
+    """The allocation's columns: the worker types, then (placement-sensitive) their `_unconsolidated` twins."""
+    return list(worker_types) + ([w + UNCONSOLIDATED for w in worker_types] if placement_sensitive else [])
 
 
 @dataclass(frozen=True)
@@ -59,10 +62,15 @@ class PolicyJobs:
     steps_total: np.ndarray
     arrival: np.ndarray                # seconds, on the clock of allocate()'s `now`
     slo_s: np.ndarray                  # seconds after arrival; inf: none
+    rules: list | None = None          # per job: its JobRules or None (gavel_ng.rules); None: no job has any
+    entities: list | None = None       # per job: its entity's name or None (the default); None: no job has one
 
     def take(self, idx: np.ndarray) -> PolicyJobs:
-        return PolicyJobs([self.ids[i] for i in idx.tolist()], self.scale_factors[idx], self.weights[idx],
-                          self.steps_remaining[idx], self.steps_total[idx], self.arrival[idx], self.slo_s[idx])
+        pick = idx.tolist()
+        return PolicyJobs([self.ids[i] for i in pick], self.scale_factors[idx], self.weights[idx],
+                          self.steps_remaining[idx], self.steps_total[idx], self.arrival[idx], self.slo_s[idx],
+                          None if self.rules is None else [self.rules[i] for i in pick],
+                          None if self.entities is None else [self.entities[i] for i in pick])
 
 
 class JobSource(Protocol):
@@ -89,23 +97,25 @@ class PolicyAllocator:
     start: a warm solver keeps the capacity it started with). `prices`: $/GPU-hour per
     worker type (cluster.resolve_prices); the policy gets them when every type has one.
     `lock`: held while the sources are read (the scheduler service's state changes under
-    its gRPC threads); the solve runs outside it. `on_solve(jobs, capacity, rows, seconds)`
+    its gRPC threads); the solve runs outside it. `entities`: the declared entities (every job's
+    entity must be one, checked where jobs are loaded). `on_solve(jobs, capacity, rows, seconds)`
     sees every solve that had jobs."""
 
     def __init__(self, policy: str, worker_types: list[str], jobs: JobSource, throughputs: ThroughputSource,
                  capacity: np.ndarray | Callable[[], np.ndarray], *, prices: Mapping[str, float] | None = None,
-                 space_sharing: bool = False, placement: bool = False, warm: bool = True,
-                 lock: AbstractContextManager | None = None,
+                 space_sharing: bool = False, placement_sensitive: bool = False, warm: bool = True,
+                 lock: AbstractContextManager | None = None, rules: RuleCompiler | None = None,
+                 entities: Mapping[str, Entity] | None = None,
                  on_solve: Callable[[list[int], np.ndarray, AllocationRows, float], None] | None = None):
         name = space_sharing_name(policy, space_sharing)
         self.packed = needs_pairs(name)
         self.jobs = jobs
         self.throughputs = throughputs
         self.worker_types = list(worker_types)
-        self.placement = placement
+        self.placement_sensitive = placement_sensitive
         J = len(self.worker_types)
-        self.columns = allocation_columns(self.worker_types, placement)
-        self.pools = np.r_[np.arange(J), np.arange(J)] if placement else None
+        self.columns = allocation_columns(self.worker_types, placement_sensitive)
+        self.pools = np.r_[np.arange(J), np.arange(J)] if placement_sensitive else None
         prices = None if prices is None else price_vector(prices, self.worker_types)
         self.prices = prices if prices is None or self.pools is None else prices[self.pools]
         live = callable(capacity)
@@ -115,11 +125,13 @@ class PolicyAllocator:
             fixed = np.asarray(capacity, dtype=float)
             self._capacity = lambda: fixed
         self.lock = lock if lock is not None else nullcontext()
+        self.rules = rules                    # constraints and quotas (gavel_ng.rules), same in sim and runtime
+        self.entities = dict(entities or {})  # the hierarchical policy's entities, by name
         self.on_solve = on_solve
         self.warnings = 0                     # solves that came back with warnings (e.g. a solver fallback)
         # warm max-min LP only for single-job rows on plain columns, with fixed capacity and throughputs
         self.session = PolicySession(name, self.column_capacity(), warm=warm and not live and not self.packed
-                                     and not placement and throughputs.fixed)
+                                     and not placement_sensitive and throughputs.fixed)
         self.spec = self.session.spec
 
     @property
@@ -140,11 +152,22 @@ class PolicyAllocator:
         with self.lock:
             data = self.jobs.policy_jobs(jobs)
             T = self.throughputs.isolated(data.ids, self.columns)
+            job_rules = data.rules if data.rules is not None else [None] * len(data.ids)
+            entities = data.entities if data.entities is not None else [None] * len(data.ids)
+            ruled = self.rules is not None and self.rules.active(job_rules)
+            if ruled:   # worker types a job may not use, preferences (rules.compile); infeasible jobs left out
+                T, _ = self.rules.compile(job_rules, data.ids, data.scale_factors, T, cap, self.columns, self.pools,
+                                          entities, strict=False)
             sf = np.asarray(data.scale_factors, dtype=float)
             runnable = ((T > 0) & (sf[:, None] <= cap[None, :])).any(axis=1)
             if not runnable.all():
                 keep = np.flatnonzero(runnable)
                 data, T = data.take(keep), T[keep]
+                job_rules = [job_rules[i] for i in keep.tolist()]
+                entities = [entities[i] for i in keep.tolist()]
+            limits = self.rules.limits(job_rules, entities, self.columns,
+                                       np.arange(len(self.columns)) if self.pools is None else self.pools) \
+                if ruled and data.ids else None
             pairs = self.throughputs.pair_table(data.ids, self.columns, T) if self.packed and data.ids else None
         ids = data.ids
         if not ids:
@@ -154,7 +177,7 @@ class PolicyAllocator:
             [str(m) for m in ids], self.columns, cap, T, scale_factors=data.scale_factors, weights=data.weights,
             steps_remaining=data.steps_remaining, steps_total=data.steps_total,
             time_since_arrival=np.maximum(0.0, now - data.arrival), slo_s=data.slo_s, prices=self.prices,
-            pairs=pairs, pools=self.pools)
+            pairs=pairs, pools=self.pools, limits=limits, entities=entities, entity_specs=self.entities)
         sol = self.session.solve(problem)
         if sol.warnings:   # each already logged where it arose (repeats collapsed, see gavel_ng.logs)
             self.warnings += 1

@@ -7,14 +7,16 @@ from pathlib import Path
 
 import numpy as np
 
+from .cluster import Cluster
 from .errors import InputError, read_json, require
-from .policies.entities import DEFAULT_ENTITY_POLICY, Entity, entity_policies
+from .policies.entities import parse_entities
 from .policies.scheduling_problem import SchedulingProblem
+from .rules import ClusterRules, JobRules, RuleCompiler, check_entity, parse_job_rules, simulated_servers
 
-TOP_FIELDS = {"policy", "cluster", "jobs", "entities", "prices", "pairs"}
+TOP_FIELDS = {"policy", "cluster", "jobs", "entities", "prices", "pairs", "rules", "gpus_per_server"}
 PAIR_FIELDS = {"jobs", "throughputs"}
 JOB_FIELDS = {"id", "throughputs", "job_type", "scale_factor", "weight", "steps_remaining", "steps_total",
-              "time_since_arrival_s", "slo_s", "entity"}
+              "time_since_arrival_s", "slo_s", "entity", *JobRules.FIELDS}
 
 
 def load_problem(path: str | Path, space_sharing: bool = False,
@@ -42,9 +44,9 @@ def parse_problem(data: object, space_sharing: bool = False,
     workers = list(cluster)
     jobs = data.get("jobs")
     require(isinstance(jobs, list) and jobs, "jobs", jobs, "must be a non-empty list")
-    entity_specs = _entities(data.get("entities"))
+    entity_specs = parse_entities(data.get("entities"))
     prices = _prices(data.get("prices"), workers)
-    cols: dict[str, list] = {k: [] for k in ("ids", "T", "sf", "w", "R", "S", "t", "slo", "entity", "key")}
+    cols: dict[str, list] = {k: [] for k in ("ids", "T", "sf", "w", "R", "S", "t", "slo", "entity", "key", "rules")}
     for i, job in enumerate(jobs):
         _job(job, i, workers, entity_specs, cols)
     entries = _pair_entries(data.get("pairs"), cols, workers)
@@ -54,11 +56,26 @@ def parse_problem(data: object, space_sharing: bool = False,
         pairs = _pair_table(cols, workers, entries, warnings)
     elif entries:
         warnings.append("'pairs' is ignored without space sharing (--space-sharing)")
-    return SchedulingProblem.build(
+    problem = SchedulingProblem.build(
         cols["ids"], workers, [cluster[w] for w in workers], cols["T"], scale_factors=cols["sf"],
         weights=cols["w"], steps_remaining=cols["R"], steps_total=cols["S"], time_since_arrival=cols["t"],
         slo_s=cols["slo"], entities=cols["entity"], entity_specs=entity_specs, prices=prices, pairs=pairs,
-    ), policy
+    )
+    return _with_rules(problem, data, cluster, cols["rules"]), policy
+
+
+def _with_rules(problem: SchedulingProblem, data: dict, cluster: dict, job_rules: list):
+    """Quotas and job rules compiled in (gavel_ng.rules); servers as a simulated cluster lays them out
+    (`gpus_per_server`, default up to 4, the first N of a type carrying `rules.server_labels`)."""
+    rules = ClusterRules.from_dict(data.get("rules"), "rules")
+    rules.check_types(list(cluster), "rules")
+    rules.check_entities(problem.entity_specs, "rules")
+    if rules.empty and not any(job_rules):
+        return problem
+    per = data.get("gpus_per_server") or {}
+    require(isinstance(per, dict), "gpus_per_server", per, "must map worker type -> GPUs per server")
+    layout = Cluster(dict(cluster), gpus_per_server=dict(per))
+    return RuleCompiler(rules, simulated_servers(layout.gpus, layout.server_size, rules)).apply(problem, job_rules)
 
 
 def _pair_entries(raw: object, cols: dict, workers: list[str]) -> list[tuple[int, int, dict]]:
@@ -169,10 +186,13 @@ def _job(job: object, i: int, workers: list[str], entity_specs: dict, cols: dict
     slo = job.get("slo_s")
     require(slo is None or (_is_num(slo) and slo > 0), f"{f}.slo_s", slo, "must be a positive number of seconds")
     ent = job.get("entity")
-    require(ent is None or ent in entity_specs, f"{f}.entity", ent, "not declared under 'entities'")
+    check_entity(ent, entity_specs, f"{f}.entity")
+    rules = parse_job_rules(job, f)
+    if rules is not None:
+        rules = rules.with_type_names(workers, f"{f}.allowed_types")
     for key, value in (("ids", jid), ("T", [float(thr.get(w, 0.0)) for w in workers]), ("sf", sf),
                        ("w", weight), ("R", R), ("S", S), ("t", t), ("slo", math.inf if slo is None else slo),
-                       ("entity", ent), ("key", job_key)):
+                       ("entity", ent), ("key", job_key), ("rules", rules)):
         cols[key].append(value)
 
 
@@ -189,22 +209,6 @@ def _builtin_throughputs(job_type: object, sf: int, workers: list[str], field: s
     require((job_type, sf) in table.isolated[workers[0]], field, job_type,
             f"not a built-in job type at scale factor {sf}; see `gavel-ng profiles list`")
     return {w: table.get((job_type, sf), w) for w in workers}
-
-
-def _entities(raw: object) -> dict[str, Entity]:
-    if raw is None:
-        return {}
-    require(isinstance(raw, dict), "entities", raw, "must be an object of name: {weight, policy}")
-    out = {}
-    for name, spec in raw.items():
-        require(isinstance(spec, dict), f"entities.{name}", spec, "must be an object")
-        w = spec.get("weight", 1.0)
-        require(_is_num(w) and w > 0, f"entities.{name}.weight", w, "must be a positive number")
-        pol = spec.get("policy", DEFAULT_ENTITY_POLICY)
-        require(pol in entity_policies(), f"entities.{name}.policy", pol,
-                f"must be one of {', '.join(entity_policies())}")
-        out[name] = Entity(float(w), pol)
-    return out
 
 
 def _prices(raw: object, workers: list[str]):

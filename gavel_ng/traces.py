@@ -38,6 +38,7 @@ class Trace:
     steps: np.ndarray = field(default_factory=lambda: np.zeros(0))
     slo_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
     arrivals: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    rules: list = field(default_factory=list)   # per job JobRules or None (gavel_ng.rules); empty: none at all
 
     def __len__(self) -> int:
         return len(self.job_types)
@@ -49,10 +50,17 @@ class Trace:
         self.steps = np.concatenate([self.steps, other.steps])
         self.slo_s = np.concatenate([self.slo_s, other.slo_s])
         self.arrivals = np.concatenate([self.arrivals, other.arrivals])
+        if self.rules or other.rules:
+            n = len(self) - len(other)
+            self.rules = (self.rules or [None] * n) + (other.rules or [None] * len(other))
+
+    def rules_of(self, i: int):
+        """Job i's JobRules, or None."""
+        return self.rules[i] if self.rules else None
 
     def jobs(self) -> list[Job]:
         return [Job(str(i), t, int(sf), float(w), float(s), float(s), float(a),
-                    None if not math.isfinite(slo) else float(slo))
+                    None if not math.isfinite(slo) else float(slo), getattr(self.rules_of(i), "entity", None))
                 for i, (t, sf, w, s, slo, a) in enumerate(zip(self.job_types, self.scale_factors, self.weights,
                                                              self.steps, self.slo_s, self.arrivals))]
 
@@ -67,20 +75,25 @@ class Trace:
 
 # ----- the Gavel trace format --------------------------------------------------------------
 def read_trace(path: str | Path) -> Trace:
-    """Read a Gavel trace: 10 tab-separated columns a line; errors name the line."""
+    """Read a Gavel trace: 10 tab-separated columns a line, and an optional 11th holding the job's
+    rules as a JSON object (gavel_ng.rules, e.g. {"entity": "a", "anti_affinity": ["big"]}); errors name
+    the line."""
     path = Path(path)
     try:
         lines = path.read_text().splitlines()
     except OSError as exc:
         raise InputError("--trace", str(path), f"cannot read file ({exc.strerror})") from None
     cols: list[list] = [[] for _ in range(6)]
+    rules: list = []
     for n, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         parts = line.rstrip("\n").split("\t")
         where = f"{path.name} line {n}"
-        if len(parts) != NUM_COLUMNS:
-            raise InputError(where, line[:80], f"expected {NUM_COLUMNS} tab-separated columns, got {len(parts)}")
+        if len(parts) not in (NUM_COLUMNS, NUM_COLUMNS + 1):
+            raise InputError(where, line[:80], f"expected {NUM_COLUMNS} tab-separated columns (and optionally "
+                                               f"an 11th, the job's rules), got {len(parts)}")
+        rules.append(_rules_column(parts[NUM_COLUMNS], f"{where} rules") if len(parts) > NUM_COLUMNS else None)
         job_type = parts[0].strip()
         if not job_type:
             raise InputError(where, parts[0], "empty job type")
@@ -100,18 +113,43 @@ def read_trace(path: str | Path) -> Trace:
     if not cols[0]:
         raise InputError("--trace", str(path), "no jobs in trace")
     return Trace(cols[0], np.array(cols[1], dtype=np.int64), np.array(cols[2], float), np.array(cols[3], float),
-                 np.array(cols[4], float), np.array(cols[5], float))
+                 np.array(cols[4], float), np.array(cols[5], float), rules if any(r is not None for r in rules) else [])
+
+
+def _rules_column(text: str, where: str):
+    import json
+
+    from .rules.model import parse_job_rules
+
+    if not text.strip():
+        return None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(where, text[:80], f"not a JSON object ({exc.msg})") from None
+    if not isinstance(data, dict):
+        raise InputError(where, text[:80], "must be a JSON object of rule fields")
+    from .rules.model import JobRules
+
+    for key in data:
+        if key not in JobRules.FIELDS:
+            raise InputError(f"{where}.{key}", data[key], f"unknown rule; known: {', '.join(JobRules.FIELDS)}")
+    return parse_job_rules(data, where)
 
 
 def write_trace(trace: Trace, path: str | Path) -> None:
     """Write the Gavel format. Command and working directory are placeholders we can run."""
+    import json
+
     out = []
-    for t, sf, w, s, slo, a in zip(trace.job_types, trace.scale_factors, trace.weights, trace.steps,
-                                   trace.slo_s, trace.arrivals):
+    for i, (t, sf, w, s, slo, a) in enumerate(zip(trace.job_types, trace.scale_factors, trace.weights, trace.steps,
+                                                  trace.slo_s, trace.arrivals)):
         cmd = f"gavel-ng-workload --job-type '{t}'"
         slo_text = "-1" if not math.isfinite(slo) else repr(float(slo))
         out.append("\t".join([t, cmd, ".", "--num_steps", "0", repr(int(round(s))) if s == int(s) else repr(float(s)),
-                              str(int(sf)), _num_text(w), slo_text, repr(float(a))]))
+                              str(int(sf)), _num_text(w), slo_text, repr(float(a))]
+                            + ([json.dumps(trace.rules[i].to_dict() if trace.rules[i] else {})]
+                               if trace.rules else [])))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(out) + "\n")

@@ -8,6 +8,15 @@ build included) and its peak RSS (resource.getrusage: the interpreter and import
 included, about 100 MB). Instances are solver_bench.instances.random_problem with the
 table's pair throughputs; `hierarchical` gets 5 entities. Prints medians over seeds
 with the issue's targets beside them and writes space_sharing.csv and space_sharing.png.
+
+`hierarchical` at 2,048 jobs (issue 17: at most 5 s), measured on this 2-core machine while
+other work shared it (load 3), `python -m solver_bench.bench_space_sharing --sizes 512,2048
+--seeds 1`: 170 s at first (a cold dual simplex of 31k+ iterations), then 3.1-3.9 s, but with
+FIFO entities taking all spare capacity (entity shares 9.2, 214, 28, 203, 46 at 512 jobs).
+Since FIFO entities keep to their weight (shares 31.2, 62.4, 93.6, 124.9, 156.1: proportional
+to the weights 1-5) the water filling takes ~60 true rounds at 2,048 jobs (24 at 512): 2.2 s at
+512 and 13.4 s at 2,048 (9-11 s in separate runs of seeds 0 and 1): MISSES the 5 s target.
+How: gavel_ng/policies/hierarchical.py's docstring.
 """
 
 from __future__ import annotations
@@ -100,7 +109,7 @@ def main(argv: list[str] | None = None) -> None:
         return "meets" if ok else "MISSES"
 
     print("\ntargets (medians over seeds):")
-    checks = [("las", 1024, True, 5.0), ("las", 2048, True, 20.0), ("hierarchical", 1024, True, 60.0),
+    checks = [("las", 1024, True, 5.0), ("las", 2048, True, 20.0), ("hierarchical", 2048, True, 5.0),
               ("las", args.plain_las_jobs, False, 1.0)]
     for policy, n, ss, target in checks:
         s = median(policy, n, ss)

@@ -1,7 +1,9 @@
-"""`gavel-ng policies`: every registered policy with its objective in one line."""
+"""`gavel-ng policies`: every registered policy with its objective in one line, then the
+elastic simulator's (adaptive jobs: `simulate --workload pollux`)."""
 
 from __future__ import annotations
 
+from ..elastic.registry import ELASTIC_POLICIES
 from ..policies import aliases, get_policy, list_policies
 
 
@@ -16,6 +18,9 @@ def run(args) -> int:
     width = max(len(n) for n in names)
     for name in names:
         print(f"{name:<{width}}  {get_policy(name).summary}")
+    print("\nElastic workloads (simulate/sweep --workload pollux, or a Pollux .csv trace):")
+    for name, spec in ELASTIC_POLICIES.items():
+        print(f"  {name:<{width}}  {spec.objective}")
     print("\nGavel prototype names:")
     for alias, target in sorted(aliases().items()):
         print(f"  {alias} -> {target}")

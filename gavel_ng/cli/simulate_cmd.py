@@ -7,12 +7,15 @@ import json
 from pathlib import Path
 
 from ..cluster import Cluster
-from ..errors import InputError
+from ..elastic.registry import is_elastic_policy
+from ..errors import InputError, read_json
 from ..logs import format_warnings
 from ..policies import get_policy
+from ..policies.entities import parse_entities
 from ..policies.plugins import add_flag as add_plugin_flag
 from ..policies.plugins import load_plugins
 from ..profiles.table_io import resolve_table
+from ..rules import ClusterRules
 from .elastic_cmd import add_flags as add_elastic_flags
 from .elastic_cmd import run as run_elastic
 from .elastic_cmd import wants_elastic
@@ -39,13 +42,20 @@ def add_parser(sub) -> None:
     src.add_argument("--trace", metavar="FILE", help="a Gavel trace file (10 tab-separated columns), or a Pollux "
                                                      "workload .csv (name,time,application,num_replicas,batch_size)")
     add_elastic_flags(p, src)
+    p.add_argument("--rules", metavar="FILE", help="cluster rules as JSON: quotas, one_distributed_per_server, "
+                   "server_labels, admission (README, 'Constraints and admission'); jobs' own rules are a "
+                   "trace's optional 11th column")
+    p.add_argument("--entities", metavar="FILE", help="the entities jobs belong to, as JSON {name: {weight, policy}}: "
+                   "what the hierarchical policy shares across and quotas are keyed by; a job's entity is its "
+                   "trace rules' \"entity\"")
     p.add_argument("--multi-gpu", action="store_true", help="generated jobs ask for 1/2/4/8 GPUs (70/10/15/5 %%)")
     p.add_argument("--priorities", action="store_true", help="generated jobs: 20 %% get weight 5")
     p.add_argument("--slos", action="store_true", help="generated jobs get SLOs of 1.2x, 2x or 10x their duration")
     p.add_argument("--window", help="job ids START:END whose JCTs are measured (continuous default 4000:5000; "
                                     "otherwise all jobs)")
     p.add_argument("--seed", type=int, default=0, help="seed of the generated trace and of random choices")
-    p.add_argument("--round-seconds", type=float, default=360.0, help="round length (default 360)")
+    p.add_argument("--round-seconds", type=float, help="round length (default 360; elastic workloads: each policy's "
+                   "own, 60 s for goodput, goodput_agnostic, pollux and tiresias)")
     p.add_argument("--throughputs", metavar="TABLE",
                    help="throughput table: gavel-osdi20 (Gavel's measured K80/P100/V100 table), a Gavel-format "
                         ".json file or a .csv as `gavel-ng profiles export` writes it (default: the built-in "
@@ -63,7 +73,7 @@ def add_parser(sub) -> None:
     p.add_argument("--space-sharing", action="store_true",
                    help="jobs of equal scale factor may share GPUs: solve POLICY_packed with the table's pair "
                         "throughputs (any *_packed policy and gandiva always do)")
-    p.add_argument("--placement", action="store_true",
+    p.add_argument("--placement-sensitive", "--placement", action="store_true", dest="placement_sensitive",
                    help="placement-sensitive policy: every type gets a TYPE_unconsolidated twin (multi-GPU jobs "
                         "spread over servers, at the table's unconsolidated throughput) on the same GPUs. Off by "
                         "default: it changes nothing for single-GPU traces, and without it a job that ends up "
@@ -97,6 +107,8 @@ def run(args) -> int:
         return run_elastic(args)
     policies = list(dict.fromkeys(p.strip() for p in args.policy.split(",") if p.strip())) or ["las"]
     for name in policies:
+        if is_elastic_policy(name):
+            raise InputError("--policy", name, "runs adaptive jobs: give --workload pollux or a Pollux .csv --trace")
         get_policy(name)   # an unknown name (a forgotten --plugin?) fails before any work
     if args.gpus_per_server < 1:
         raise InputError("--gpus-per-server", args.gpus_per_server, "must be at least 1")
@@ -105,6 +117,8 @@ def run(args) -> int:
     window = parse_window(args.window)
     if args.static is not None and args.static < 1:
         raise InputError("--static", args.static, "must be at least 1 job")
+    if args.round_seconds is None:
+        args.round_seconds = 360.0
     if args.round_seconds <= 0:
         raise InputError("--round-seconds", args.round_seconds, "must be positive")
     spec = TraceSpec(args.jobs_per_hour, args.multi_gpu, args.priorities, args.slos, args.seed)
@@ -119,9 +133,13 @@ def run(args) -> int:
                        ideal=args.ideal, gavel_compat=args.gavel_compat, warm_start=not args.cold_solves,
                        seed=args.seed, max_sim_seconds=None if args.max_hours is None else args.max_hours * 3600,
                        max_active_jobs=args.max_active_jobs, reset_ledger=args.ledger == "reset",
-                       space_sharing=args.space_sharing, placement=args.placement,
+                       space_sharing=args.space_sharing, placement_sensitive=args.placement_sensitive,
                        estimate_throughputs=args.estimate_throughputs, profile_fraction=args.profile_fraction,
-                       reference_jobs=args.reference_jobs)
+                       reference_jobs=args.reference_jobs,
+                       rules=None if not args.rules else ClusterRules.from_dict(read_json(args.rules, "--rules"),
+                                                                                "--rules"),
+                       entities={} if not args.entities else parse_entities(read_json(args.entities, "--entities"),
+                                                                            "--entities"))
     results = []
     for name in policies:   # the same trace for each (a generator draws the same jobs again)
         with SimulationProgress(name if len(policies) > 1 else "", enabled=not args.json) as progress:
@@ -179,6 +197,9 @@ def _text(s: dict) -> str:
     if s.get("estimated_throughputs"):
         lines.insert(1, f"estimated          throughputs from the estimator ({s['estimator_measurements']} "
                         f"measurements, {s['estimator_rejected']} rejected)")
+    if s.get("refusals"):   # admission control (gavel_ng.rules)
+        lines.insert(2, f"refused            {s['refused']} of the measured jobs by admission ("
+                        + ", ".join(f"{k}: {v}" for k, v in s["refusals"].items()) + " in the run)")
     if s["unstable"]:
         lines.append(f"UNSTABLE: {s['unstable_reason']}")
     if s.get("warnings"):

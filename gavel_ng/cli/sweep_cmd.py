@@ -7,6 +7,7 @@ import sys
 import time
 from pathlib import Path
 
+from ..elastic.registry import is_elastic_policy
 from ..errors import InputError
 from ..policies import get_policy
 from ..policies.plugins import add_flag as add_plugin_flag
@@ -66,8 +67,12 @@ def axes_from_args(args) -> tuple[dict[str, list], dict]:
         sep = LIST_SEP.get(name, ",")
         values = [parse_value(name, t) for text in texts for t in text.split(sep) if t.strip() or name != "cluster"]
         axes[name] = list(dict.fromkeys(values))
-    if not any(k in axes or k in base for k in ("jobs_per_hour", "static", "trace")):
-        raise InputError("sweep", "trace", "give --jobs-per-hour LIST, --static N or --trace FILE")
+    if not any(k in axes or k in base for k in ("jobs_per_hour", "static", "trace", "workload")):
+        raise InputError("sweep", "trace", "give --jobs-per-hour LIST, --static N, --trace FILE or --workload pollux")
+    elastic = "workload" in axes or "workload" in base or any(
+        str(t).lower().endswith(".csv") for t in axes.get("trace", []) + [base.get("trace")])
+    if elastic and "round_seconds" not in axes and "round_seconds" not in base:
+        base["round_seconds"] = None   # as simulate --workload: each policy's own interval
     return axes, base
 
 
@@ -77,7 +82,7 @@ def run(args) -> int:
     plugins = load_plugins(args.plugin)
     axes, base = axes_from_args(args)
     points = expand(axes, base)
-    for name in dict.fromkeys(p.policy for p in points):
+    for name in dict.fromkeys(p.policy for p in points if not p.elastic or not is_elastic_policy(p.policy)):
         get_policy(name)   # an unknown name (a forgotten --plugin?) fails before any point runs
     store = ResultsStore(args.results)
     if args.dry_run:

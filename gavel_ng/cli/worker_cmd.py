@@ -15,6 +15,8 @@ def add_parser(sub) -> None:
     p.add_argument("--scheduler", required=True, metavar="HOST:PORT")
     p.add_argument("--gpu-type", required=True, help="worker type of this server's GPUs (e.g. v100)")
     p.add_argument("--gpus", type=int, required=True, help="number of GPUs to offer")
+    p.add_argument("--label", action="append", default=[], metavar="LABEL",
+                   help="a label of this server (repeatable, e.g. --label nvlink): jobs that require it may run here")
     p.add_argument("--gpu-ids", metavar="LIST", help="physical GPU ids, comma-separated (default 0..GPUS-1)")
     p.add_argument("--port", type=int, default=0, help="port of the worker service (default: any free port)")
     p.add_argument("--bind", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
@@ -49,7 +51,7 @@ def run(args) -> int:
     security = Security(read_token(args.token_file), args.tls_cert, args.tls_key, args.tls_ca)
     daemon = WorkerDaemon(args.scheduler, args.gpu_type, args.gpus, security, bind=args.bind, port=args.port,
                           advertise=args.advertise, gpu_ids=gpu_ids, work_dir=args.work_dir,
-                          standby=args.standby)
+                          standby=args.standby, labels=args.label)
     daemon.start()
     print(f"worker {daemon.worker_id} listening on {args.bind}:{daemon.port}", flush=True)
     _stop_on_signals(daemon.stop_event)

@@ -10,6 +10,9 @@
   the exact vectorized best-batch search per configuration.
 * `workload`: the ``pollux`` workload (Table 1 mix, 160 jobs in 8 hours) and a reader
   and writer for the Pollux artifact's workload CSVs.
+* `registry`: the elastic simulator's policies and their declared properties;
+  `policy` (goodput LP), `tiresias` and `pollux` (per-round planners on `rounds`);
+  `simulate` runs them, `compare` runs a workload under any policy.
 
 See docs/elastic.md.
 """
@@ -39,6 +42,7 @@ from .goodput import (
 from .workload import (
                          POLLUX_APPLICATIONS,
                          ElasticTrace,
+                         cap_tuned_gpus,
                          fixed_job_table,
                          pollux_workload,
                          read_pollux_csv,
@@ -48,6 +52,6 @@ from .workload import (
 
 __all__ = ["FAMILIES", "LR_SCALING_RULES", "POLLUX_APPLICATIONS", "SIZE_CLASSES", "AdaptiveSpec", "ConfigTable",
            "ElasticFamily", "ElasticTrace", "PhiCurve", "ThroughputParams", "best_goodput", "best_goodput_many",
-           "configuration_table", "efficiency", "fixed_job_table", "get_family", "goodput", "pollux_workload",
-           "progress_after", "progress_per_step", "read_pollux_csv", "seconds_to_progress", "speedup",
-           "throughput_params", "tuned_configurations", "write_pollux_csv"]
+           "cap_tuned_gpus", "configuration_table", "efficiency", "fixed_job_table", "get_family", "goodput",
+           "pollux_workload", "progress_after", "progress_per_step", "read_pollux_csv", "seconds_to_progress",
+           "speedup", "throughput_params", "tuned_configurations", "write_pollux_csv"]

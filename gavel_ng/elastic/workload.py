@@ -217,6 +217,40 @@ def pollux_workload(num_jobs: int = POLLUX_JOBS, hours: float = POLLUX_HOURS, se
     return _build(names, np.round(times), apps, gpus, batches, worker_type, gpus_per_server, network_gbps)
 
 
+def cap_tuned_gpus(etrace: ElasticTrace, max_gpus: int, worker_type: str = REFERENCE_WORKER,
+                   gpus_per_server: int = POLLUX_GPUS_PER_SERVER,
+                   network_gbps: float = POLLUX_NETWORK_GBPS) -> ElasticTrace:
+    """The same jobs with no tuned GPU count above ``max_gpus``.
+
+    A fixed job runs on GPUs of one type, so on a cluster whose largest type has fewer
+    GPUs than a job's tuned count (48 on 4-GPU T4 servers; a 64-GPU cluster of three
+    types) it could never start. Each wider job gets the widest valid tuned
+    configuration of its task that fits (`tuned_configurations`), else the widest count
+    of `TUNED_GPU_COUNTS` that fits at its own batch; the fixed-job fields are rebuilt,
+    adaptivity and work are kept. Jobs that fit are unchanged.
+    """
+    if not (isinstance(max_gpus, (int, np.integer)) and max_gpus >= 1):
+        raise InputError("max_gpus", max_gpus, "must be an integer >= 1")
+    gpus = etrace.gpus.astype(np.int64).copy()
+    batches = etrace.batch_sizes.astype(np.int64).copy()
+    wide = np.flatnonzero(gpus > max_gpus)
+    if not len(wide):
+        return etrace
+    for m in wide.tolist():
+        app = etrace.applications[m]
+        fits = [c for c in tuned_configurations(app, worker_type, gpus_per_server, network_gbps) if c[0] <= max_gpus]
+        if fits:
+            gpus[m], batches[m] = fits[-1][0], fits[-1][1]
+        else:
+            gpus[m] = max(c for c in TUNED_GPU_COUNTS if c <= max_gpus)
+            batches[m] = max(int(batches[m]), int(gpus[m]))
+    out = _build(etrace.names, etrace.trace.arrivals, etrace.applications, gpus, batches, worker_type,
+                 gpus_per_server, network_gbps)
+    out.specs = list(etrace.specs)
+    out.work = etrace.work.copy()
+    return out
+
+
 # ----- the artifact's CSV format ---------------------------------------------------------
 def read_pollux_csv(path: str | Path, worker_type: str = REFERENCE_WORKER,
                     gpus_per_server: int = POLLUX_GPUS_PER_SERVER,

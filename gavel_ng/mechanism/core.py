@@ -9,12 +9,13 @@ go moves it onto the new GPUs (`set_topology`) and saves and restores its memory
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from itertools import repeat
 
 import numpy as np
 
 from .placement import Placer
-from .priorities import global_order, per_type_order, priorities
+from .priorities import entry_priorities, per_type_order, priorities, rank_entries
 from .selection import backfill, greedy_select
 from .topology import Topology
 
@@ -45,6 +46,12 @@ class MechanismConfig:
         """The paper's literal ledger: everything restarts from zero at each reset event."""
         return cls(carry_over=0.0, decay=1.0, seed=seed)
 
+    def for_policy(self, spec) -> MechanismConfig:
+        """This config as the policy `spec` (a registry PolicySpec) needs it: one declared
+        `idle_aware` (cost policies leave GPUs idle on purpose) gets wall-clock priorities, so that
+        the types it paid for are what its jobs run on. The simulator and the runtime both call it."""
+        return replace(self, idle_aware=True) if getattr(spec, "idle_aware", False) else self
+
 
 @dataclass
 class AllocationRows:
@@ -64,12 +71,14 @@ class Ledger:
     rows: list[tuple[int, ...]]
     received: np.ndarray                # (K, J)
     totals: np.ndarray | None = None    # (J,)
+    elapsed: float = 0.0                # wall-clock seconds, decayed alike (what idle-aware priorities divide by)
 
     def without_jobs(self, jobs) -> Ledger:
         """The rows none of whose jobs is in `jobs` (e.g. finished ones)."""
         gone = set(jobs)
         keep = [k for k, r in enumerate(self.rows) if not gone.intersection(r)]
-        return Ledger([self.rows[k] for k in keep], np.asarray(self.received, dtype=float)[keep], self.totals)
+        return Ledger([self.rows[k] for k in keep], np.asarray(self.received, dtype=float)[keep], self.totals,
+                      self.elapsed)
 
 
 @dataclass
@@ -143,6 +152,7 @@ class RoundMechanism:
         self._home_col = np.array([int(np.flatnonzero((pool == t) & ~self.col_spread)[0])
                                    if ((pool == t) & ~self.col_spread).any() else -1 for t in range(T)])
         self._col_cap = topology.capacity[pool]
+        self._capacity = topology.capacity.astype(np.int64).tolist()
         names = list(topology.worker_types)
         if self.cfg.type_order is not None:
             first = [names.index(w) for w in self.cfg.type_order if w in names]
@@ -165,6 +175,7 @@ class RoundMechanism:
         self._use_topology(topology)
         self.placer.set_topology(topology, remap)
         self._fits = self._gpus_needed() <= self._col_cap[None, :]
+        self._entries = None
 
     def _cols_of_types(self, types: list[int]) -> list[int]:
         """Columns in the order of their types (a type's columns in column order)."""
@@ -189,15 +200,15 @@ class RoundMechanism:
         self.received = np.full((K, self.J), self.cfg.initial_received)
         if old is not None:
             index, before = old
-            pairs = [(k, index[r]) for k, r in enumerate(self.rows) if r in index]
-            if pairs:
-                new_k, old_k = np.array(pairs).T
-                self.received[new_k] = self.cfg.carry_over * before[old_k]
+            was = np.fromiter(map(index.get, self.rows, repeat(-1)), dtype=np.int64, count=K)
+            new_k = np.flatnonzero(was >= 0)
+            if len(new_k):
+                self.received[new_k] = self.cfg.carry_over * before[was[new_k]]
         self.totals = np.full(self.J, self.cfg.initial_received) if self.cfg.initial_received else None
         # seconds of wall-clock time since the ledger began, decayed and carried over like `received`
         self.elapsed = self.cfg.carry_over * getattr(self, "elapsed", 0.0) if old is not None else 0.0
         self.alive = np.ones(K, dtype=bool)
-        if all(m >= 0 for m in self._single):
+        if min(self._single, default=0) >= 0:
             self.rows_of_job = {m: [k] for k, m in enumerate(self._single)}
         else:
             self.rows_of_job = {}
@@ -205,6 +216,7 @@ class RoundMechanism:
                 for m in r:
                     self.rows_of_job.setdefault(m, []).append(k)
         self._fits = self._gpus_needed() <= self._col_cap[None, :]
+        self._entries = None
 
     def _gpus_needed(self) -> np.ndarray:
         """(K, J) GPUs row k takes on column j: its scale factor, or the column's count (col_gpus)."""
@@ -220,13 +232,14 @@ class RoundMechanism:
         """A finished job: its rows (alone or in combinations) run no more."""
         for k in self.rows_of_job.pop(job, ()):
             self.alive[k] = False
+            self._entries = None
 
     # ----- the ledger, for a runtime to save and restore -----------------------------------------
     def ledger(self) -> Ledger:
         """A copy of the time received by the rows still alive (retired jobs' rows carry nothing)."""
         keep = np.flatnonzero(self.alive)
         return Ledger([self.rows[k] for k in keep], self.received[keep].copy(),
-                      None if self.totals is None else self.totals.copy())
+                      None if self.totals is None else self.totals.copy(), self.elapsed)
 
     def restore_ledger(self, ledger: Ledger) -> None:
         """Take a saved ledger (e.g. after a restart). Its rows have no allocation yet, so nothing of
@@ -239,6 +252,7 @@ class RoundMechanism:
         self.received = received.copy()
         if ledger.totals is not None and self.totals is not None:
             self.totals = np.asarray(ledger.totals, dtype=float).reshape(self.J).copy()
+        self.elapsed = float(ledger.elapsed)
 
     # ----- one round ----------------------------------------------------------------------
     def plan(self, new_jobs: JobView | None = None) -> RoundPlan:
@@ -258,28 +272,34 @@ class RoundMechanism:
         totals = self.totals
         if cfg.idle_aware and self.elapsed > 0:
             totals = np.full(self.J, self.elapsed)
-        prio, never = priorities(self.X, self.received, totals, cfg.never_served_factor)
-        eligible = (self.X > 1e-9) & self.alive[:, None] & self._fits
-        if cfg.type_order is None and not cfg.random_type_order:
-            order = global_order(self.X, prio, never, eligible)
+        if self._entries is None:   # what can run changes only at reset, retire and set_topology
+            eligible = (self.X > 1e-9) & self.alive[:, None] & self._fits
+            flat = np.flatnonzero(eligible.ravel())
+            self._entries = (eligible, flat, self.X.ravel()[flat], flat % self.J)
+        eligible, flat, X_flat, col_flat = self._entries
+        if cfg.type_order is None and not cfg.random_type_order:   # global order: eligible entries only
+            total = self.received.sum(axis=0) if totals is None else totals
+            prio, never = entry_priorities(X_flat, self.received.ravel()[flat], total[col_flat],
+                                           cfg.never_served_factor)
+            order = flat[rank_entries(flat, X_flat, prio, never)]
         else:
+            prio, never = priorities(self.X, self.received, totals, cfg.never_served_factor)
             T = len(self.topo.worker_types)
             types = self._cols_of_types(self.rng.permutation(T).tolist()) if cfg.random_type_order \
                 else self._type_order
             totals = self.received.sum(axis=0) if self.totals is None else self.totals
             order = per_type_order(self.X, prio, self.received, totals, eligible, types)
-        free = self.topo.capacity.astype(np.int64).tolist()
+        free = list(self._capacity)
         busy: set[int] = set()
         col_gpus = None if self.col_gpus is None else self.col_gpus.tolist()
         taken = greedy_select(order, self.J, self.rows, self._row_sf_list, free, busy, self._single, self.col_pool,
                               col_gpus)
-        keys = [self.rows[r] for r, _ in taken]
-        rows = [r for r, _ in taken]
-        cols = [j for _, j in taken]
+        rows, cols = map(list, zip(*taken)) if taken else ([], [])
+        keys = list(map(self.rows.__getitem__, rows))
         pool = self.col_pool
         types = cols if pool is None else pool[np.asarray(cols, dtype=np.int64)].tolist()
-        sfs = [self._row_sf_list[r] if col_gpus is None or not col_gpus[j] else col_gpus[j]
-               for r, j in zip(rows, cols)]
+        sfs = list(map(self._row_sf_list.__getitem__, rows)) if col_gpus is None else \
+            [self._row_sf_list[r] if not col_gpus[j] else col_gpus[j] for r, j in zip(rows, cols)]
         if cfg.backfill_new_jobs and new_jobs is not None and new_jobs.jobs and sum(free) > 0:
             for i, j in backfill(new_jobs.jobs, new_jobs.sfs, new_jobs.throughputs, free, busy):
                 keys.append((new_jobs.jobs[i],))
@@ -290,9 +310,13 @@ class RoundMechanism:
                 sfs.append(new_jobs.sfs[i])
         if pool is None:
             placed = self.placer.place(keys, types, sfs)
+            if self.placer.rules is not None:   # entries the rules keep off every server wait (gavel_ng.rules)
+                return _placed_only(keys, rows, types, sfs, placed)
             return make_plan(keys, rows, types, sfs, placed.gpus, placed.renewed, placed.consolidated)
         spread = self.col_spread[np.asarray(cols, dtype=np.int64)].tolist() if cols else []
         placed = self.placer.place(keys, types, sfs, spread)
+        if self.placer.rules is not None:
+            return _placed_only(keys, rows, types, sfs, placed, cols)
         return make_plan(keys, rows, types, sfs, placed.gpus, placed.renewed, placed.consolidated, cols=cols)
 
     def record(self, plan: RoundPlan, occupied: np.ndarray) -> None:
@@ -308,15 +332,26 @@ class RoundMechanism:
         if plan.share is not None or not mine.any():
             return
         cols = plan.types if plan.cols is None else plan.cols
-        r, j, t = plan.rows[mine], cols[mine], occupied[mine]
+        if mine.all():   # no backfilled job this round
+            r, j, t = plan.rows, cols, occupied
+        else:
+            r, j, t = plan.rows[mine], cols[mine], occupied[mine]
         self.received[r, j] += t
         if self.totals is not None:
             np.add.at(self.totals, j, t)
 
 
+def _placed_only(keys, rows, types, sfs, placed, cols=None) -> RoundPlan:
+    """The plan of the entries that got GPUs."""
+    k = [i for i, g in enumerate(placed.gpus) if g is not None]
+    pick = lambda a: [a[i] for i in k]  # noqa: E731
+    return make_plan(pick(keys), pick(rows), pick(types), pick(sfs), pick(placed.gpus), placed.renewed[k],
+                     placed.consolidated[k], cols=None if cols is None else pick(cols))
+
+
 def make_plan(keys, rows, types, sfs, gpus, renewed, consolidated, share=None, cols=None) -> RoundPlan:
-    sizes = [len(k) for k in keys]
-    if all(s == 1 for s in sizes):
+    sizes = list(map(len, keys))
+    if sizes.count(1) == len(sizes):
         member_job = np.fromiter((k[0] for k in keys), dtype=np.int64, count=len(keys))
         member_entry = np.arange(len(keys), dtype=np.int64)
     else:

@@ -20,6 +20,7 @@ Without it (the prototype), plain entries keep their split leases and nothing is
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import count
 
 import numpy as np
 
@@ -40,7 +41,7 @@ class _Round:
     """One placement's working state: free GPUs and, per GPU, the one-GPU renewal holding it."""
 
     free: np.ndarray           # (G,) bool
-    holder: np.ndarray         # (G,) entry index of a one-GPU renewal on that GPU, -1 otherwise
+    holder: np.ndarray | None  # (G,) entry index of a one-GPU renewal on that GPU, -1 otherwise (for wide entries)
     gpus: list
     renewed: list[bool]
 
@@ -52,6 +53,7 @@ class Placer:
         self.topo = topology
         self.consolidate = consolidate
         self.last: dict[tuple[int, ...], tuple[int, tuple[int, ...]]] = {}
+        self.rules = None   # gavel_ng.rules.placement.ServerRules: labels, (anti-)affinity, quotas per round
 
     def forget(self) -> None:
         self.last = {}
@@ -68,28 +70,33 @@ class Placer:
         self.last = last
 
     def place(self, keys: list[tuple[int, ...]], types: list[int], sfs: list[int],
-              spread: list[bool] | None = None) -> Placed:
+              spread: list[bool] | None = None, blocked: list[int] | None = None) -> Placed:
         """`spread[i]`: entry i may be split over servers (an `_unconsolidated` column). Entries
         that may not are placed first, each on one server when one has room; a renewal that
         left such an entry split is given up for a fresh try at consolidating it (with
-        `consolidate`, only when a server can take it whole)."""
+        `consolidate`, only when a server can take it whole). With `rules`, an entry the rules
+        keep off every server this round gets None (see gavel_ng.rules.placement)."""
+        if self.rules is not None and blocked is None:
+            return self._place_ruled(keys, types, sfs, spread)
         topo = self.topo
         E = len(keys)
-        st = _Round(np.ones(topo.num_gpus, dtype=bool), np.full(topo.num_gpus, -1, dtype=np.int64),
-                    [None] * E, [False] * E)
+        st = _Round(np.ones(topo.num_gpus, dtype=bool), None, [None] * E, [False] * E)
         last = self.last
         fresh: list[int] = []
         doubtful: list[int] = []      # wide entries whose lease is split: renewed unless they can be whole
         held: list[int] = []          # GPUs of renewals and of split leases (held until their turn)
         singles: list[int] = []       # one-GPU renewals
-        for i, key in enumerate(keys):
-            prev = last.get(key)
-            if prev is None or prev[0] != types[i] or len(prev[1]) != sfs[i]:
+        for i, prev, j, sf in zip(count(), map(last.get, keys), types, sfs):
+            if prev is None or prev[0] != j or len(prev[1]) != sf:
                 fresh.append(i)
                 continue
-            if sfs[i] == 1:
+            if sf == 1:
                 singles.append(i)
-            elif (spread is not None and spread[i]) or self._servers(prev[1]) == 1:
+                st.gpus[i] = prev[1]
+                st.renewed[i] = True
+                held.append(prev[1][0])
+                continue
+            if (spread is not None and spread[i]) or self._servers(prev[1]) == 1:
                 pass
             elif self.consolidate:
                 doubtful.append(i)
@@ -103,9 +110,14 @@ class Placer:
             held.extend(prev[1])
         if held:
             st.free[held] = False
-        if singles and self.consolidate:
-            st.holder[[st.gpus[i][0] for i in singles]] = singles
-        wide = [i for i in fresh + doubtful if sfs[i] > 1]
+        if blocked:   # GPUs the rules' placement gave out this round
+            st.free[blocked] = False
+        all_one = not E or min(sfs) == max(sfs) == 1   # the single-GPU case: nothing wide, nothing split
+        wide = [] if all_one else [i for i in fresh + doubtful if sfs[i] > 1]
+        if wide:   # only wide entries look at (and move) one-GPU renewals
+            st.holder = np.full(topo.num_gpus, -1, dtype=np.int64)
+            if singles and self.consolidate:
+                st.holder[[st.gpus[i][0] for i in singles]] = singles
         wide.sort(key=lambda i: -sfs[i])
         if spread is not None:   # consolidated entries take whole servers first
             wide.sort(key=lambda i: spread[i])
@@ -117,10 +129,45 @@ class Placer:
                 self._replace_or_renew(st, i, last[keys[i]][1], types[i], sfs[i], moved)
             else:
                 st.gpus[i] = self._place_wide(types[i], sfs[i], st, None if may_split else moved)
-        self._place_single([i for i in fresh if sfs[i] == 1] + moved, types, st.free, st.gpus)
+        self._place_single(fresh if all_one else [i for i in fresh if sfs[i] == 1] + moved, types, st.free, st.gpus)
         self.last = dict(zip(keys, zip(types, st.gpus)))
-        consolidated = [sfs[i] == 1 or self._servers(st.gpus[i]) == 1 for i in range(E)]
-        return Placed(st.gpus, np.array(st.renewed, dtype=bool), np.array(consolidated, dtype=bool))
+        consolidated = np.ones(E, dtype=bool)
+        for i in () if all_one else range(E):
+            consolidated[i] = sfs[i] == 1 or self._servers(st.gpus[i]) == 1
+        return Placed(st.gpus, np.array(st.renewed, dtype=bool), consolidated)
+
+    def _place_ruled(self, keys, types, sfs, spread) -> Placed:
+        """Entries over quota wait; those the server rules concern are placed by them first (around
+        the GPUs of the other entries' leases), then the rest as usual on what is left."""
+        rules, last = self.rules, self.last
+        E = len(keys)
+        keep = rules.within_quota(keys, types, sfs, self.topo.worker_types)
+        special = [i for i in range(E) if keep[i] and rules.constrained(keys[i], sfs[i])]
+        chosen = set(special)
+        plain = [i for i in range(E) if keep[i] and i not in chosen]
+        free = np.ones(self.topo.num_gpus, dtype=bool)
+        for i in plain:
+            prev = last.get(keys[i])
+            if prev is not None and prev[0] == types[i] and len(prev[1]) == sfs[i]:
+                free[list(prev[1])] = False
+        got = rules.place(self.topo, special, keys, types, sfs, free, last)
+        blocked = [g for gp in got.values() if gp is not None for g in gp]
+        sub = self.place([keys[i] for i in plain], [types[i] for i in plain], [sfs[i] for i in plain],
+                         None if spread is None else [spread[i] for i in plain], blocked=blocked)
+        gpus: list = [None] * E
+        renewed = np.zeros(E, dtype=bool)
+        consolidated = np.zeros(E, dtype=bool)
+        for k, i in enumerate(plain):
+            gpus[i], renewed[i], consolidated[i] = sub.gpus[k], sub.renewed[k], sub.consolidated[k]
+        for i, gp in got.items():
+            if gp is None:
+                continue
+            prev = last.get(keys[i])
+            gpus[i] = gp
+            renewed[i] = prev is not None and prev[0] == types[i] and tuple(prev[1]) == gp
+            consolidated[i] = self._servers(gp) == 1
+            self.last[keys[i]] = (types[i], gp)
+        return Placed(gpus, renewed, consolidated)
 
     # ----- helpers -----------------------------------------------------------------------------
     def _servers(self, gpus) -> int:
@@ -202,20 +249,28 @@ class Placer:
 
     def _place_single(self, entries: list[int], types: list[int], free: np.ndarray,
                       gpus: list[tuple[int, ...] | None]) -> None:
-        """One-GPU entries, vectorized per type: fill the fullest servers first (sequential best fit)."""
+        """One-GPU entries, all types at once: each type's free GPUs ranked fullest server first (sequential
+        best fit), then by id; a type's entries take its first ones in their order."""
         if not entries:
             return
         topo = self.topo
-        by_type: dict[int, list[int]] = {}
+        ids = np.flatnonzero(free)
+        srv = topo.gpu_server[ids]
+        per_server = np.bincount(srv, minlength=len(topo.server_type))[srv]
+        kind = topo.gpu_type[ids]
+        rank = np.lexsort((ids, per_server, kind))
+        ranked = ids[rank].tolist()
+        bounds = np.searchsorted(kind[rank], np.arange(len(topo.worker_types) + 1)).tolist()
+        nxt, end = bounds[:-1], bounds[1:]
+        chosen = []
         for i in entries:
-            by_type.setdefault(types[i], []).append(i)
-        for j, idx in by_type.items():
-            ids = np.flatnonzero(free & (topo.gpu_type == j))
-            if len(ids) < len(idx):
-                raise RuntimeError(f"placement: {len(idx)} one-GPU entries on type {j} but {len(ids)} GPUs free")
-            srv = topo.gpu_server[ids]
-            per_server = np.bincount(srv, minlength=len(topo.server_type))[srv]
-            chosen = ids[np.lexsort((ids, per_server))][: len(idx)]
-            free[chosen] = False
-            for i, g in zip(idx, chosen.tolist()):
-                gpus[i] = (g,)
+            j = types[i]
+            if nxt[j] == end[j]:
+                want = sum(1 for k in entries if types[k] == j)
+                have = end[j] - bounds[j]
+                raise RuntimeError(f"placement: {want} one-GPU entries on type {j} but {have} GPUs free")
+            g = ranked[nxt[j]]
+            nxt[j] += 1
+            gpus[i] = (g,)
+            chosen.append(g)
+        free[chosen] = False

@@ -13,7 +13,10 @@ EPS = 1e-9
 
 def fractions(received: np.ndarray, totals: np.ndarray | None = None) -> np.ndarray:
     """f[k, j] = received[k, j] / total time handed out on type j (0 where none was)."""
-    total = received.sum(axis=0) if totals is None else totals
+    return _shares(received, received.sum(axis=0) if totals is None else totals)
+
+
+def _shares(received: np.ndarray, total: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(total > 0, received / np.where(total > 0, total, 1.0), 0.0)
 
@@ -25,11 +28,19 @@ def priorities(X: np.ndarray, received: np.ndarray, totals: np.ndarray | None = 
     With `never_served_factor` (the prototype's 1e9) an unserved entry's priority is
     X * factor instead of ranking first outright.
     """
-    f = fractions(received, totals)
+    return entry_priorities(X, received, received.sum(axis=0) if totals is None else totals, never_served_factor)
+
+
+def entry_priorities(X: np.ndarray, received: np.ndarray, total: np.ndarray,
+                     never_served_factor: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """priorities() of any set of entries, `total` being each one's type total (broadcast): the
+    mechanism computes them for its eligible entries only, a flat subset of the (row, type) grid."""
+    f = _shares(received, total)
     positive = X > EPS
     never = positive & (received <= 0)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # decayed f may underflow
-        p = np.where(positive & (f > 0), X / np.where(f > 0, f, 1.0), 0.0)
+        served = f > 0
+        p = np.where(positive & served, X / np.where(served, f, 1.0), 0.0)
     if never_served_factor is not None:
         p = np.where(never, X * never_served_factor, p)
         never = np.zeros_like(never)
@@ -48,8 +59,12 @@ def global_order(X: np.ndarray, prio: np.ndarray, never: np.ndarray, eligible: n
     allocation; remaining ties go to the lower row then type, so the order is deterministic.
     """
     flat = np.flatnonzero(eligible.ravel())
-    keys = (flat, -X.ravel()[flat], -prio.ravel()[flat], ~never.ravel()[flat])
-    return flat[np.lexsort(keys)]
+    return flat[rank_entries(flat, X.ravel()[flat], prio.ravel()[flat], never.ravel()[flat])]
+
+
+def rank_entries(flat: np.ndarray, X: np.ndarray, prio: np.ndarray, never: np.ndarray) -> np.ndarray:
+    """global_order's permutation of the entries `flat` given their X, priority and never-served flag."""
+    return np.lexsort((flat, -X, -prio, ~never))
 
 
 def per_type_order(X: np.ndarray, prio: np.ndarray, received: np.ndarray, totals: np.ndarray,

@@ -70,7 +70,11 @@ class SchedulerLoop:
     """
 
     def __init__(self, planner: Planner | RoundMechanism, allocator: Allocator, executor: Executor,
-                 min_solve_interval: float = 0.0):
+                 min_solve_interval: float = 0.0, admission=None, owner=None):
+        # admission: a gavel_ng.rules.admission.AdmissionControl, asked for each arrival with
+        # owner(job) -> (user, GPUs); a refused job goes to executor.refuse(job, reason) and never runs
+        self.admission = admission
+        self.owner = owner
         self.planner = planner
         self.allocator = allocator
         self.executor = executor
@@ -85,6 +89,11 @@ class SchedulerLoop:
         ex = self.executor
         now = ex.now()
         for job in ex.admit():
+            if self.admission is not None:
+                refusal = self.admission.admit(job, *self.owner(job))
+                if refusal is not None:
+                    ex.refuse(job, refusal.reason)
+                    continue
             self.active[job] = None
             self.unallocated[job] = None
             self.reset_pending = True
@@ -98,6 +107,8 @@ class SchedulerLoop:
             self.active.pop(job, None)
             self.unallocated.pop(job, None)
             self.planner.retire(job)
+            if self.admission is not None:
+                self.admission.release(job)
             self.reset_pending = True
         s = self.stats
         s.rounds += 1

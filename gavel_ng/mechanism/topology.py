@@ -20,9 +20,11 @@ class Topology:
     server_type: np.ndarray         # (S,)
     server_gpus: list[np.ndarray]   # GPU ids of each server
     type_servers: list[np.ndarray]  # server ids of each type
+    server_labels: tuple = ()       # frozenset of labels per server (gavel_ng.rules); empty: none anywhere
 
     @classmethod
-    def from_cluster(cls, cluster: Cluster) -> Topology:
+    def from_cluster(cls, cluster: Cluster, labels: dict[str, dict[str, int]] | None = None) -> Topology:
+        """`labels[type][label]`: the first N servers of the type carry the label (a simulated cluster)."""
         gpu_type, gpu_server, server_type, server_gpus, type_servers = [], [], [], [], []
         g = 0
         for j, w in enumerate(cluster.worker_types):
@@ -38,9 +40,15 @@ class Topology:
                 mine.append(s)
                 g += k
             type_servers.append(np.array(mine, dtype=np.int64))
+        server_labels = ()
+        if labels:
+            st = np.array(server_type)
+            rank = [int((st[:s] == st[s]).sum()) for s in range(len(st))]
+            server_labels = tuple(frozenset(lb for lb, n in labels.get(cluster.worker_types[t], {}).items() if k < n)
+                                  for t, k in zip(server_type, rank))
         return cls(cluster.worker_types, cluster.capacity(), np.array(gpu_type, dtype=np.int64),
                    np.array(gpu_server, dtype=np.int64), np.array(server_type, dtype=np.int64),
-                   server_gpus, type_servers)
+                   server_gpus, type_servers, server_labels)
 
     @property
     def num_gpus(self) -> int:

@@ -13,6 +13,8 @@ from typing import Any, Protocol
 import numpy as np
 import scipy.sparse as sp
 
+from .csr import csr
+
 
 class HasVariable(Protocol):
     """What an expression is over: a problem with a cvxpy vector of its allocation variables."""
@@ -29,8 +31,12 @@ class Affine:
     def __init__(self, problem: HasVariable, A, b=None):
         self.problem = problem
         self.A = A if type(A) is sp.csr_matrix else sp.csr_matrix(A)   # shared, as csr_matrix(A) shares it
-        self.b = np.zeros(self.A.shape[0]) if b is None else np.broadcast_to(
-            np.asarray(b, dtype=float), (self.A.shape[0],)).copy()
+        n = self.A.shape[0]
+        if b is None:
+            self.b = np.zeros(n)
+        else:
+            b = np.asarray(b, dtype=float)
+            self.b = b.copy() if b.shape == (n,) else np.broadcast_to(b, (n,)).copy()
 
     def __len__(self) -> int:
         return self.A.shape[0]
@@ -44,8 +50,8 @@ class Affine:
         c = np.asarray(c, dtype=float)
         if c.ndim == 0:
             return Affine(self.problem, self.A * float(c), self.b * float(c))
-        A = self.A.copy()
-        A.data *= np.repeat(c, np.diff(A.indptr))  # row scaling without a diagonal matmul
+        # row scaling without a diagonal matmul; the new matrix shares A's (never mutated) index arrays
+        A = csr(self.A.data * np.repeat(c, np.diff(self.A.indptr)), self.A.indices, self.A.indptr, self.A.shape)
         return Affine(self.problem, A, self.b * c)
 
     def __mul__(self, c) -> Affine:

@@ -9,6 +9,11 @@ top-level ones, with what the water filling (hierarchical.py) needs to know abou
   says which of them the unit's share goes to first (fifo: the earliest arrivals).
 
 The built-in ones (`fairness`, `fifo`) register themselves in hierarchical.py.
+
+A job names its entity (`Job.entity`, a job file's or trace rules column's `entity`); the
+same name keys the entity's GPU quotas (gavel_ng.rules). Entities are declared in one object,
+`{"name": {"weight": 2, "policy": "fairness"}}` (`parse_entities`): a problem file's or the
+scheduler's cluster config's `"entities"`, `gavel-ng simulate --entities FILE`.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+
+from ..errors import require
 
 DEFAULT_ENTITY_POLICY = "fairness"
 # priority(inp, jobs): one number per job index in `jobs` of the SchedulingProblem `inp`, higher first
@@ -57,3 +64,24 @@ def get_entity_policy(name: str) -> EntityPolicy:
 def entity_policies() -> tuple[str, ...]:
     """The names an entity's `policy` may take, in registration order."""
     return tuple(_ENTITY_POLICIES)
+
+
+def parse_entities(raw: object, where: str = "entities") -> dict[str, Entity]:
+    """Declared entities, `{"name": {"weight": w, "policy": p}}` (both optional); None: none."""
+    if raw is None:
+        return {}
+    require(isinstance(raw, dict), where, raw, "must be an object of name: {weight, policy}")
+    out = {}
+    for name, spec in raw.items():
+        require(isinstance(spec, dict), f"{where}.{name}", spec, "must be an object")
+        unknown = set(spec) - {"weight", "policy"}
+        require(not unknown, f"{where}.{name}", sorted(unknown)[0] if unknown else None,
+                "unknown field (expected policy, weight)")
+        w = spec.get("weight", 1.0)
+        require(isinstance(w, (int, float)) and not isinstance(w, bool) and 0 < w < float("inf"),
+                f"{where}.{name}.weight", w, "must be a positive number")
+        pol = spec.get("policy", DEFAULT_ENTITY_POLICY)
+        require(pol in _ENTITY_POLICIES, f"{where}.{name}.policy", pol,
+                f"must be one of {', '.join(entity_policies())}")
+        out[str(name)] = Entity(float(w), pol)
+    return out

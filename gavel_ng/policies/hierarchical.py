@@ -8,10 +8,17 @@ grow without another unit shrinking) and hands their weight to the rest.
 
 A FIFO entity is one unit (its entity policy is `pooled`, entities.py): its jobs'
 summed normalized throughput rises with the entity's weight, and a second LP per round
-pushes that share to its earliest jobs (the entity policy's `priority`).
-That gives the same result as passing the weight job by job, in as many rounds as
-there are water levels instead of one per job (the prototype needs a MILP per
-round to find bottlenecks; the duals give them for free).
+pushes that share to its earliest jobs (the entity policy's `priority`) without raising it:
+the unit's total stays at its level, so spare capacity goes on through the rounds by weight
+(uncapped, the priority LP gave FIFO entities all of it: 0.8 of a V100 at weight 0.1).
+One round per water level instead of one per job (the prototype needs a MILP per round to
+find bottlenecks; the duals give them for free).
+
+Speed (space sharing, 2,048 jobs, solver_bench/bench_space_sharing.py): identical jobs of a
+fairness entity are one LP row with a count (they rise together; half the LP); the first
+round runs primal simplex from the slack basis (x = 0 is feasible); the priority LP is a
+second HiGHS model re-solved by warm dual simplex (only bounds change), and each later round
+primal simplex from its optimum; a round that raised nothing beyond noise skips its priority LP.
 """
 
 from __future__ import annotations
@@ -19,11 +26,13 @@ from __future__ import annotations
 import logging
 import time
 
+import highspy
 import numpy as np
 import scipy.sparse as sp
 
 from .common import ranks
 from .entities import Entity, entity_policy, get_entity_policy
+from .layout import map_x
 from .lp import LinearProgram
 from .problem import Problem
 from .registry import policy
@@ -31,6 +40,7 @@ from .solving import finish
 
 log = logging.getLogger(__name__)
 DUAL_TOL = 1e-9
+GROWTH_TOL = 1e-7   # relative: a round that raises no unit by more is noise (of the 1e-9 slack)
 
 
 def _earliest_first(inp, jobs: np.ndarray) -> np.ndarray:
@@ -63,10 +73,38 @@ def _units(p: Problem):
         evaluate=lambda p, x: min_entity_share(p, x))
 def hierarchical(p: Problem):
     start = time.perf_counter()
+    if p.num_jobs == 0:
+        return finish(p, None, np.zeros(p.num_vars), "none", "optimal", start)
+    classes = _job_classes(p)
+    if classes is None:
+        x, status = _water_fill(p)
+    else:   # identical jobs of a fairness entity rise together: one row each (half the LP at 2,048 jobs)
+        cp, inverse = classes
+        x, status = _water_fill(cp)
+        x = None if x is None else map_x(cp, x, p, inverse)
+    return finish(p, None, x, "highs-simplex (water filling)", status, start)
+
+
+def _job_classes(p: Problem):
+    """(the problem with identical jobs of one non-pooled entity as one row, each job's row), or None
+    when no two jobs collapse. Jobs of a pooled entity stay apart: their priorities tell them apart."""
+    inp = p.input
+    if inp.counts is not None or inp.combinations is not None:
+        return None
+    _, entity = np.unique([e if e is not None else "default" for e in inp.entities], return_inverse=True)
+    own = np.full(p.num_jobs, -1)
+    for jobs, _, pooled in _units(p)[0]:
+        if pooled:
+            own[jobs] = jobs
+    classes, inverse = inp.job_classes(np.column_stack([entity, own]))
+    return None if classes.num_jobs == inp.num_jobs else (Problem(classes), inverse)
+
+
+def _water_fill(p: Problem) -> tuple[np.ndarray | None, str]:
+    """The water filling's allocation on p (None and HiGHS's status if an LP failed)."""
     inp = p.input
     M, n = p.num_jobs, p.num_vars
-    if M == 0:
-        return finish(p, None, np.zeros(n), "none", "optimal", start)
+    counts = np.ones(M) if inp.counts is None else inp.counts
     units, specs = _units(p)
     U = len(units)
     N = p.normalized_thr
@@ -76,8 +114,10 @@ def hierarchical(p: Problem):
     # a fairness unit's row is its job's own monotonic constraint
     A, lo, hi = p.validity_rows()
     sizes = [len(jobs) for jobs, _, _ in units]
-    member = sp.csr_matrix((np.ones(sum(sizes)), (np.repeat(np.arange(U), sizes),
-                                                  np.concatenate([jobs for jobs, _, _ in units]))), shape=(U, M))
+    members = np.concatenate([jobs for jobs, _, _ in units])
+    # a pooled unit's level sums its jobs' (a row of a class counts once per job); a fairness unit's is its job's
+    scale = np.concatenate([counts[jobs] if f else np.ones(len(jobs)) for jobs, _, f in units])
+    member = sp.csr_matrix((scale, (np.repeat(np.arange(U), sizes), members)), shape=(U, M))
     unit_A = (member @ N.A).tocsr()
     base = A.shape[0]
     unit_rows = np.arange(base, base + U)
@@ -87,54 +127,97 @@ def hierarchical(p: Problem):
                      sp.hstack([N.A[pooled_jobs], sp.csr_matrix((F, 1))])], format="csc")
     c = np.zeros(n + 1)
     c[-1] = 1.0
-    lp = LinearProgram(c, mat, np.concatenate([lo, np.zeros(U + F)]), np.concatenate([hi, np.full(U + F, np.inf)]),
-                       np.r_[np.zeros(n), 0.0], np.r_[np.ones(n), np.inf], maximize=True, devex=False)
+    def build(cost, t_max):
+        return LinearProgram(cost, mat, np.concatenate([lo, np.zeros(U + F)]),
+                             np.concatenate([hi, np.full(U + F, np.inf)]), np.r_[np.zeros(n), 0.0],
+                             np.r_[np.ones(n), t_max], maximize=True, devex=False)
+    lp = build(c, np.inf)
     priority_cost = np.zeros(n + 1)
+    pooled = np.array([f for _, _, f in units])
     if len(pooled_jobs):
         prio = np.zeros(M)
-        for jobs, name, pooled in units:
-            if pooled:
+        for jobs, name, f in units:
+            if f:
                 prio[jobs] = get_entity_policy(specs[name].policy).priority(inp, jobs)
         priority_cost[:n] = np.asarray((N * prio).A.sum(axis=0)).ravel()
+    # the priority LP lives apart, without t (its levels are row bounds): both re-solve from their own
+    # last basis, the priority LP by dual simplex as only bounds change (alternating objectives on one
+    # LP cost thousands of iterations a switch: 13 s instead of 3 at 512 jobs)
+    prio_lp = build(priority_cost, 0.0) if F else None
     frozen = np.zeros(U, bool)
     prev_weights = np.full(U, np.nan)
     x = np.zeros(n)
+    floor = np.zeros(U)   # each unit's level before this round (its row's lower bound)
+    prio_x = None   # the last priority LP's optimum
+    # x = 0 is feasible: primal simplex from the slack basis took 1.2k iterations at 1,024 jobs where
+    # dual simplex took 31k (14 s); later rounds change bounds and t's coefficients: warm dual simplex
+    # from the last basis (5x fewer than primal at 512 jobs), or primal from the priority LP's (_start_from)
+    lp.use_primal()
     for rounds in range(1, U + 2):
-        weights = _unit_weights(units, specs, frozen, inp.weights)
+        weights = _unit_weights(units, specs, frozen, inp.weights, counts)
         for u in np.flatnonzero(weights != prev_weights):
             lp.highs.changeCoeff(int(unit_rows[u]), n, -float(weights[u]))
         prev_weights = weights
+        if prio_x is not None:
+            _start_from(lp, prio_lp, unit_rows[pooled])
         res = lp.run()
-        if not res.ok and rounds > 1:   # a warm primal re-solve can stall on degenerate bases: redo it cold
+        lp.use_dual()
+        if not res.ok and rounds > 1:   # a warm re-solve can stall on degenerate bases: redo it cold
             lp.highs.clearSolver()
-            lp.highs.setOptionValue("simplex_strategy", 1)
             res = lp.run()
         if not res.ok:
-            return finish(p, None, None, "highs-simplex (water filling)", res.status, start)
-        # later rounds start primal feasible from this basis: primal simplex re-solves faster
-        lp.highs.setOptionValue("simplex_strategy", 4)
+            return None, res.status
         t = res.x[-1]
         x = res.x[:n]
         binding = (np.abs(res.row_duals[unit_rows]) > DUAL_TOL) & ~frozen
         if not binding.any():  # degenerate duals: freeze whatever is tight
             level = unit_A @ x - weights * t
             binding = ~frozen & (level - lp_lower(lp, unit_rows) <= 1e-7 * max(1.0, t))
-        if len(pooled_jobs) and t > 0:
-            lp.set_col_bounds([n], t * (1 - 1e-9), np.inf)
-            lp.set_costs(priority_cost)
-            res2 = lp.run()
-            if res2.ok:
-                x = res2.x[:n]
-            lp.set_col_bounds([n], 0.0, np.inf)
-            lp.set_costs(c)
+        # a round that raised no level beyond noise (degenerate duals freeze units one by one) leaves the
+        # last priority LP's optimum optimal: skip it (4 s for nothing at 2,048 jobs)
+        grew = ((weights * t > GROWTH_TOL * np.maximum(1.0, floor)) & ~frozen).any()
+        if F and (grew or prio_x is None):
+            res2 = _priority(prio_lp, unit_rows, floor + weights * t, pooled)
+            if res2 is not None:
+                x = prio_x = res2.x[:n]
+        elif prio_x is not None:   # nothing grew: the last priority LP's x is still optimal
+            x = prio_x
         frozen |= binding if binding.any() else ~frozen
+        # the levels, not unit_A @ x: a unit's surplus in one LP's vertex is spare capacity, not its own
+        floor = floor + weights * t
         if F:
-            lp.set_row_bounds(job_rows, N[pooled_jobs].value(x) * (1 - 1e-9), np.inf)
-        lp.set_row_bounds(unit_rows, (unit_A @ x) * (1 - 1e-9), np.inf)
+            for each in (lp, prio_lp):
+                each.set_row_bounds(job_rows, N[pooled_jobs].value(x) * (1 - 1e-9), np.inf)
+        lp.set_row_bounds(unit_rows, floor * (1 - 1e-9), np.inf)
         if frozen.all():
             break
     log.debug("water filling: %d rounds for %d units", rounds, U)
-    return finish(p, None, x, "highs-simplex (water filling)", "optimal", start)
+    return x, "optimal"
+
+
+def _priority(lp: LinearProgram, unit_rows: np.ndarray, level: np.ndarray, pooled: np.ndarray):
+    """Hold every unit at its water level and give each pooled unit's share to its jobs of highest
+    priority; the LP's result, or None if it failed. A pooled unit gets no more than its level: with
+    only the lower bound, the priority objective handed pooled units all spare capacity ahead of units
+    that could still rise in later rounds, and their jobs' rows then held it."""
+    lower = level * (1 - 1e-9)
+    lp.set_row_bounds(unit_rows, lower, np.where(pooled, np.maximum(level, 0.0), np.inf))
+    res = lp.run()
+    return res if res.ok else None
+
+
+def _start_from(lp: LinearProgram, prio_lp: LinearProgram, pooled_rows: np.ndarray) -> None:
+    """Primal simplex from the priority LP's optimal basis: it is feasible at t = 0 for the next round (a
+    pooled row at its upper bound is at its level, the round's lower bound). 3x fewer iterations than
+    dual simplex from the last round's basis at 512 and 2,048 jobs."""
+    basis = prio_lp.highs.getBasis()
+    status = list(basis.row_status)
+    for r in pooled_rows:
+        if status[r] == highspy.HighsBasisStatus.kUpper:
+            status[r] = highspy.HighsBasisStatus.kLower
+    basis.row_status = status
+    lp.highs.setBasis(basis)
+    lp.use_primal()
 
 
 def min_entity_share(p: Problem, x: np.ndarray) -> float:
@@ -153,14 +236,17 @@ def lp_lower(lp: LinearProgram, rows: np.ndarray) -> np.ndarray:
     return lower[rows]
 
 
-def _unit_weights(units, specs, frozen: np.ndarray, job_weights: np.ndarray) -> np.ndarray:
-    """Each active unit's share of its entity's weight; frozen units get 0."""
+def _unit_weights(units, specs, frozen: np.ndarray, job_weights: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Each active unit's share of its entity's weight (a class row's: one job's), frozen units get 0."""
     w = np.zeros(len(units))
     active_by_entity: dict[str, list[int]] = {}
     for u, (_, name, _) in enumerate(units):
         if not frozen[u]:
             active_by_entity.setdefault(name, []).append(u)
     for name, us in active_by_entity.items():
-        own = np.array([job_weights[units[u][0]].sum() if not units[u][2] else 1.0 for u in us])
-        w[us] = specs[name].weight * own / own.sum()
+        jobs = [units[u][0] for u in us]
+        pooled = np.array([units[u][2] for u in us])
+        size = np.array([counts[j].sum() for j in jobs])
+        own = np.where(pooled, 1.0, np.array([job_weights[j].sum() for j in jobs]) * size)
+        w[us] = specs[name].weight * own / own.sum() / np.where(pooled, 1.0, size)
     return w

@@ -19,9 +19,11 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..allocation import Allocation
+from ..rules.limits import limit_rows
 from . import packing
 from .affine import Affine
 from .constraints import UserRows, compile_constraints
+from .csr import csr
 from .scheduling_problem import SchedulingProblem
 
 
@@ -30,16 +32,16 @@ def _csr(data, indices, row_counts, shape) -> sp.csr_matrix:
     dtype = np.int32 if max(shape[1], len(data)) < 2**31 - 1 else np.int64
     indptr = np.zeros(len(row_counts) + 1, dtype=dtype)
     np.cumsum(row_counts, out=indptr[1:])
-    return sp.csr_matrix((data, np.asarray(indices, dtype=dtype), indptr), shape=shape)
+    return csr(np.asarray(data, dtype=float), np.asarray(indices, dtype=dtype), indptr, shape)
 
 
 def _incidence(members, Tk, var_row, var_col, M):
-    """(job x variable) incidence and member throughputs, built directly in CSR order."""
+    """(job x variable) incidence and member throughputs, built directly in CSR order; single-job
+    rows leave the incidence to `Layout.job_rows` (the throughputs' pattern, built when needed)."""
     n = len(var_row)
     if members.shape[1] == 1:  # single-job rows: variables already come grouped by job
         counts = np.bincount(members[var_row, 0], minlength=M)
-        idx = np.arange(n)
-        return _csr(np.ones(n), idx, counts, (M, n)), _csr(Tk[var_row, var_col, 0], idx, counts, (M, n))
+        return None, _csr(Tk[var_row, var_col, 0], np.arange(n), counts, (M, n))
     mem_v = members[var_row]
     thr_v = Tk[var_row, var_col]
     keep = mem_v >= 0
@@ -96,7 +98,9 @@ class Layout:
         self.num_vars = n
         self.var_share = np.ones(n)
         self.row_gpus = self.row_scale * (1.0 if inp.counts is None else inp.counts[members[:, 0]])
-        self.job_rows, thr = _incidence(members, Tk, self.var_row, self.var_col, M)
+        job_rows, thr = _incidence(members, Tk, self.var_row, self.var_col, M)
+        if job_rows is not None:
+            self.job_rows = job_rows
         self.thr = Affine(self, thr)
         self._finish_layout(T, cap)
 
@@ -108,6 +112,17 @@ class Layout:
         # the one job each variable's time counts for (None: rows of several jobs, Combinations)
         self.var_job = self.members[self.var_row, 0] if self.members.shape[1] == 1 else None
         self._normalizers(T, cap)
+        # quotas and labelled servers (gavel_ng.rules): rows of every LP built on this layout
+        self.limit_block = limit_rows(self) if self.input.limits is not None else None
+        if self.limit_block is not None:
+            self.extra_rows.append(self.limit_block)
+
+    @cached_property
+    def job_rows(self) -> sp.csr_matrix:
+        """(job x variable) incidence, for single-job rows: `thr`'s pattern (one entry per variable,
+        in its job's row). Other layouts set it when built; the warm path never needs it."""
+        A = self.thr.A
+        return csr(np.ones(A.nnz), A.indices, A.indptr, A.shape)
 
     @cached_property
     def capacity_rows(self) -> sp.csr_matrix:
@@ -135,16 +150,28 @@ class Layout:
         runnable = (T > 0) & (sf[:, None] <= cap[None, :])
         # one column per capacity pool counts: the job's fastest column of the pool
         primary = self._pool_primary(T) if self.input.pools is not None else np.ones(T.shape, bool)
+        self._iso_inputs = (runnable & primary, T, cap, M, sf)   # for the isolated split, when read
         if len(T) == 0:
-            self.x_equal = self.x_isolated = np.zeros((0, len(cap)))
+            self.x_equal = np.zeros((0, len(cap)))
         else:
             eq = np.where(primary, cap[None, :] / M, 0.0)
             self.x_equal = eq / max(eq.sum(axis=1).max(), 1e-12)
-            iso = np.where(runnable & primary, cap[None, :] / (M * sf[:, None]), 0.0)
-            self.x_isolated = iso / np.maximum(iso.sum(axis=1, keepdims=True), 1.0)
         self.thr_equal = (T * self.x_equal).sum(axis=1)
-        self.thr_isolated = (T * self.x_isolated).sum(axis=1)
         self.thr_fastest = np.where(runnable, T, 0.0).max(axis=1, initial=0.0)
+
+    @cached_property
+    def x_isolated(self) -> np.ndarray:
+        """(M, J) X_isolated: 1/n of every type a job can run on (what sharing incentive compares to)."""
+        usable, T, cap, M, sf = self._iso_inputs
+        if len(T) == 0:
+            return np.zeros((0, len(cap)))
+        iso = np.where(usable, cap[None, :] / (M * sf[:, None]), 0.0)
+        return iso / np.maximum(iso.sum(axis=1, keepdims=True), 1.0)
+
+    @cached_property
+    def thr_isolated(self) -> np.ndarray:
+        """Each job's throughput under X_isolated."""
+        return (self._iso_inputs[1] * self.x_isolated).sum(axis=1)
 
     def _pool_primary(self, T: np.ndarray) -> np.ndarray:
         """(M, J): True at each job's fastest column within every pool (first on ties)."""

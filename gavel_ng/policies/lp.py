@@ -112,6 +112,11 @@ class LinearProgram:
         even on solver_bench's random instances)."""
         self.highs.setOptionValue("simplex_strategy", 4)
 
+    def use_dual(self) -> None:
+        """Dual simplex from here on (HiGHS's default; e.g. after only costs changed on a basis whose
+        primal re-solve would take long)."""
+        self.highs.setOptionValue("simplex_strategy", 1)
+
     def set_costs(self, c) -> None:
         c = np.asarray(c, dtype=float)
         self.highs.changeColsCost(len(c), np.arange(len(c), dtype=np.int32), c)

@@ -50,6 +50,8 @@ class Objective:
 
 @dataclass
 class Solution:
+    """A policy's allocation. `objective` may be evaluated when first read (`defer_objective`)."""
+
     allocation: Allocation
     x: np.ndarray
     objective: float | None
@@ -57,3 +59,23 @@ class Solution:
     solve_seconds: float
     warnings: list[str] = field(default_factory=list)
     ok: bool = True
+
+    def defer_objective(self, evaluate: Callable[[], float | None]) -> None:
+        """Compute the objective on first read: an agnostic variant reports it under the true
+        throughputs, which takes a second Problem that a simulation's round never reads."""
+        self.__dict__["_pending"] = evaluate
+
+
+def _objective(sol: Solution) -> float | None:
+    pending = sol.__dict__.pop("_pending", None)
+    if pending is not None:
+        sol.__dict__["_objective"] = pending()
+    return sol.__dict__["_objective"]
+
+
+def _set_objective(sol: Solution, value: float | None) -> None:
+    sol.__dict__.pop("_pending", None)
+    sol.__dict__["_objective"] = value
+
+
+Solution.objective = property(_objective, _set_objective)   # the dataclass's __init__ goes through the setter

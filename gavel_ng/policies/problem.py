@@ -11,6 +11,8 @@ write with.
 
 from __future__ import annotations
 
+from functools import cached_property
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -23,7 +25,7 @@ from .solving import solve_objective
 class Problem(Layout):
     """A scheduling problem's layout plus the normalized throughputs and objectives policies use."""
 
-    @property
+    @cached_property
     def normalized_thr(self) -> Affine:
         """sf_m * thr_m / thr_equal_m: 1.0 is what an equal share of every type gives."""
         return self.thr * (self.input.scale_factors / self.thr_equal)

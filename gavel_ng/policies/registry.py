@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..errors import InputError
+from ..rules.limits import enforce
 from .constraints import violations
 from .layout import map_x
 from .objective import Objective, Solution
@@ -155,7 +156,18 @@ def solve(inp: SchedulingProblem, name: str, solver: str | None = None, partitio
     """Solve a registered policy on a scheduling problem.
 
     `partitions=k > 1` splits jobs and GPUs into k random sub-problems solved in parallel
-    (POP, SOSP'21) and merges them; see partition.py."""
+    (POP, SOSP'21) and merges them; see partition.py. Whatever the policy, the allocation
+    keeps the problem's limits (quotas, labelled servers: gavel_ng.rules)."""
+    sol = _solve(inp, name, solver, partitions, seed)
+    if inp.limits is not None:
+        real = Problem(inp)
+        x = enforce(real, sol.x)
+        if not np.array_equal(x, sol.x):
+            sol.x, sol.allocation = x, real.allocation(x)
+    return sol
+
+
+def _solve(inp: SchedulingProblem, name: str, solver: str | None, partitions: int, seed: int) -> Solution:
     spec = get_policy(name)
     if spec.packed and inp.pairs is None and inp.combinations is None:
         sol = solve(inp, spec.base, solver, partitions, seed)

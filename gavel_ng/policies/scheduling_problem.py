@@ -11,6 +11,7 @@ from ..cluster import Cluster
 from ..errors import InputError
 from ..jobs import Job
 from ..pairs import PairTable
+from ..rules.limits import Limits
 from ..throughputs import UNCONSOLIDATED, ThroughputTable
 from .entities import Entity, entity_policies
 
@@ -48,6 +49,7 @@ class SchedulingProblem:
     counts: np.ndarray | None = None  # (M,) identical jobs a row stands for (see job_classes)
     pairs: PairTable | None = None    # space sharing by partner classes (gavel_ng.pairs, packing.py)
     pools: np.ndarray | None = None   # (J,) capacity pool of each column; capacity[j] = its pool's GPUs
+    limits: Limits | None = None      # GPU caps on groups of jobs per pool: quotas, labelled servers (rules/)
 
     @property
     def num_jobs(self) -> int:
@@ -57,13 +59,16 @@ class SchedulingProblem:
     def total_jobs(self) -> float:
         return float(self.num_jobs if self.counts is None else self.counts.sum())
 
-    def job_classes(self) -> tuple[SchedulingProblem, np.ndarray]:
+    def job_classes(self, key: np.ndarray | None = None) -> tuple[SchedulingProblem, np.ndarray]:
         """Collapse jobs that look identical to a policy that reads only throughputs,
         scale factor and weight (las): a symmetric optimum exists, so one row per class
         with a multiplicity gives the same allocation from an LP the size of the job-type
-        mix. Returns the class problem and each job's class."""
+        mix. `key`: (M, k) more columns jobs of one class must share (a policy's own grouping).
+        Returns the class problem and each job's class."""
         looks = np.column_stack([self.throughputs, self.scale_factors, self.weights]
-                                + ([self.pairs.job_class] if self.pairs is not None else []))
+                                + ([self.pairs.job_class] if self.pairs is not None else [])
+                                + ([self.limits.members.T] if self.limits is not None else [])
+                                + ([key] if key is not None else []))
         uniq, first, inverse, counts = np.unique(looks, axis=0, return_index=True, return_inverse=True,
                                                  return_counts=True)
         cls = replace(self, job_ids=[f"class{c}" for c in range(len(uniq))], throughputs=self.throughputs[first],
@@ -72,7 +77,8 @@ class SchedulingProblem:
                       time_since_arrival=self.time_since_arrival[first], slo_s=self.slo_s[first],
                       entities=[self.entities[i] for i in first], combinations=None,
                       counts=counts.astype(float),
-                      pairs=None if self.pairs is None else self.pairs.subset(first))
+                      pairs=None if self.pairs is None else self.pairs.subset(first),
+                      limits=None if self.limits is None else self.limits.subset(first))
         return cls, np.asarray(inverse).ravel()
 
     def with_throughputs(self, throughputs: np.ndarray) -> SchedulingProblem:
@@ -90,13 +96,14 @@ class SchedulingProblem:
                        steps_total=pick(self.steps_total), time_since_arrival=pick(self.time_since_arrival),
                        slo_s=pick(self.slo_s), entities=[self.entities[i] for i in idx], combinations=None,
                        counts=None if self.counts is None else self.counts[idx],
-                       pairs=None if self.pairs is None else self.pairs.subset(idx))
+                       pairs=None if self.pairs is None else self.pairs.subset(idx),
+                       limits=None if self.limits is None else self.limits.subset(idx).scaled(capacity_share))
 
     @classmethod
     def build(cls, job_ids, worker_types, capacity, throughputs, *, scale_factors=None, weights=None,
               steps_remaining=None, steps_total=None, time_since_arrival=None, slo_s=None,
               entities=None, entity_specs=None, prices=None, combinations=None, pairs=None,
-              pools=None) -> SchedulingProblem:
+              pools=None, limits=None) -> SchedulingProblem:
         m = len(job_ids)
 
         def arr(v, default):
@@ -113,7 +120,7 @@ class SchedulingProblem:
             entity_specs=dict(entity_specs or {}),
             prices=None if prices is None else np.asarray(prices, dtype=float),
             combinations=combinations, pairs=pairs,
-            pools=None if pools is None else np.asarray(pools, dtype=int),
+            pools=None if pools is None else np.asarray(pools, dtype=int), limits=limits,
         )
         problem.validate()
         return problem

@@ -88,11 +88,12 @@ class PolicySession:
         x = repair(seen, x)
         if not self.spec.agnostic:
             return Solution(seen.allocation(x), x, objective.value(x), SOLVER, time.perf_counter() - start)
-        real = Problem(inp)
+        # the blind problem has the real one's variables, so spreading and the allocation need only it
         if self.spec.spread:
-            x = spread_over_types(real, x)
-        return Solution(real.allocation(x), x, objective_value(self.spec, real, x), SOLVER,
-                        time.perf_counter() - start)
+            x = spread_over_types(seen, x)
+        sol = Solution(seen.allocation(x), x, None, SOLVER, time.perf_counter() - start)
+        sol.defer_objective(lambda: objective_value(self.spec, Problem(inp), x))
+        return sol
 
 
 def warm_objective(p: Layout, stated: object) -> Objective | None:

@@ -15,6 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import InputError
+from ..rules.limits import enforce
 from . import packing
 from .affine import LinearConstraint
 from .constraints import CONIC_TOL, ROW_TOL, describe, violations
@@ -74,17 +75,21 @@ def repair(p: Layout, x: np.ndarray) -> np.ndarray:
     x = np.clip(x, 0.0, 1.0)
     x[x < 1e-9] = 0.0
     totals = p.job_time(x)
-    job_scale = 1.0 / np.maximum(totals, 1.0)
-    var_scale = np.ones(p.num_vars)
-    for i in range(p.members.shape[1]):
-        mem = p.members[p.var_row, i]
-        has = mem >= 0
-        var_scale[has] = np.minimum(var_scale[has], job_scale[mem[has]])
-    x = x * var_scale
+    if (totals > 1.0).any():   # (scaling by 1 everywhere else would change nothing: skipped)
+        job_scale = 1.0 / np.maximum(totals, 1.0)
+        var_scale = np.ones(p.num_vars)
+        for i in range(p.members.shape[1]):
+            mem = p.members[p.var_row, i]
+            has = mem >= 0
+            var_scale[has] = np.minimum(var_scale[has], job_scale[mem[has]])
+        x = x * var_scale
     used = p.pool_use(x)
     cap = p.capacity
-    type_scale = np.where(used > cap, cap / np.maximum(used, 1e-300), 1.0)
-    x = x * type_scale[p.var_pool]
+    if (used > cap).any():
+        type_scale = np.where(used > cap, cap / np.maximum(used, 1e-300), 1.0)
+        x = x * type_scale[p.var_pool]
+    if p.limit_block is not None:   # quotas and labelled servers (gavel_ng.rules)
+        x = enforce(p, x)
     if p.packing is not None:  # partner time must stay balanced between classes
         x = packing.rebalance(p, x)
     return x
@@ -117,7 +122,7 @@ def fill_leftover(p: Layout, x: np.ndarray) -> np.ndarray:
     less than a second LP (measured in solver_bench/). Constraints of the policy's own
     are rows the greedy pass cannot see, so then the fill is that second LP.
     """
-    if p.constraints and p.user_rows.num_rows:
+    if (p.constraints and p.user_rows.num_rows) or p.limit_block is not None:
         return _fill_lp(p, x)
     x = x.copy()
     single = p.single_var  # partner time stays as solved: it must balance between classes
@@ -127,6 +132,8 @@ def fill_leftover(p: Layout, x: np.ndarray) -> np.ndarray:
     gain = fill_gain(p)
     sf = p.var_gpus
     for j in np.argsort(-left):
+        if left[j] <= 0 or not (slack > 0).any():
+            break   # every later pool has no room either, or no job has time left: nothing would move
         cand = np.flatnonzero(single & (p.var_pool == j))
         cand = cand[np.argsort(-gain[cand], kind="stable")]
         want = np.maximum(slack[job[cand]], 0.0) * sf[cand]           # GPUs each would use
@@ -213,8 +220,9 @@ def hold_level(t: float, tol: float) -> float:
 
 def then_costs(p: Layout, objective: Objective) -> np.ndarray:
     """Per-variable cost of the second phase: sum over jobs of `then`, a class row once per job."""
-    weights = np.ones(len(objective.then)) if p.input.counts is None else p.input.counts
-    return np.asarray(objective.then.A.T @ weights).ravel()
+    A = objective.then.A
+    data = A.data if p.input.counts is None else A.data * np.repeat(p.input.counts, np.diff(A.indptr))
+    return np.bincount(A.indices, weights=data, minlength=A.shape[1])   # A.T @ weights, without a transpose
 
 
 def _then_maximize(p: Layout, objective: Objective, lp: LinearProgram, first: np.ndarray) -> np.ndarray:

@@ -9,12 +9,14 @@ with the scheduler (gavel_ng.runtime.config.validate_submission).
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from ..errors import read_json, require
+from ..errors import InputError, read_json, require
+from ..rules.model import JobRules, parse_job_rules
 from .protos import gavel_pb2 as pb
 
 SIZES = ("tiny", "full")
@@ -38,12 +40,13 @@ class JobSpec:
     working_dir: str = ""
     size: str = "full"
     env: dict[str, str] = field(default_factory=dict)
+    rules: JobRules | None = None     # placement rules and owner (gavel_ng.rules), written inline in a job file
 
     @classmethod
     def from_dict(cls, data: object, where: str = "job") -> JobSpec:
         """Parse one job object of a job file, checking types (the scheduler checks the rest)."""
         require(isinstance(data, dict), where, data, "expected an object")
-        known = {f.name for f in fields(cls)}
+        known = ({f.name for f in fields(cls)} - {"rules"}) | set(JobRules.FIELDS)
         for key in data:
             require(key in known, f"{where}.{key}", data[key], f"unknown field; known: {', '.join(sorted(known))}")
         for key in ("job_type", "steps"):
@@ -61,7 +64,7 @@ class JobSpec:
         spec = cls(job_type=data["job_type"], steps=data["steps"], scale_factor=data.get("scale_factor", 1),
                    weight=data.get("weight", 1.0), slo_s=data.get("slo_s"), name=data.get("name", ""),
                    command=tuple(command), working_dir=data.get("working_dir", ""), size=data.get("size", "full"),
-                   env=dict(env))
+                   env=dict(env), rules=parse_job_rules(data, where))
         spec.check(where)
         return spec
 
@@ -85,19 +88,21 @@ class JobSpec:
     def to_proto(self) -> pb.JobSpec:
         return pb.JobSpec(name=self.name, job_type=self.job_type, scale_factor=self.scale_factor, steps=self.steps,
                           weight=self.weight, slo_s=self.slo_s or 0.0, command=list(self.command),
-                          working_dir=self.working_dir, size=self.size, env=self.env)
+                          working_dir=self.working_dir, size=self.size, env=self.env,
+                          rules=json.dumps(self.rules.to_dict()) if self.rules is not None else "")
 
     @classmethod
     def from_proto(cls, m: pb.JobSpec) -> JobSpec:
         """Defaults for unset proto fields (0 weight = 1, empty size = full)."""
         return cls(job_type=m.job_type, steps=m.steps, scale_factor=m.scale_factor or 1, weight=m.weight or 1.0,
                    slo_s=m.slo_s or None, name=m.name, command=tuple(m.command), working_dir=m.working_dir,
-                   size=m.size or "full", env=dict(m.env))
+                   size=m.size or "full", env=dict(m.env), rules=rules_from_json(m.rules, "jobs.rules"))
 
     def to_dict(self) -> dict:
         return {"job_type": self.job_type, "steps": self.steps, "scale_factor": self.scale_factor,
                 "weight": self.weight, "slo_s": self.slo_s, "name": self.name, "command": list(self.command),
-                "working_dir": self.working_dir, "size": self.size, "env": dict(self.env)}
+                "working_dir": self.working_dir, "size": self.size, "env": dict(self.env),
+                **(self.rules.to_dict() if self.rules is not None else {})}
 
 
 def load_job_file(path: str | Path) -> list[JobSpec]:
@@ -109,6 +114,17 @@ def load_job_file(path: str | Path) -> list[JobSpec]:
     items = data if isinstance(data, list) else [data]
     require(len(items) > 0, "jobs", data, "no jobs in the file")
     return [JobSpec.from_dict(item, f"jobs[{i}]") for i, item in enumerate(items)]
+
+
+def rules_from_json(text: str, where: str) -> JobRules | None:
+    """A JobSpec's rules as they travel in the proto (a JSON object; empty: none)."""
+    if not text:
+        return None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(where, text[:80], f"not JSON ({exc.msg})") from None
+    return parse_job_rules(data, where) if isinstance(data, dict) else JobRules.from_dict(data, where)
 
 
 def is_int(x: object) -> bool:

@@ -73,6 +73,9 @@ class ClusterConfig:
     tls_cert: str | None = None
     tls_key: str | None = None
     tls_ca: str | None = None
+    rules: dict = field(default_factory=dict)      # quotas, one distributed job per server, admission (gavel_ng.rules)
+    worker_labels: dict = field(default_factory=dict)   # worker id -> server labels, beside the workers' --label
+    entities: dict = field(default_factory=dict)   # name -> {weight, policy}: the entities jobs belong to
 
     @classmethod
     def load(cls, path: str | Path) -> ClusterConfig:
@@ -121,9 +124,28 @@ class ClusterConfig:
                     "must be true or false")
         require(is_int(self.max_failures) and self.max_failures >= 1, "cluster-config.max_failures",
                 self.max_failures, "must be an integer >= 1")
+        self.cluster_rules.check_types(list(self.worker_types), "cluster-config.rules")
+        self.cluster_rules.check_entities(self.entity_specs, "cluster-config.rules", "cluster-config.entities")
+        require(isinstance(self.worker_labels, dict) and all(
+            isinstance(v, list) and all(isinstance(x, str) and x for x in v) for v in self.worker_labels.values()),
+            "cluster-config.worker_labels", self.worker_labels, "must map worker id -> list of labels")
         for w, price in self.prices.items():
             require(w in self.worker_types, "cluster-config.prices", w, "unknown worker type")
             require(is_number(price) and price >= 0, f"cluster-config.prices.{w}", price, "must be >= 0")
+
+    @property
+    def cluster_rules(self):
+        """The parsed `rules` (an InputError naming the field if bad)."""
+        from ..rules import ClusterRules
+
+        return ClusterRules.from_dict(self.rules, "cluster-config.rules")
+
+    @property
+    def entity_specs(self):
+        """The parsed `entities` (policies.entities.Entity by name)."""
+        from ..policies.entities import parse_entities
+
+        return parse_entities(self.entities, "cluster-config.entities")
 
     @property
     def grace(self) -> float:

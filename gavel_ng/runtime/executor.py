@@ -99,7 +99,7 @@ class DeployExecutor:
         st = self.state
         with st.lock:
             present = [m for m in jobs if m in st.jobs]
-            return JobView(present, [st.jobs[m].spec.scale_factor for m in present], st.view_isolated(present))
+            return JobView(present, [st.jobs[m].spec.scale_factor for m in present], st.believed_isolated(present))
 
     def execute(self, plan: RoundPlan) -> RoundResult:
         desired = self._resolve(plan)

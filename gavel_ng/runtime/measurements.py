@@ -18,7 +18,7 @@ import logging
 import numpy as np
 
 from ..estimator import Measurement, ThroughputEstimator
-from ..estimator.view import isolated_columns, pair_table
+from ..estimator.columns import isolated_columns, pair_table
 from ..pairs import PairTable
 from ..throughputs import UNCONSOLIDATED, JobKey
 from .jobs import FINISHED, Attempt, JobState

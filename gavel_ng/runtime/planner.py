@@ -53,7 +53,7 @@ class DynamicPlanner:
         finished = {m for m, j in st.jobs.items() if j.status in FINISHED}
         known = set(st.jobs)
         ledger = Ledger(list(saved.rows), np.asarray(saved.received, dtype=float).reshape(-1, len(types)),
-                        None if saved.totals is None else np.asarray(saved.totals, dtype=float))
+                        None if saved.totals is None else np.asarray(saved.totals, dtype=float), saved.elapsed)
         gone = finished | {m for r in ledger.rows for m in r if m not in known}
         ledger = ledger.without_jobs(gone)
         self.mech.restore_ledger(ledger)
@@ -106,7 +106,8 @@ class DynamicPlanner:
         led = self.mech.ledger()
         st.store.save_ledger(LedgerRecord(
             round=st.round_no, columns=list(st.worker_types), rows=[list(r) for r in led.rows],
-            received=led.received.tolist(), totals=None if led.totals is None else led.totals.tolist()))
+            received=led.received.tolist(), totals=None if led.totals is None else led.totals.tolist(),
+            elapsed=led.elapsed))
 
     def _save_allocation(self, alloc: AllocationRows) -> None:
         """The allocation in force, for status: in the state and in the store."""

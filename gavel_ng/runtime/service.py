@@ -14,21 +14,24 @@ import logging
 import os
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import grpc
+import numpy as np
 
 from ..allocator import PolicyAllocator
 from ..cluster import resolve_prices
 from ..errors import InputError
 from ..estimator import ThroughputEstimator
-from ..mechanism import SchedulerLoop
+from ..mechanism import MechanismConfig, SchedulerLoop
 from ..profiles import default_table
 from ..profiles.table_io import resolve_table
 from ..protocol.client import placement_label
 from ..protocol.jobspec import JobSpec
 from ..protocol.protos import gavel_pb2 as pb
 from ..protocol.rpc import Security, Stub, authenticate, make_server, new_token, open_channel
+from ..rules import AdmissionControl, RuleCompiler, ServerRules, check_entity
 from .config import ClusterConfig, validate_submission
 from .executor import DeployExecutor, Lease
 from .jobs import FINISHED, AttemptRef, DoneReport, JobState
@@ -70,8 +73,9 @@ class SchedulerServicer:
             raise InputError("gpus", req.gpus, "must be between 1 and 1024")
         if not req.worker_id or not req.address:
             raise InputError("worker_id" if not req.worker_id else "address", "", "required")
+        labels = frozenset(list(req.labels) + list(self.state.config.worker_labels.get(req.worker_id, [])))
         reg = Registration(req.worker_id, req.address, req.gpu_type, req.gpus, [_ref(r) for r in req.running],
-                           [_done(r) for r in req.pending])
+                           [_done(r) for r in req.pending], labels)
         kills = self.state.register(reg, self.svc.worker_stub)
         self.svc.executor.send_kills(kills)
         cfg = self.state.config
@@ -117,7 +121,11 @@ class SchedulerServicer:
             validate_submission(spec, self.svc.table.base, self.state.worker_types, f"jobs[{i}]",
                                 estimated=self.state.throughputs.estimator is not None)
             specs.append(spec)
-        ids = self.state.submit(specs)
+        with self.state.lock:   # rules and admission: refused as a whole, naming the job and the rule
+            self.svc.check_rules(specs)
+            ids = self.state.submit(specs)
+            for m, spec in zip(ids, specs):
+                self.svc.admission.admit(m, getattr(spec.rules, "user", None), spec.scale_factor)
         log.info("accepted jobs %s", ids)
         return pb.SubmitJobsReply(job_ids=ids)
 
@@ -160,8 +168,16 @@ class SchedulerService:
         root = config.checkpoint_root
         self.checkpoint_root = Path(root) if root else self.state_dir / "checkpoints"
         self.checkpoint_root.mkdir(parents=True, exist_ok=True)
-        self.planner = DynamicPlanner(self.state)
-        self.planner.restore()
+        # placement rules and admission (gavel_ng.rules): the simulator's code, on the live workers
+        crules = config.cluster_rules
+        self.rules = RuleCompiler(crules, self.state.registry.servers)
+        self.admission = AdmissionControl(crules.admission)
+        entities = config.entity_specs          # what the hierarchical policy shares across, quotas are keyed by
+        for m, job in self.state.jobs.items():   # a restart keeps the active jobs counted
+            if job.status not in FINISHED:
+                self.admission.add(m, getattr(job.spec.rules, "user", None), job.spec.scale_factor)
+                check_entity(getattr(job.spec.rules, "entity", None), entities, f"job {m}.entity",
+                             "cluster-config.entities")
         if config.plugins:   # the user's policies, so that config.policy may name one
             from ..policies.plugins import load_plugins
 
@@ -170,16 +186,59 @@ class SchedulerService:
         prices = resolve_prices(config.worker_types, config.prices, list_prices=False)
         self.allocator = PolicyAllocator(config.policy, list(config.worker_types), self.state, self.state.throughputs,
                                          self.state.capacity, prices=prices, space_sharing=config.space_sharing,
-                                         warm=False, lock=self.state.lock, on_solve=self._solved)
+                                         warm=False, lock=self.state.lock, on_solve=self._solved,
+                                         rules=self.rules, entities=entities)
         self.store.save_cluster_info(ClusterInfo(self.allocator.spec.name, config.round_seconds,
                                                  list(config.worker_types)))
+        # the mechanism as the simulator builds it for this policy (a cost policy's is idle-aware)
+        self.planner = DynamicPlanner(self.state, MechanismConfig().for_policy(self.allocator.spec))
+        self.planner.restore()
+        self.planner.mech.placer.rules = ServerRules(crules, self._job_rules)
         self.loop: SchedulerLoop | None = None
         self.executor = DeployExecutor(self.state, self.planner.placement, self.checkpoint_root,
                                        self.stop_event, self._topology_changed)
-        self.loop = SchedulerLoop(self.planner, self.allocator, self.executor)
+        self.loop = SchedulerLoop(self.planner, self.allocator, self.executor, admission=self.admission,
+                                  owner=self._owner)
         self.bind, self.port = bind, port
         self.server: grpc.Server | None = None
         self._thread: threading.Thread | None = None
+
+    def _job_rules(self, job: int):
+        j = self.state.jobs.get(job)
+        return None if j is None else j.spec.rules
+
+    def _owner(self, job: int) -> tuple[str | None, int]:
+        spec = self.state.jobs[job].spec
+        return getattr(spec.rules, "user", None), spec.scale_factor
+
+    def check_rules(self, specs) -> None:
+        """InputError naming the job and the rule when its rules leave it no worker type, its entity
+        is not declared, or admission refuses it (checked for the whole batch before any is accepted; lock held)."""
+        for m in [m for m, _ in self.admission.active.items() if m in self.state.jobs
+                  and self.state.jobs[m].status in FINISHED]:   # ended since the loop last looked
+            self.admission.release(m)
+        types = list(self.state.worker_types)
+        taken = []
+        try:
+            for i, spec in enumerate(specs):
+                where = f"jobs[{i}]"
+                rules = spec.rules.with_type_names(types, f"{where}.allowed_types") if spec.rules else None
+                check_entity(getattr(rules, "entity", None), self.allocator.entities, f"{where}.entity",
+                             "cluster-config.entities")
+                T = np.array([[1.0 if self.table.base.get((spec.job_type, spec.scale_factor), w) > 0
+                               or spec.job_type not in self.table.base.job_types else 0.0 for w in types]])
+                if rules is not None or self.rules.rules.quotas:
+                    no_labels = RuleCompiler(self.rules.rules, [])   # workers come and go: labels checked when placed
+                    no_labels.compile([rules and replace(rules, labels=())], [where], [spec.scale_factor], T,
+                                      np.full(len(types), np.inf), types, strict=True)
+                refusal = self.admission.admit(("pending", i), getattr(rules, "user", None), spec.scale_factor)
+                if refusal is not None:
+                    raise InputError(f"{where}.{refusal.rule}", refusal.limit,
+                                     f"refused by admission: {refusal.reason}")
+                taken.append(("pending", i))
+        finally:
+            for key in taken:
+                self.admission.release(key)
 
     def _token(self) -> str:
         """The configured token, else STATE/token (created once, readable by the owner only)."""

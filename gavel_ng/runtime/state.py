@@ -29,6 +29,7 @@ from ..estimator import ThroughputEstimator
 from ..mechanism import Topology
 from ..pairs import PairTable
 from ..protocol.jobspec import JobSpec
+from ..rules.model import entities_of
 from .config import ClusterConfig
 from .jobs import FINISHED, Attempt, AttemptRef, DoneReport, JobBook, JobState
 from .measured import MeasuredTable
@@ -49,6 +50,7 @@ class Registration:
     gpus: int
     running: list[AttemptRef] = field(default_factory=list)
     pending: list[DoneReport] = field(default_factory=list)
+    labels: frozenset = frozenset()
 
 
 @dataclass(frozen=True)
@@ -137,7 +139,7 @@ class ClusterState:
         """A worker (re)joins: remember it, take its pending reports, stop attempts nobody owns.
         `make_stub(address)` gives the (channel, stub) that reaches a new worker."""
         with self.lock:
-            w = self.registry.join(reg.worker_id, reg.address, reg.gpu_type, reg.gpus, make_stub)
+            w = self.registry.join(reg.worker_id, reg.address, reg.gpu_type, reg.gpus, make_stub, reg.labels)
             for rep in reg.pending:
                 self.book.report(rep)
             kills = self._reconcile_running(w, reg.running, registering=True)
@@ -226,13 +228,15 @@ class ClusterState:
                                    dtype=float),
                           np.array([s.steps for s in specs], dtype=float),
                           np.array([self.jobs[m].submitted for m in present], dtype=float),
-                          np.array([s.slo_s if s.slo_s is not None else math.inf for s in specs], dtype=float))
+                          np.array([s.slo_s if s.slo_s is not None else math.inf for s in specs], dtype=float),
+                          [s.rules for s in specs] if any(s.rules is not None for s in specs) else None,
+                          entities_of(s.rules for s in specs))
 
-    def view_isolated(self, ids: list[int]) -> np.ndarray:
+    def believed_isolated(self, ids: list[int]) -> np.ndarray:
         """(jobs, worker types) steps/s the policy should believe (lock held)."""
         return self.throughputs.isolated(ids, self.worker_types)
 
-    def view_pairs(self, ids: list[int], T: np.ndarray) -> PairTable:
+    def believed_pairs(self, ids: list[int], T: np.ndarray) -> PairTable:
         return self.throughputs.pair_table(ids, self.worker_types, T)
 
     # ----- topology ---------------------------------------------------------------------------

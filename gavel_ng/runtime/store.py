@@ -93,6 +93,7 @@ class LedgerRecord:
     rows: list[tuple[int, ...]]
     received: list[list[float]]          # (rows, columns)
     totals: list[float] | None = None
+    elapsed: float = 0.0                 # wall-clock seconds (decayed), for idle-aware priorities
 
 
 @dataclass
@@ -167,7 +168,8 @@ class _Reads:
         try:
             rec = LedgerRecord(int(data["round"]), [str(c) for c in data["columns"]], _rows(data["rows"]),
                                _matrix(data["received"], len(data["rows"]), len(data["columns"])),
-                               None if data.get("totals") is None else [float(v) for v in data["totals"]])
+                               None if data.get("totals") is None else [float(v) for v in data["totals"]],
+                               float(data.get("elapsed", 0.0)))
         except (KeyError, TypeError, ValueError) as exc:
             log.warning("meta %r in %s is malformed (%s): ignored", LEDGER_KEY, DB_NAME, exc)
             return None
@@ -311,8 +313,13 @@ class Store(_Reads):
 
 
 def _spec_args(d: dict) -> dict:
+    from ..rules.model import JobRules, parse_job_rules
+
     d = dict(d)
     d["command"] = tuple(d.get("command", ()))
+    d["rules"] = parse_job_rules(d, "spec")      # a job's rules are stored inline, as in its job file
+    for key in JobRules.FIELDS:
+        d.pop(key, None)
     return d
 
 

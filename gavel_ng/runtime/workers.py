@@ -27,6 +27,7 @@ class WorkerState:
     alive: bool = True
     stub: object | None = None     # the link to its daemon (protocol.rpc.Stub of service "Worker")
     channel: object | None = None
+    labels: frozenset = frozenset()  # server labels (worker flags and cluster config), for gavel_ng.rules
 
 
 @dataclass(frozen=True)
@@ -46,14 +47,15 @@ class WorkerRegistry:
         self.version = 0               # grows whenever a worker joins or leaves: the topology changed
 
     def join(self, worker_id: str, address: str, gpu_type: str, gpus: int,
-             connect: Callable[[str], tuple[object, object]]) -> WorkerState:
+             connect: Callable[[str], tuple[object, object]], labels: frozenset = frozenset()) -> WorkerState:
         """A worker registers: new, back after it was declared dead, or at a new address (then
         `connect(address)` gives the (channel, stub) to reach it); otherwise it is only seen."""
         w = self.workers.get(worker_id)
-        if w is None or not w.alive or w.address != address:
+        if w is None or not w.alive or w.address != address or w.labels != labels:
             order = w.order if w is not None else len(self.workers)
             channel, stub = connect(address)
-            w = WorkerState(worker_id, address, gpu_type, gpus, order, time.monotonic(), stub=stub, channel=channel)
+            w = WorkerState(worker_id, address, gpu_type, gpus, order, time.monotonic(), stub=stub, channel=channel,
+                            labels=frozenset(labels))
             self.workers[worker_id] = w
             self.version += 1
             self.store.event("worker_up", worker_id=w.worker_id, address=w.address, gpu_type=w.gpu_type,
@@ -111,5 +113,11 @@ class WorkerRegistry:
         cap = np.bincount(np.array(gpu_type, dtype=np.int64), minlength=len(types)).astype(float)
         topo = Topology(list(types), cap, np.array(gpu_type, dtype=np.int64), np.array(gpu_server, dtype=np.int64),
                         np.array(server_type, dtype=np.int64), server_gpus,
-                        [np.array(t, dtype=np.int64) for t in type_servers])
+                        [np.array(t, dtype=np.int64) for t in type_servers], tuple(w.labels for w in live))
         return topo, gpu_map, self.version
+
+    def servers(self) -> list:
+        """The live workers as gavel_ng.rules servers (type, GPUs, labels)."""
+        from ..rules import Server
+
+        return [Server(w.gpu_type, w.gpus, w.labels) for w in self.workers.values() if w.alive]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -15,7 +15,9 @@ from ..errors import InputError
 from ..logs import collapse_repeats
 from ..mechanism import MechanismConfig, RoundMechanism, RoundPlan, SchedulerLoop, Topology
 from ..policies.cost import SLO_DROPPED
+from ..policies.entities import Entity
 from ..policies.registry import needs_pairs, space_sharing_name
+from ..rules import AdmissionControl, ClusterRules, RuleCompiler, ServerRules, check_entity, simulated_servers
 from ..throughputs import UNCONSOLIDATED, ThroughputTable
 from ..traces import Trace, TraceGenerator
 from .estimated import EstimatedThroughputs
@@ -46,10 +48,12 @@ class SimConfig:
     reset_ledger: bool = False             # the paper's literal ledger instead of the decayed one
     prices: dict[str, float] = field(default_factory=dict)
     space_sharing: bool = False            # solve NAME_packed: jobs may share a GPU (gandiva, *_packed always do)
-    placement: bool = False                # TYPE_unconsolidated twin columns (placement-sensitive policy)
+    placement_sensitive: bool = False      # TYPE_unconsolidated twin columns (placement-sensitive policy)
     estimate_throughputs: bool = False     # the policy sees a ThroughputEstimator, not the table
     profile_fraction: float = 0.25         # share of (type, reference job) cells profiled on arrival
     reference_jobs: int | None = None      # job types the estimator keeps as reference jobs (None: all)
+    rules: ClusterRules | None = None      # quotas, server labels, admission (gavel_ng.rules); jobs' own in the trace
+    entities: dict[str, Entity] = field(default_factory=dict)   # declared entities; a job's in its trace rules
 
     def __post_init__(self) -> None:
         if not self.round_seconds > 0:
@@ -134,7 +138,12 @@ def _simulate(cluster: Cluster, table: ThroughputTable, trace: Trace | TraceGene
         generator.ensure(window[1])
     full.check_against(table)
     jobs = JobArrays.empty(table, workers)
-    _check_fits(full, jobs, cluster)
+    crules = config.rules or ClusterRules()
+    crules.check_types(workers)
+    compiler = RuleCompiler(crules, simulated_servers(cluster.gpus, cluster.server_size, crules))
+    ruled = not crules.empty or any(r is not None and r.constrains for r in full.rules)
+    crules.check_entities(config.entities, "--rules", "--entities")
+    _check_fits(full, jobs, cluster, compiler if ruled else None, config.entities)
     source = (lambda n: generator.ensure(n)) if generator else (lambda n: full)
     packed = needs_pairs(space_sharing_name(config.policy, config.space_sharing))
     if packed:
@@ -146,16 +155,19 @@ def _simulate(cluster: Cluster, table: ThroughputTable, trace: Trace | TraceGene
     # cost policies see the same prices the cost metric uses (built-in list prices unless given)
     priced = cluster.priced(config.prices)
     beliefs = estimator if estimator is not None else \
-        TableThroughputs(jobs, table, allocation_columns(workers, config.placement), pairs=packed)
+        TableThroughputs(jobs, table, allocation_columns(workers, config.placement_sensitive), pairs=packed)
     allocator = PolicyAllocator(config.policy, workers, jobs, beliefs, cluster.capacity(),
                                 prices=priced.price_per_gpu_hour, space_sharing=config.space_sharing,
-                                placement=config.placement, warm=config.warm_start)
+                                placement_sensitive=config.placement_sensitive, warm=config.warm_start,
+                                rules=compiler if ruled else None, entities=config.entities)
     ex = SimExecutor(jobs, source, config.round_seconds, len(workers), config.preemption_overhead_s,
                      integer_steps=config.gavel_compat, col_pool=allocator.col_pool,
                      prices=[priced.price_per_gpu_hour.get(w, np.nan) for w in workers])
+    if ruled:
+        ex.rules, ex.rules_columns = compiler, list(workers)
     if estimator is not None:
         ex.on_round = estimator.on_round
-        ex.view_throughputs = estimator.view
+        ex.believed_throughputs = estimator.believed
     if observe is not None:
         inner = ex.on_round
 
@@ -170,13 +182,18 @@ def _simulate(cluster: Cluster, table: ThroughputTable, trace: Trace | TraceGene
     else:
         mcfg = MechanismConfig.gavel_compat(allocator.is_agnostic, config.seed) if config.gavel_compat \
             else MechanismConfig.since_reset(config.seed) if config.reset_ledger else MechanismConfig(seed=config.seed)
-        if not config.gavel_compat and allocator.spec.idle_aware:
-            mcfg = replace(mcfg, idle_aware=True)   # deliver the types a cost policy paid for (issue 17)
+        if not config.gavel_compat:
+            mcfg = mcfg.for_policy(allocator.spec)   # deliver the types a cost policy paid for (issue 17)
         spread = None if allocator.col_pool is None else [c.endswith(UNCONSOLIDATED) for c in allocator.columns]
-        planner = RoundMechanism(Topology.from_cluster(cluster), mcfg, allocator.col_pool, spread)
+        planner = RoundMechanism(Topology.from_cluster(cluster, crules.server_labels), mcfg, allocator.col_pool,
+                                 spread)
+        if ruled:
+            planner.placer.rules = ServerRules(crules, jobs.rules_of)
     interval = GAVEL_COMPAT_SOLVE_INTERVAL if config.gavel_compat and config.min_solve_interval == 0 \
         else config.min_solve_interval
-    loop = SchedulerLoop(planner, allocator, ex, interval)
+    admission = None if crules.admission.accept_all else AdmissionControl(crules.admission)
+    loop = SchedulerLoop(planner, allocator, ex, interval, admission,
+                         lambda m: (getattr(jobs.rules_of(m), "user", None), int(jobs.sf[m])))
 
     lo, hi = window
     left = [hi - lo]
@@ -204,9 +221,11 @@ def _simulate(cluster: Cluster, table: ThroughputTable, trace: Trace | TraceGene
         log.warning("run marked unstable: %s", reason)
     summary = summarize(config, cluster, jobs, window, ex, loop.stats, unstable, reason,
                         time.perf_counter() - wall)
+    summary["refused"] = sum(1 for m in ex.refused if lo <= m < hi)   # admission refusals in the window
+    summary["refusals"] = dict(admission.refusals) if admission is not None else {}
     summary["solver_fallbacks"] = allocator.warnings
     summary["policy_solved"] = allocator.spec.name
-    summary["placement"] = bool(config.placement)
+    summary["placement_sensitive"] = bool(config.placement_sensitive)
     summary["paired_fraction"] = round(ex.paired_seconds / ex.run_seconds, 6) if ex.run_seconds else 0.0
     summary["estimated_throughputs"] = estimator is not None
     if estimator is not None:
@@ -225,11 +244,21 @@ def _window(window: tuple[int, int] | None, generator: TraceGenerator | None, tr
     return window
 
 
-def _check_fits(trace: Trace, jobs: JobArrays, cluster: Cluster) -> None:
-    """A job no worker type can run would never finish: reject it up front, naming it."""
+def _check_fits(trace: Trace, jobs: JobArrays, cluster: Cluster, rules: RuleCompiler | None = None,
+                entities: dict | None = None) -> None:
+    """A job no worker type can run would never finish: reject it up front, naming it (and the rule
+    that leaves it nowhere, gavel_ng.rules); so is one whose entity is not declared."""
     cap = cluster.capacity()
     index = {k: i for i, k in enumerate(jobs.key_list)}
+    workers = cluster.worker_types
     for i, (t, sf) in enumerate(zip(trace.job_types, trace.scale_factors)):
         T = jobs.T[index[(t, int(sf))]]
         if not ((T > 0) & (sf <= cap)).any():
             raise InputError(f"trace job {i}", t, f"fits on no worker type of the cluster (scale factor {sf})")
+        r = trace.rules_of(i)
+        if r is not None:
+            check_entity(r.entity, entities or {}, f"trace job {i} rules.entity", "--entities")
+        if rules is not None and (r is not None or rules.rules.quotas):
+            if r is not None:
+                r.with_type_names(workers, f"trace job {i} rules")
+            rules.compile([r], [i], [sf], T[None, :], cap, workers, strict=True)

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..estimator import EstimatorConfig, Measurement, ThroughputEstimator, profile_from_table
-from ..estimator.view import isolated_columns, pair_table
+from ..estimator.columns import isolated_columns, pair_table
 from ..mechanism import RoundPlan
 from ..pairs import PairTable
 from ..throughputs import UNCONSOLIDATED, ThroughputTable
@@ -67,7 +67,7 @@ class EstimatedThroughputs:
                 est.add_job(j, sf, profile_from_table(self.truth, key, est.plan_profile(sf)))
                 self.profiled += 1
 
-    def view(self, jobs: list[int]) -> np.ndarray:
+    def believed(self, jobs: list[int]) -> np.ndarray:
         """Isolated steps/s per worker type as the estimator sees them (for backfill)."""
         self.sync(jobs)
         return self.est.isolated_matrix(list(jobs), self.workers)

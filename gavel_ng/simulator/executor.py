@@ -21,6 +21,7 @@ import numpy as np
 
 from ..allocator import PolicyJobs
 from ..mechanism import AllocationRows, JobView, RoundPlan, RoundResult, make_plan
+from ..rules.model import entities_of
 from ..throughputs import UNCONSOLIDATED, ThroughputTable
 from ..traces import Trace
 
@@ -46,6 +47,7 @@ class JobArrays:
     P: np.ndarray | None = None    # (keys, keys, J) steps/s of a job sharing a GPU with another; 0 = cannot
     Pu: np.ndarray | None = None   # the same for a multi-GPU pair split over servers, nan where unmeasured
     cost: np.ndarray = field(default_factory=lambda: np.zeros(0))   # $ charged to each job so far
+    rules: list = field(default_factory=list)   # per job JobRules or None (gavel_ng.rules); empty: none at all
 
     @classmethod
     def empty(cls, table: ThroughputTable, worker_types: list[str]) -> JobArrays:
@@ -98,6 +100,8 @@ class JobArrays:
         self.admitted_at = np.concatenate([self.admitted_at, np.full(n, np.nan)])
         self.avg_active = np.concatenate([self.avg_active, np.full(n, np.nan)])
         self.cost = np.concatenate([self.cost, np.zeros(n)])
+        if trace.rules or self.rules:
+            self.rules = (self.rules or [None] * start) + [trace.rules_of(i) for i in range(start, len(trace))]
 
     def __len__(self) -> int:
         return len(self.key)
@@ -106,7 +110,13 @@ class JobArrays:
         """The policy's data about these jobs (JobSource of gavel_ng.allocator)."""
         idx = np.asarray(jobs, dtype=np.int64)
         return PolicyJobs(list(jobs), self.sf[idx].astype(float), self.weight[idx], self.remaining[idx],
-                          self.steps[idx], self.arrival[idx], self.slo[idx])
+                          self.steps[idx], self.arrival[idx], self.slo[idx],
+                          [self.rules[m] for m in jobs] if self.rules else None,
+                          entities_of(self.rules[m] for m in jobs) if self.rules else None)
+
+    def rules_of(self, job: int):
+        """The job's JobRules, or None."""
+        return self.rules[job] if self.rules else None
 
 
 class SimExecutor:
@@ -130,7 +140,7 @@ class SimExecutor:
         # allocation columns -> types, for fluid (ideal) plans over placement-sensitive columns
         self.col_pool = None if col_pool is None else np.asarray(col_pool, dtype=np.int64)
         self.on_round = None                 # callback(plan, steps, start, used) per member, after a round
-        self.view_throughputs = None         # callable(jobs) -> (n, J) what backfill sees; None: the truth
+        self.believed_throughputs = None     # callable(jobs) -> (n, J) what backfill sees; None: the truth
         self.paired_seconds = 0.0            # job-seconds run sharing a GPU
         self.run_seconds = 0.0               # job-seconds run
         self.clock = 0.0
@@ -142,6 +152,9 @@ class SimExecutor:
         self.prices = np.full(num_types, np.nan) if prices is None else np.asarray(prices, dtype=float)
         self.finished_total = 0
         self.on_finish = None                # callback(list of job ids)
+        self.refused: dict[int, str] = {}    # job -> why admission refused it (gavel_ng.rules.admission)
+        self.rules = None                    # a RuleCompiler: backfill sees only the types a job may use
+        self.rules_columns: list[str] = []   # ... named by these worker types
 
     def now(self) -> float:
         return self.clock
@@ -185,8 +198,18 @@ class SimExecutor:
 
     def job_view(self, jobs: list[int]) -> JobView:
         idx = np.asarray(jobs, dtype=np.int64)
-        T = self.jobs.T[self.jobs.key[idx]] if self.view_throughputs is None else self.view_throughputs(jobs)
+        T = self.jobs.T[self.jobs.key[idx]] if self.believed_throughputs is None else self.believed_throughputs(jobs)
+        if self.rules is not None and self.jobs.rules:
+            T, _ = self.rules.compile([self.jobs.rules[m] for m in jobs], jobs, self.jobs.sf[idx], T,
+                                      np.full(T.shape[1], np.inf), [*self.rules_columns], strict=False)
         return JobView(list(jobs), self.jobs.sf[idx].tolist(), T)
+
+    def refuse(self, job: int, reason: str) -> None:
+        """Admission refused an arrived job: it never runs, and counts as settled."""
+        self.refused[job] = reason
+        self.unfinished -= 1
+        if self.on_finish is not None:
+            self.on_finish(np.array([job]))
 
     # ----- execution -------------------------------------------------------------------
     def execute(self, plan: RoundPlan) -> RoundResult:
@@ -205,7 +228,8 @@ class SimExecutor:
             rate = rate_share
         else:
             rem = ja.remaining[jobs]
-            start = np.where(plan.renewed[e], 0.0, min(self.overhead, L))
+            start = np.where(plan.renewed if len(e) == plan.num_entries else plan.renewed[e], 0.0,
+                             min(self.overhead, L))
             rate = thr
         run = L - start
         if self.integer_steps:
@@ -213,9 +237,12 @@ class SimExecutor:
         else:
             can = rate * run
         done = (rem <= can) & (rate > 0)
-        steps = np.where(done, rem, can)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            used = np.where(done, start + rem / np.where(rate > 0, rate, 1.0), L)
+        if done.any():
+            steps = np.where(done, rem, can)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                used = np.where(done, start + rem / np.where(rate > 0, rate, 1.0), L)
+        else:   # most rounds: no job finishes, each holds its GPUs all round
+            steps, used = can, np.full(len(rem), L)
         ja.remaining[jobs] = rem - steps
         if len(e) == plan.num_entries:
             occupied = used
@@ -263,8 +290,8 @@ class SimExecutor:
     def _charge(self, plan: RoundPlan, charge: np.ndarray) -> None:
         """Each entry's $ split equally over its members."""
         e = plan.member_entry
-        if len(e) == plan.num_entries:
-            np.add.at(self.jobs.cost, plan.member_job, charge[e])
+        if len(e) == plan.num_entries:   # one member per entry: e is the identity
+            np.add.at(self.jobs.cost, plan.member_job, charge)
         else:
             size = np.bincount(e, minlength=plan.num_entries)
             np.add.at(self.jobs.cost, plan.member_job, charge[e] / size[e])
@@ -296,9 +323,9 @@ class SimExecutor:
                     P = np.hstack([P, np.nan_to_num(ja.Pu[k[f], k[partner]])])
                 T[f] = P
             return T, (plan.share[e] * T).sum(axis=1)
-        types = plan.types[e]
+        types = plan.types[e] if paired else plan.types
         thr = ja.T[k, types]
-        split = ~plan.consolidated[e]
+        split = ~(plan.consolidated[e] if paired else plan.consolidated)
         if split.any():
             u = ja.Tu[k[split], types[split]]
             thr[split] = np.where(np.isnan(u), thr[split], u)

@@ -25,7 +25,7 @@ SHORT = {"jobs_per_hour": "rate", "round_seconds": "round s", "heterogeneity": "
 BOOL_WORDS = {"ideal": ("ideal", "mechanism"), "estimate_throughputs": ("estimated", "oracle"),
               "space_sharing": ("space sharing", "no space sharing"), "multi_gpu": ("multi-GPU", "single-GPU"),
               "priorities": ("priorities", "no priorities"), "gavel_compat": ("gavel-compat", "default mode"),
-              "slos": ("SLOs", "no SLOs"), "placement": ("placement-aware", "placement-blind")}
+              "slos": ("SLOs", "no SLOs"), "placement_sensitive": ("placement-sensitive", "placement-blind")}
 
 
 def ok_rows(df: pd.DataFrame) -> pd.DataFrame:

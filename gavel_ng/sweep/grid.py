@@ -2,6 +2,10 @@
 
 A point's id hashes only the fields that differ from their defaults, so adding a field
 (with a default) later keeps the ids of results already on disk: resuming still works.
+
+An elastic point (`workload`, or a Pollux artifact `.csv` as `trace`) is one `gavel-ng
+simulate --workload` run: any elastic or ordinary policy on adaptive jobs, through
+`gavel_ng.elastic.compare.run_policy`, so that both give the same numbers.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ class SweepPoint:
     slos: bool = False
     window: str | None = None            # "START:END" job ids; None: simulate's default
     seed: int = 0
-    round_seconds: float = 360.0
+    round_seconds: float | None = 360.0  # None: each policy's own interval (elastic points only)
     throughputs: str | None = None       # gavel-osdi20, a .json or a .csv table; None: built-in profiles
     heterogeneity: float = 1.0           # exponent on speedups over V100 (built-in profiles only)
     ideal: bool = False
@@ -44,20 +48,59 @@ class SweepPoint:
     max_active_jobs: int = 4000
     # simulator features landing with space sharing and the estimator (used when SimConfig has them)
     space_sharing: bool = False
-    placement: bool = False
+    placement_sensitive: bool = False
     estimate_throughputs: bool = False
     profile_fraction: float = 0.25
     reference_jobs: int | None = None
+    # elastic workloads (gavel_ng.elastic; `simulate --workload` and its flags)
+    workload: str | None = None          # "pollux": Pollux's workload, `jobs` jobs in `hours` hours
+    jobs: int = 160
+    hours: float = 8.0
+    realloc_delay: float = 30.0
+    fairness_floor: float = 0.5
 
     def __post_init__(self) -> None:
-        sources = sum(v is not None for v in (self.jobs_per_hour, self.static, self.trace))
+        sources = sum(v is not None for v in (self.jobs_per_hour, self.static, self.trace, self.workload))
         if sources != 1:
-            raise InputError("sweep point", self.describe(), "needs exactly one of jobs_per_hour, static, trace")
+            raise InputError("sweep point", self.describe(),
+                             "needs exactly one of jobs_per_hour, static, trace, workload")
+        self._check_elastic()
         if self.throughputs is not None and self.heterogeneity != 1.0:
             raise InputError("heterogeneity", self.heterogeneity,
                              "applies to the built-in profiles only (leave --throughputs out)")
         if self.ledger not in ("decay", "reset"):
             raise InputError("ledger", self.ledger, "must be decay or reset")
+
+    @property
+    def elastic(self) -> bool:
+        """Whether this point runs an elastic workload (as `simulate` decides: --workload or a .csv trace)."""
+        return self.workload is not None or str(self.trace).lower().endswith(".csv")
+
+    def _check_elastic(self) -> None:
+        """Fields of one kind of run set on the other are errors, not silently ignored."""
+        from ..elastic.registry import is_elastic_policy
+
+        changed = self.changed()
+        if not self.elastic:
+            for name in ELASTIC_ONLY:
+                if name in changed:
+                    raise InputError(name, changed[name], "applies to elastic workloads only (workload, a .csv trace)")
+            if is_elastic_policy(self.policy):
+                raise InputError("policy", self.policy, "runs elastic workloads only (workload pollux, a .csv trace)")
+            if self.round_seconds is None:
+                raise InputError("round_seconds", None, "none (each policy's own) applies to elastic workloads only")
+            return
+        if self.workload is not None and self.workload != "pollux":
+            raise InputError("workload", self.workload, "must be pollux")
+        for name, value in changed.items():
+            if name not in ELASTIC_FIELDS:
+                raise InputError(name, value, "does not apply to elastic workloads")
+        if self.jobs < 1:
+            raise InputError("jobs", self.jobs, "must be at least 1")
+        if not self.hours > 0:
+            raise InputError("hours", self.hours, "must be positive")
+        if self.round_seconds is not None and not self.round_seconds > 0:
+            raise InputError("round_seconds", self.round_seconds, "must be positive (none: each policy's own)")
 
     def changed(self) -> dict[str, Any]:
         """Fields whose value differs from the default, in declaration order."""
@@ -76,6 +119,10 @@ class SweepPoint:
 
 
 FIELDS: dict[str, Any] = {f.name: f for f in fields(SweepPoint)}
+ELASTIC_ONLY = ("jobs", "hours", "realloc_delay", "fairness_floor")
+# what an elastic point may set: `simulate --workload`'s flags
+ELASTIC_FIELDS = ("policy", "cluster", "gpus_per_server", "workload", "trace", "seed", "round_seconds",
+                  "preemption_overhead", "max_hours") + ELASTIC_ONLY
 
 
 def field_type(name: str) -> str:
@@ -92,7 +139,7 @@ def parse_value(name: str, text: str) -> Any:
     if name not in FIELDS:
         raise InputError("sweep axis", name, f"unknown; known: {', '.join(FIELDS)}")
     kind, raw = field_type(name), text.strip()
-    if raw.lower() in ("none", "null", "") and FIELDS[name].default is None:
+    if raw.lower() in ("none", "null", "") and (FIELDS[name].default is None or "None" in str(FIELDS[name].type)):
         return None
     try:
         if kind == "float":

@@ -1,5 +1,8 @@
 """Running one sweep point: the same path as `gavel-ng simulate`, returning rows, not files.
 
+An elastic point runs `elastic.compare.run_policy`, as `simulate --workload` does; its row
+has the elastic summary's metrics (gpu_hours, reallocations; no per-job records).
+
 Runs in worker processes (local pool or Ray), so everything it returns is plain data
 that the driver appends to the results table.
 """
@@ -27,8 +30,9 @@ METRICS = ("avg_jct_hours", "p50_jct_hours", "p90_jct_hours", "p99_jct_hours", "
            "slo_violation_fraction", "slo_dropped",
            "avg_ftf_rho", "max_ftf_rho", "avg_jct_high_priority_hours", "avg_jct_low_priority_hours",
            "lease_renewal_fraction", "unstable", "unstable_reason", "policy_solves", "solve_seconds", "rounds",
-           "simulated_hours", "wall_seconds", "mode", "solver_fallbacks", "policy_solved", "paired_fraction")
-OPTIONAL = ("space_sharing", "placement", "estimate_throughputs", "profile_fraction", "reference_jobs")
+           "simulated_hours", "wall_seconds", "mode", "solver_fallbacks", "policy_solved", "paired_fraction",
+           "gpu_hours", "reallocations")
+OPTIONAL = ("space_sharing", "placement_sensitive", "estimate_throughputs", "profile_fraction", "reference_jobs")
 BOOKKEEPING = ("point_id", "status", "error", "finished_at", "host")
 JOB_COLUMNS = ("job_id", "job_type", "scale_factor", "weight", "arrival_s", "finish_s", "jct_s", "ftf_rho",
                "slo_s", "slo_violated", "slo_dropped", "cost_usd")
@@ -70,14 +74,14 @@ def simulate_point(point: SweepPoint, table_payload: str | None = None, plugins:
     `plugins` (policies.plugins.Plugin, shipped by the driver) are loaded first, so that a
     user's policy resolves by name in this process too; loading is a no-op where they are."""
     from ..cluster import Cluster
+    from ..errors import InputError
     from ..simulator import SimConfig, simulate
     from ..simulator.engine import parse_window
     from ..traces import TraceGenerator, TraceSpec, generate, read_trace
 
-    if plugins:
-        from ..policies.plugins import load_plugins
-
-        load_plugins(plugins)
+    if point.elastic:
+        raise InputError("sweep point", point.describe(), "is an elastic workload: run_point gives its row")
+    _load(plugins)
     cluster = Cluster.parse(point.cluster, gpus_per_server=point.gpus_per_server).priced()
     table = _table(point.throughputs, point.heterogeneity, tuple(cluster.worker_types), table_payload)
     spec = TraceSpec(point.jobs_per_hour, point.multi_gpu, point.priorities, point.slos, point.seed)
@@ -94,6 +98,27 @@ def simulate_point(point: SweepPoint, table_payload: str | None = None, plugins:
                        max_active_jobs=point.max_active_jobs, reset_ledger=point.ledger == "reset",
                        **_optional(point))
     return simulate(cluster, table, trace, config)
+
+
+def _load(plugins: tuple) -> None:
+    if plugins:
+        from ..policies.plugins import load_plugins
+
+        load_plugins(plugins)
+
+
+def elastic_summary(point: SweepPoint, plugins: tuple = ()) -> dict[str, Any]:
+    """The row `gavel-ng simulate --workload ...` prints for an elastic point (`compare.run_policy`)."""
+    from ..cluster import Cluster
+    from ..elastic.compare import RunSettings, load_workload, run_policy
+
+    _load(plugins)
+    cluster = Cluster.parse(point.cluster, gpus_per_server=point.gpus_per_server)
+    etrace = load_workload(cluster, point.trace, point.jobs, point.hours, point.seed)
+    settings = RunSettings(round_seconds=point.round_seconds, realloc_delay=point.realloc_delay,
+                           preemption_overhead=point.preemption_overhead, floor=point.fairness_floor,
+                           seed=point.seed, max_hours=point.max_hours)
+    return run_policy(point.policy, cluster, etrace, settings)
 
 
 def _optional(point: SweepPoint) -> dict[str, Any]:
@@ -115,11 +140,15 @@ def run_point(point: SweepPoint, table_payload: str | None = None, plugins: tupl
     """Simulate one point; any failure becomes a row with status 'error' (retried on resume)."""
     row: dict[str, Any] = {**point.as_row(), "point_id": point.point_id, "host": socket.gethostname()}
     try:
-        result = simulate_point(point, table_payload, plugins)
+        result = elastic_summary(point, plugins) if point.elastic else simulate_point(point, table_payload, plugins)
     except Exception as exc:  # noqa: BLE001 - one bad point must not end a sweep
         log.debug("point %s failed:\n%s", point.point_id, traceback.format_exc())
         row.update({k: None for k in METRICS})
         row.update(status="error", error=f"{type(exc).__name__}: {exc}", finished_at=time.time())
+        return PointResult(row)
+    if point.elastic:
+        row.update({k: result.get(k) for k in METRICS})
+        row.update(status="ok", error=None, finished_at=time.time())
         return PointResult(row)
     s = result.summary
     row.update({k: s.get(k) for k in METRICS})

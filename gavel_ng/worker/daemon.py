@@ -54,13 +54,15 @@ class Task:
 class WorkerDaemon:
     def __init__(self, scheduler: str, gpu_type: str, gpus: int, security: Security, bind: str = "0.0.0.0",
                  port: int = 0, advertise: str | None = None, gpu_ids: list[int] | None = None,
-                 work_dir: str | None = None, python: str = sys.executable, standby: int | None = None):
+                 work_dir: str | None = None, python: str = sys.executable, standby: int | None = None,
+                 labels: list[str] | None = None):
         if gpus < 1:
             raise InputError("--gpus", gpus, "must be >= 1")
         self.gpu_ids = list(gpu_ids) if gpu_ids else list(range(gpus))
         if len(self.gpu_ids) != gpus:
             raise InputError("--gpu-ids", gpu_ids, f"must list {gpus} GPUs")
         self.scheduler, self.gpu_type, self.gpus = scheduler, gpu_type.lower(), gpus
+        self.labels = sorted(set(labels or ()))   # this server's labels (gavel_ng.rules), sent at registration
         self.security, self.bind, self.port = security, bind, port
         self.advertise = advertise or socket.gethostname()
         self.python = python
@@ -282,7 +284,7 @@ class WorkerDaemon:
             pending = list(self.pending)
         req = pb.RegisterWorkerRequest(worker_id=self.worker_id, address=f"{self.advertise}:{self.port}",
                                        gpu_type=self.gpu_type, gpus=self.gpus, running=self._running_refs(),
-                                       pending=pending)
+                                       pending=pending, labels=self.labels)
         reply = self.stub.RegisterWorker(req)
         self.heartbeat_seconds, self.grace = reply.heartbeat_seconds or 2.0, reply.grace_seconds or 30.0
         with self.lock:

@@ -57,7 +57,7 @@ def test_a_change_of_configuration_is_a_reallocation(tmp_path):
     et = one_job(tmp_path, arrivals=(0, 720))
     cluster = Cluster.parse("t4=8", gpus_per_server=4)
     counts = {}
-    r = simulate_elastic(cluster, et, "goodput", floor=1.0,
+    r = simulate_elastic(cluster, et, "goodput",
                          observe=lambda p: [counts.setdefault(int(m), set()).add(int(k))
                                             for m, k in zip(p.member_job, p.sfs)])
     assert len(counts[0]) >= 2

@@ -11,7 +11,7 @@ from gavel_ng.mechanism import (
     greedy_select,
     priorities,
 )
-from gavel_ng.mechanism.priorities import global_order
+from gavel_ng.mechanism.priorities import entry_priorities, global_order, rank_entries
 
 
 def topo(spec="v100=4,k80=4", per=2):
@@ -28,6 +28,33 @@ def test_priorities_rank_never_served_first():
     order = global_order(X, p, never, X > 0)
     assert order[0] == 1 * 2 + 0          # row 1 on type 0, never served, comes first
     assert p[1, 1] == 0
+
+
+def test_priorities_of_a_flat_subset_are_those_of_the_grid():
+    """The mechanism ranks only its eligible entries (entry_priorities, rank_entries): bit for bit
+    what priorities() and global_order() give over the whole (row, type) grid."""
+    rng = np.random.default_rng(0)
+    X = np.where(rng.random((40, 3)) < 0.3, 0.0, rng.random((40, 3)))
+    received = np.where(rng.random((40, 3)) < 0.2, 0.0, rng.random((40, 3)) * 1e3)
+    received[:, 2] = 0.0                       # a type that handed out nothing yet
+    eligible = (X > 1e-9) & (rng.random((40, 1)) < 0.8)
+    flat = np.flatnonzero(eligible.ravel())
+    for factor in (None, 1e9):
+        p, never = priorities(X, received, None, factor)
+        q, qnever = entry_priorities(X.ravel()[flat], received.ravel()[flat], received.sum(axis=0)[flat % 3], factor)
+        assert np.array_equal(q, p.ravel()[flat]) and np.array_equal(qnever, never.ravel()[flat])
+        assert np.array_equal(flat[rank_entries(flat, X.ravel()[flat], q, qnever)], global_order(X, p, never, eligible))
+
+
+def test_retired_jobs_leave_the_cached_entries():
+    m = RoundMechanism(topo("v100=2", per=2))
+    m.reset(AllocationRows([(0,), (1,), (2,)], np.full((3, 1), 0.6), np.ones(3)))
+    assert 0 in m.plan().member_job
+    m.retire(0)
+    for _ in range(3):
+        plan = m.plan()
+        assert sorted(plan.member_job.tolist()) == [1, 2]
+        m.record(plan, np.full(plan.num_entries, 360.0))
 
 
 def test_greedy_respects_conflicts_and_capacity():
@@ -90,6 +117,14 @@ def test_placement_renews_and_consolidates():
     d = p.place([(0,), (1,), (9,)], [0, 0, 0], [3, 3, 2])
     assert d.renewed.tolist() == [True, True, False]
     assert not d.consolidated[2] and len(servers(d.gpus[2])) == 2   # one GPU left on each server: split
+
+
+def test_one_gpu_entries_of_several_types_fill_the_fullest_servers():
+    p = Placer(topo("v100=4,k80=4", per=2))    # servers {0,1} {2,3} of v100, {4,5} {6,7} of k80
+    assert p.place([(0,)], [0], [1]).gpus == [(0,)]
+    b = p.place([(0,), (1,), (2,), (3,)], [0, 1, 0, 1], [1, 1, 1, 1])
+    assert b.renewed.tolist() == [True, False, False, False] and b.consolidated.all()
+    assert b.gpus == [(0,), (4,), (1,), (5,)]   # GPU 1's server is the fuller v100 one
 
 
 def test_backfill_places_jobs_unknown_to_allocation():

@@ -48,13 +48,13 @@ def _launch(st: ClusterState, job_id: int, partner: int | None, placement=GPU) -
 def test_pair_and_isolated_rates_reach_the_policy_view(tmp_path, estimator):
     st = _state(tmp_path, estimator)
     rec, lm = st.submit([REC, LM])
-    before = st.view_pairs([rec, lm], st.view_isolated([rec, lm])).frac[:, :, 0].copy()
+    before = st.believed_pairs([rec, lm], st.believed_isolated([rec, lm])).frac[:, :, 0].copy()
     a, b = _launch(st, rec, lm), _launch(st, lm, rec)
     for k in (1, 2, 3):                                   # both ran together: in-pair samples
         st.progress(st.jobs[rec], a, 40 * k, 10.0 * k)   # 4 steps/s
         st.progress(st.jobs[lm], b, 10 * k, 10.0 * k)    # 1 step/s
-    T = st.view_isolated([rec, lm])
-    frac = st.view_pairs([rec, lm], T).frac[:, :, 0]
+    T = st.believed_isolated([rec, lm])
+    frac = st.believed_pairs([rec, lm], T).frac[:, :, 0]
     assert frac[0, 1] * T[0, 0] == pytest.approx(4.0, rel=0.05)
     assert frac[1, 0] * T[1, 0] == pytest.approx(1.0, rel=0.05)
     assert (frac != before).any()
@@ -66,15 +66,15 @@ def test_pair_and_isolated_rates_reach_the_policy_view(tmp_path, estimator):
     assert "Recommendation (batch size 512)|1|v100" not in st.table.measured()
     st.progress(st.jobs[rec], a, 300, 60.0)               # alone: 10 steps/s
     assert st.table.measured()["Recommendation (batch size 512)|1|v100"] == pytest.approx(10.0)
-    assert st.view_isolated([rec])[0, 0] == pytest.approx(10.0)
+    assert st.believed_isolated([rec])[0, 0] == pytest.approx(10.0)
 
     # a restarted scheduler sees the same rates
     st.store.close()
     again = _state(tmp_path, estimator)
     assert again.table.measured() == pytest.approx(st.table.measured())
     if estimator:
-        T2 = again.view_isolated([rec, lm])
-        assert again.view_pairs([rec, lm], T2).frac[0, 1, 0] * T2[0, 0] == pytest.approx(4.0, rel=0.05)
+        T2 = again.believed_isolated([rec, lm])
+        assert again.believed_pairs([rec, lm], T2).frac[0, 1, 0] * T2[0, 0] == pytest.approx(4.0, rel=0.05)
 
 
 def test_an_unplanned_neighbour_spoils_the_interval(tmp_path):

@@ -21,8 +21,9 @@ JOB = JobSpec("ResNet-18 (batch size 32)", steps=1000, size="tiny")
 def make_service(tmp_path):
     made = []
 
-    def make() -> SchedulerService:
-        svc = SchedulerService(ClusterConfig(round_seconds=1.0), tmp_path / "state", port=0, bind="127.0.0.1")
+    def make(state: str = "state", **config) -> SchedulerService:
+        svc = SchedulerService(ClusterConfig(round_seconds=1.0, **config), tmp_path / state, port=0,
+                               bind="127.0.0.1")
         made.append(svc)
         return svc
 
@@ -120,3 +121,37 @@ def test_a_ledger_for_other_worker_types_is_ignored(make_service, caplog):
     again = make_service()
     assert again.planner.mech.ledger().rows == []
     assert "fairness history starts over" in caplog.text
+
+
+PRICES = {"v100": 3.06, "p100": 1.46, "k80": 0.9}
+
+
+def test_a_cost_policy_gets_the_simulators_idle_aware_mechanism(make_service):
+    """The runtime builds its mechanism from the policy's declared `idle_aware`, as the simulator does
+    (issue 17). A cost policy's 0.9 V100 + 0.1 P100, the V100 otherwise unallocated: las's mechanism
+    (Gavel §5) drifts the job onto the P100 and leaves the V100 idle in those rounds; min_cost's runs
+    it where it was allocated. Its wall-clock ledger survives a restart."""
+    X = np.array([[0.9, 0.1, 0.0]] + [[0.0, 1.0, 0.0]] * 4)
+    v100_busy, job0_on_v100 = {}, {}
+    for policy in ("las", "min_cost"):
+        svc = make_service(policy, policy=policy, prices=PRICES)
+        register(svc, "w-v100", "v100", 1)
+        register(svc, "w-p100", "p100", 5)
+        ids = svc.state.submit([JOB] * 5)
+        svc.planner.reset(AllocationRows([(m,) for m in ids], X, np.ones(5)))
+        used, where = [], []
+        for _ in range(50):
+            plan = svc.planner.plan()
+            svc.planner.record(plan, np.full(plan.num_entries, 1.0))
+            types = dict(zip((int(k[0]) for k in plan.keys), plan.types.tolist()))
+            used.append(0 in types.values())
+            where.append(types.get(ids[0]))
+        v100_busy[policy], job0_on_v100[policy] = np.mean(used), np.mean(np.equal(where, 0))
+        assert svc.planner.mech.cfg.idle_aware == (policy == "min_cost")
+    assert v100_busy["las"] < 0.65 and job0_on_v100["las"] < 0.65      # the V100 idles over a third of the time
+    assert abs(job0_on_v100["min_cost"] - 0.9) <= 0.06 and v100_busy["min_cost"] == job0_on_v100["min_cost"]
+
+    saved = svc.planner.mech.elapsed
+    svc.stop(grace=0.1)
+    again = make_service("min_cost", policy="min_cost", prices=PRICES)   # restart: same state directory
+    assert again.planner.mech.cfg.idle_aware and again.planner.mech.elapsed == pytest.approx(saved) and saved > 0

@@ -94,10 +94,10 @@ def test_placement_columns_share_gpus_and_split_jobs_run_unconsolidated(tiny_tab
     for per, rate in ((4, 4.0), (2, 2.5)):
         cluster = Cluster.parse("v100=8,k80=4", gpus_per_server=per)
         plans = []
-        r = simulate(cluster, tiny_table, trace, SimConfig(policy="las", placement=True),
+        r = simulate(cluster, tiny_table, trace, SimConfig(policy="las", placement_sensitive=True),
                      observe=plans.append)
         assert [float(x) for x in r.jobs.finish] == [3600 / rate] * 2
-        assert r.summary["placement"]
+        assert r.summary["placement_sensitive"]
         assert all(p.cols is not None and set(p.types.tolist()) <= {0, 1} for p in plans)
 
 
@@ -134,7 +134,7 @@ def test_estimated_space_sharing_simulation_runs(reference_table):
 
 def test_cli_space_sharing_flags(capsys, reference_table_path):
     rc = main(["simulate", "--throughputs", str(reference_table_path), "--cluster", "v100=2,p100=2,k80=2",
-               "--static", "8", "--space-sharing", "--placement", "--estimate-throughputs",
+               "--static", "8", "--space-sharing", "--placement-sensitive", "--estimate-throughputs",
                "--profile-fraction", "0.3", "--json"])
     assert rc == 0
     assert json.loads(capsys.readouterr().out)["jobs_measured"] == 8

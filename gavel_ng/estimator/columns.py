@@ -1,4 +1,4 @@
-"""The policy's view of an estimator: its throughputs on a problem's worker-type columns.
+"""What an estimator believes about throughputs, on a problem's worker-type columns.
 
 Shared by the simulator (`--estimate-throughputs`) and the deployment runtime
 (`"estimator": true`), so both hand a policy exactly the same kind of input.

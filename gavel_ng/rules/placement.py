@@ -1,0 +1,135 @@
+"""Rules over servers, applied where a round's entries get their GPUs (mechanism.placement).
+
+`ServerRules.place(...)` runs before the ordinary placement and takes the entries it must
+look at: those with a job that needs server labels or has (anti-)affinity, and (with
+`one_distributed_per_server`) every multi-GPU entry. Each goes, in turn, to GPUs of its
+type on servers that
+
+- carry every label its jobs need;
+- host no job it must not share a server with (anti-affinity, both ways), this round;
+- host a job of a group it must share a server with, when one already runs this round
+  (affinity; the first of the group to be placed chooses freely);
+- with `one_distributed_per_server`: when the entry is split over servers, host no other
+  split entry (Pollux's interference avoidance). A whole-server placement is always tried
+  first.
+
+A lease is renewed when its GPUs still satisfy all that. An entry that no server can take
+does not run this round (the hard rules are never broken; the policy's shares are met over
+the next rounds). Entity quotas are checked per round too (`within_quota`): an entry whose
+entity would hold more GPUs of a type than its quota this round waits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from .model import ClusterRules, JobRules
+
+
+class ServerRules:
+    """The cluster's rules and a lookup of each job's (`job_rules(job) -> JobRules | None`)."""
+
+    def __init__(self, rules: ClusterRules | None, job_rules: Callable[[int], JobRules | None],
+                 job_tags: Callable[[int], set[str]] | None = None):
+        self.rules = rules or ClusterRules()
+        self.job_rules = job_rules
+        self.job_tags = job_tags or (lambda m: {str(m)})
+
+    def _rules(self, key) -> list[JobRules]:
+        return [r for r in (self.job_rules(m) for m in key) if r is not None]
+
+    def constrained(self, key, sf: int) -> bool:
+        if self.rules.one_distributed_per_server and sf > 1:
+            return True
+        return any(r.on_servers for r in self._rules(key))
+
+    # ----- per-round quotas ---------------------------------------------------------------
+    def within_quota(self, keys, types, sfs, worker_types: list[str]) -> list[bool]:
+        """Per entry, in the order given (the selection's): whether its entity stays within quota."""
+        quotas = self.rules.quotas
+        if not quotas:
+            return [True] * len(keys)
+        used: dict[tuple[str, int], float] = {}
+        out = []
+        for key, j, sf in zip(keys, types, sfs):
+            ents = {r.entity for r in self._rules(key) if r.entity in quotas}
+            ok = all(used.get((t, j), 0.0) + sf <= quotas[t].get(worker_types[j], np.inf) + 1e-9 for t in ents)
+            if ok:
+                for t in ents:
+                    used[(t, j)] = used.get((t, j), 0.0) + sf
+            out.append(ok)
+        return out
+
+    # ----- placement ----------------------------------------------------------------------
+    def place(self, topo, entries: list[int], keys, types, sfs, free: np.ndarray,
+              last: dict) -> dict[int, tuple[int, ...] | None]:
+        """GPUs for each of `entries` (None: it waits this round); marks them taken in `free`."""
+        S = len(topo.server_type)
+        hosts: list[set[str]] = [set() for _ in range(S)]       # tags of the jobs placed on each server
+        shunned: list[set[str]] = [set() for _ in range(S)]     # tags those jobs keep away
+        split_on = np.zeros(S, dtype=bool)                      # a split entry runs there
+        labels = topo.server_labels if len(topo.server_labels) else [frozenset()] * S
+        out: dict[int, tuple[int, ...] | None] = {}
+        order = sorted(entries, key=lambda i: (last.get(keys[i]) is None, -sfs[i]))   # renewals first
+        for i in order:
+            rules = self._rules(keys[i])
+            tags = set().union(*(self.job_tags(m) for m in keys[i])) | {r.group for r in rules if r.group}
+            need = set().union(*(set(r.labels) for r in rules)) if rules else set()
+            avoid = set().union(*(set(r.anti_affinity) for r in rules)) if rules else set()
+            near = set().union(*(set(r.affinity) for r in rules)) if rules else set()
+            servers = topo.type_servers[types[i]]
+            ok = np.array([need <= labels[s] and not (hosts[s] & avoid) and not (shunned[s] & tags)
+                           for s in servers], dtype=bool)
+            if near:
+                with_group = np.array([bool(hosts[s] & near) for s in servers], dtype=bool)
+                if with_group.any():
+                    ok &= with_group
+            gpus = self._renewal(topo, last.get(keys[i]), types[i], sfs[i], servers[ok], free, split_on)
+            if gpus is None:
+                gpus = self._fresh(topo, servers[ok], sfs[i], free, split_on)
+            out[i] = gpus
+            if gpus is None:
+                continue
+            free[list(gpus)] = False
+            used = {int(topo.gpu_server[g]) for g in gpus}
+            for s in used:
+                hosts[s] |= tags
+                shunned[s] |= avoid
+                if len(used) > 1:
+                    split_on[s] = True
+        return out
+
+    def _renewal(self, topo, prev, j: int, sf: int, allowed: np.ndarray, free: np.ndarray,
+                 split_on: np.ndarray) -> tuple[int, ...] | None:
+        if prev is None or prev[0] != j or len(prev[1]) != sf or not free[list(prev[1])].all():
+            return None
+        used = {int(topo.gpu_server[g]) for g in prev[1]}
+        if not used <= set(allowed.tolist()):
+            return None
+        if len(used) > 1 and self.rules.one_distributed_per_server and split_on[list(used)].any():
+            return None
+        return tuple(prev[1])
+
+    def _fresh(self, topo, allowed: np.ndarray, sf: int, free: np.ndarray,
+               split_on: np.ndarray) -> tuple[int, ...] | None:
+        if not len(allowed):
+            return None
+        counts = np.array([int(free[topo.server_gpus[s]].sum()) for s in allowed])
+        fits = np.flatnonzero(counts >= sf)
+        if len(fits):   # the fullest server that takes it whole (best fit)
+            s = allowed[fits[np.argmin(counts[fits])]]
+            ids = topo.server_gpus[s]
+            return tuple(ids[free[ids]][:sf].tolist())
+        usable = allowed if not self.rules.one_distributed_per_server else allowed[~split_on[allowed]]
+        room = np.array([int(free[topo.server_gpus[s]].sum()) for s in usable], dtype=int)
+        if room.sum() < sf:
+            return None
+        out: list[int] = []
+        for s in usable[np.argsort(-room, kind="stable")]:
+            ids = topo.server_gpus[s]
+            out.extend(ids[free[ids]][: sf - len(out)].tolist())
+            if len(out) == sf:
+                break
+        return tuple(out)
