@@ -32,6 +32,7 @@ from .families import FAMILIES, SIZE_CLASSES, ElasticFamily, get_family
 from .goodput import (
                          ConfigTable,
                          ThroughputParams,
+                         best_batch,
                          best_goodput,
                          best_goodput_many,
                          configuration_table,
@@ -51,7 +52,8 @@ from .workload import (
 )
 
 __all__ = ["FAMILIES", "LR_SCALING_RULES", "POLLUX_APPLICATIONS", "SIZE_CLASSES", "AdaptiveSpec", "ConfigTable",
-           "ElasticFamily", "ElasticTrace", "PhiCurve", "ThroughputParams", "best_goodput", "best_goodput_many",
-           "cap_tuned_gpus", "configuration_table", "efficiency", "fixed_job_table", "get_family", "goodput",
+           "ElasticFamily", "ElasticTrace", "PhiCurve", "ThroughputParams", "best_batch", "best_goodput",
+           "best_goodput_many", "cap_tuned_gpus", "configuration_table", "efficiency", "fixed_job_table",
+           "get_family", "goodput",
            "pollux_workload", "progress_after", "progress_per_step", "read_pollux_csv", "seconds_to_progress",
            "speedup", "throughput_params", "tuned_configurations", "write_pollux_csv"]

@@ -290,6 +290,18 @@ def configuration_table(job: str | AdaptiveSpec | ElasticFamily, worker_types: l
     return ConfigTable(tuple(worker_types), k, n, *(np.stack([o[i] for o in out]) for i in range(3)))
 
 
+def best_batch(params: ThroughputParams, spec: AdaptiveSpec, phi: float, gpus: int,
+               servers: int = 1) -> tuple[float, int, int]:
+    """Best (goodput, m, s) for explicit parameters and noise scale (a job's own fitted ones).
+
+    The same exact search as `best_goodput`, for a training job that measured its
+    throughput parameters and gradient noise scale instead of reading them off a family.
+    """
+    g, m, s = _search(params, spec, np.array([float(phi)]), np.array([int(gpus)], np.int64),
+                      np.array([int(servers)], np.int64))
+    return float(g[0]), int(m[0]), int(s[0])
+
+
 # ----- the search ------------------------------------------------------------------------
 def _search(params: ThroughputParams, spec: AdaptiveSpec, phi: np.ndarray, k: np.ndarray,
             n: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

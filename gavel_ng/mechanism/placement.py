@@ -142,7 +142,8 @@ class Placer:
         rules, last = self.rules, self.last
         E = len(keys)
         keep = rules.within_quota(keys, types, sfs, self.topo.worker_types)
-        special = [i for i in range(E) if keep[i] and rules.constrained(keys[i], sfs[i])]
+        involved = rules.involved(keys, sfs)
+        special = [i for i in range(E) if keep[i] and involved[i]]
         chosen = set(special)
         plain = [i for i in range(E) if keep[i] and i not in chosen]
         free = np.ones(self.topo.num_gpus, dtype=bool)

@@ -1,14 +1,16 @@
 """Rules over servers, applied where a round's entries get their GPUs (mechanism.placement).
 
 `ServerRules.place(...)` runs before the ordinary placement and takes the entries it must
-look at: those with a job that needs server labels or has (anti-)affinity, and (with
-`one_distributed_per_server`) every multi-GPU entry. Each goes, in turn, to GPUs of its
+look at (`involved`): those with a job that needs server labels or has (anti-)affinity, those
+with a job another entry's (anti-)affinity names (by a tag: its id, its name where the caller
+gives one, its group), and (with `one_distributed_per_server`) every multi-GPU entry. Each goes, in turn, to GPUs of its
 type on servers that
 
 - carry every label its jobs need;
 - host no job it must not share a server with (anti-affinity, both ways), this round;
-- host a job of a group it must share a server with, when one already runs this round
-  (affinity; the first of the group to be placed chooses freely);
+- host a job it must share a server with, when one is already placed this round (affinity,
+  both ways: a job placed after the one naming it goes next to it too; the first of them to
+  be placed takes a server with room for the others when one has it);
 - with `one_distributed_per_server`: when the entry is split over servers, host no other
   split entry (Pollux's interference avoidance). A whole-server placement is always tried
   first.
@@ -45,6 +47,19 @@ class ServerRules:
             return True
         return any(r.on_servers for r in self._rules(key))
 
+    def tags(self, key) -> set[str]:
+        """The names an entry's jobs answer to in (anti-)affinity rules: their tags and groups."""
+        return set().union(*(self.job_tags(m) for m in key)) | {r.group for r in self._rules(key) if r.group}
+
+    def involved(self, keys, sfs) -> list[bool]:
+        """Per entry: whether placement by these rules must see it (`constrained`, or named by another
+        entry's affinity or anti-affinity this round: both sides of such a rule are placed here)."""
+        out = [self.constrained(k, sf) for k, sf in zip(keys, sfs)]
+        named = set().union(*(set(r.affinity) | set(r.anti_affinity) for k in keys for r in self._rules(k)))
+        if named:
+            out = [o or bool(self.tags(k) & named) for o, k in zip(out, keys)]
+        return out
+
     # ----- per-round quotas ---------------------------------------------------------------
     def within_quota(self, keys, types, sfs, worker_types: list[str]) -> list[bool]:
         """Per entry, in the order given (the selection's): whether its entity stays within quota."""
@@ -69,26 +84,32 @@ class ServerRules:
         S = len(topo.server_type)
         hosts: list[set[str]] = [set() for _ in range(S)]       # tags of the jobs placed on each server
         shunned: list[set[str]] = [set() for _ in range(S)]     # tags those jobs keep away
+        drawn: list[set[str]] = [set() for _ in range(S)]       # tags those jobs want next to them
         split_on = np.zeros(S, dtype=bool)                      # a split entry runs there
         labels = topo.server_labels if len(topo.server_labels) else [frozenset()] * S
         out: dict[int, tuple[int, ...] | None] = {}
         order = sorted(entries, key=lambda i: (last.get(keys[i]) is None, -sfs[i]))   # renewals first
+        info = {}
         for i in order:
             rules = self._rules(keys[i])
-            tags = set().union(*(self.job_tags(m) for m in keys[i])) | {r.group for r in rules if r.group}
-            need = set().union(*(set(r.labels) for r in rules)) if rules else set()
-            avoid = set().union(*(set(r.anti_affinity) for r in rules)) if rules else set()
-            near = set().union(*(set(r.affinity) for r in rules)) if rules else set()
+            info[i] = (self.tags(keys[i]),
+                       set().union(*(set(r.labels) for r in rules)) if rules else set(),
+                       set().union(*(set(r.anti_affinity) for r in rules)) if rules else set(),
+                       set().union(*(set(r.affinity) for r in rules)) if rules else set())
+        for n, i in enumerate(order):
+            tags, need, avoid, near = info[i]
             servers = topo.type_servers[types[i]]
             ok = np.array([need <= labels[s] and not (hosts[s] & avoid) and not (shunned[s] & tags)
                            for s in servers], dtype=bool)
-            if near:
-                with_group = np.array([bool(hosts[s] & near) for s in servers], dtype=bool)
-                if with_group.any():
-                    ok &= with_group
+            with_group = np.array([bool(hosts[s] & near) or bool(drawn[s] & tags) for s in servers], dtype=bool)
+            if with_group.any():
+                ok &= with_group
+            # GPUs of the partners still to place (same type): the first of them takes a server with room
+            room = sfs[i] + sum(sfs[k] for k in order[n + 1:] if types[k] == types[i]
+                                and (near & info[k][0] or info[k][3] & tags))
             gpus = self._renewal(topo, last.get(keys[i]), types[i], sfs[i], servers[ok], free, split_on)
             if gpus is None:
-                gpus = self._fresh(topo, servers[ok], sfs[i], free, split_on)
+                gpus = self._fresh(topo, servers[ok], sfs[i], free, split_on, room)
             out[i] = gpus
             if gpus is None:
                 continue
@@ -97,6 +118,7 @@ class ServerRules:
             for s in used:
                 hosts[s] |= tags
                 shunned[s] |= avoid
+                drawn[s] |= near
                 if len(used) > 1:
                     split_on[s] = True
         return out
@@ -113,11 +135,14 @@ class ServerRules:
         return tuple(prev[1])
 
     def _fresh(self, topo, allowed: np.ndarray, sf: int, free: np.ndarray,
-               split_on: np.ndarray) -> tuple[int, ...] | None:
+               split_on: np.ndarray, room: int = 0) -> tuple[int, ...] | None:
+        """`room`: GPUs wanted on one server (the entry's and its affinity partners'), when one has them."""
         if not len(allowed):
             return None
         counts = np.array([int(free[topo.server_gpus[s]].sum()) for s in allowed])
-        fits = np.flatnonzero(counts >= sf)
+        fits = np.flatnonzero(counts >= max(sf, room))
+        if not len(fits):
+            fits = np.flatnonzero(counts >= sf)
         if len(fits):   # the fullest server that takes it whole (best fit)
             s = allowed[fits[np.argmin(counts[fits])]]
             ids = topo.server_gpus[s]

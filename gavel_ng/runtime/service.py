@@ -193,7 +193,7 @@ class SchedulerService:
         # the mechanism as the simulator builds it for this policy (a cost policy's is idle-aware)
         self.planner = DynamicPlanner(self.state, MechanismConfig().for_policy(self.allocator.spec))
         self.planner.restore()
-        self.planner.mech.placer.rules = ServerRules(crules, self._job_rules)
+        self.planner.mech.placer.rules = ServerRules(crules, self._job_rules, self._job_tags)
         self.loop: SchedulerLoop | None = None
         self.executor = DeployExecutor(self.state, self.planner.placement, self.checkpoint_root,
                                        self.stop_event, self._topology_changed)
@@ -206,6 +206,11 @@ class SchedulerService:
     def _job_rules(self, job: int):
         j = self.state.jobs.get(job)
         return None if j is None else j.spec.rules
+
+    def _job_tags(self, job: int) -> set[str]:
+        """What (anti-)affinity rules may call a job: its id and its name (README: job names or groups)."""
+        j = self.state.jobs.get(job)
+        return {str(job)} | ({j.spec.name} if j is not None and j.spec.name else set())
 
     def _owner(self, job: int) -> tuple[str | None, int]:
         spec = self.state.jobs[job].spec

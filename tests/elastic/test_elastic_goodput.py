@@ -8,6 +8,7 @@ import pytest
 from gavel_ng.elastic import (
     FAMILIES,
     PhiCurve,
+    best_batch,
     best_goodput,
     best_goodput_many,
     configuration_table,
@@ -223,3 +224,12 @@ def test_speedup():
     g, _, _ = best_goodput("imagenet", "h100", 1, 1, 0.5)
     g0, _, _ = best_goodput("imagenet", "t4", 1, 1, 0.5)
     assert h100 == pytest.approx(g / g0)
+
+
+def test_best_batch_on_explicit_params_matches_the_family_search():
+    fam = get_family("cifar10")
+    spec = fam.spec()
+    for gpus, servers in ((1, 1), (4, 1), (8, 2)):
+        want = best_goodput("cifar10", "t4", gpus, servers, progress=0.5)
+        got = best_batch(throughput_params(fam, "t4"), spec, fam.phi(0.5), gpus, servers)
+        assert got[1:] == want[1:] and got[0] == pytest.approx(want[0])

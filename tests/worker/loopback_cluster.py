@@ -101,11 +101,11 @@ class LocalCluster:
     def events(self, kind: str | None = None) -> list[dict]:
         db = sqlite3.connect(f"file:{self.state / 'gavel.sqlite'}?mode=ro", uri=True, timeout=30)
         try:
-            rows = db.execute("SELECT kind, job_id, worker_id, detail, ts FROM events ORDER BY seq").fetchall()
+            rows = db.execute("SELECT kind, job_id, worker_id, detail, ts, round FROM events ORDER BY seq").fetchall()
         finally:
             db.close()
-        out = [{"kind": k, "job_id": j, "worker_id": w, "ts": ts, **(json.loads(d) if d else {})}
-               for k, j, w, d, ts in rows]
+        out = [{"kind": k, "job_id": j, "worker_id": w, "ts": ts, "round_no": r, **(json.loads(d) if d else {})}
+               for k, j, w, d, ts, r in rows]
         return [e for e in out if kind is None or e["kind"] == kind]
 
     def train_log(self, job_id: int) -> list[dict]:

@@ -1,8 +1,11 @@
-"""Rules and admission on loopback: a labelled worker, a job that needs its label, a user's job quota.
+"""Rules and admission on loopback: every constraint kind, on real workers and real jobs.
 
-The scheduler's config carries the rules (admission, quota); a worker says its labels with
-`--label`. The job that needs `nvlink` must only ever launch on that worker; a second job of the
-same user is refused at submission, and `gavel-ng submit` exits 2 naming the quota.
+The scheduler's config carries the rules (admission, quotas, one distributed job per server); a
+worker says its labels with `--label`; jobs carry theirs. The first test: a job that needs
+`nvlink` only ever launches on that worker, a user's job quota refuses a second job at submission
+(`gavel-ng submit` exits 2 naming it). The second: allowed types, a soft preference, anti-affinity,
+affinity, one distributed job per server, an entity's quota, the per-user GPU quota and the queue
+cap, checked on the plan of every round the scheduler recorded.
 """
 
 from __future__ import annotations
@@ -48,3 +51,89 @@ def test_labels_and_admission_on_a_loopback_cluster(cluster_factory, tmp_path):
     assert launches and all(worker_name(cl, w) == "w-nvlink" for e in launches for w, _ in e["placement"])
     again = _submit(cl, tmp_path, SECOND)            # alice's first job is done: her quota is free again
     assert again.returncode == 0, again.stderr
+
+
+R18 = {"job_type": "ResNet-18 (batch size 32)", "steps": 20, "size": "tiny"}
+WIDE = {"job_type": "ResNet-18 (batch size 16)", "steps": 10, "size": "tiny", "scale_factor": 4,
+        "allowed_types": ["p100"]}
+ON_V100 = {**R18, "allowed_types": ["v100"]}
+# one user each, so that only carol meets max_gpus_per_user; nine jobs in all fill max_queue
+FIRST = [   # on the k80 and three 2-GPU v100 workers
+    {**ON_V100, "name": "b1", "user": "b1", "group": "big", "anti_affinity": ["big"]},
+    {**ON_V100, "name": "b2", "user": "b2", "group": "big", "anti_affinity": ["big"]},
+    {**ON_V100, "name": "prep", "user": "prep"},
+    {**ON_V100, "name": "follow", "user": "follow", "affinity": ["prep"]},
+    {**R18, "name": "pref", "user": "pref", "preferred_types": ["k80"]},   # the slowest type, 0.9 off elsewhere
+    {**ON_V100, "name": "q1", "user": "q1", "entity": "vision"},
+    {**ON_V100, "name": "q2", "user": "q2", "entity": "vision"},
+]
+THEN = [{**WIDE, "name": "d2", "user": "dave"}]   # d1 and d2 then on p100 workers of 3, 3 and 2 GPUs:
+# the two 4-GPU jobs fit the 8 GPUs at once only by sharing a worker
+
+
+def _rounds(cl) -> dict[int, dict[str, tuple[str, set[str], int]]]:
+    """Each recorded round's plan: round number -> job name -> (worker type, worker names, GPUs)."""
+    names = {j.job_id: j.name for j in cl.client().jobs()}
+    return {e["round_no"]: {names[int(m)]: (t, {worker_name(cl, w) for w, _ in gpus}, len(gpus))
+                            for m, (t, gpus, _) in e["plan"].items()} for e in cl.events("round")}
+
+
+def test_every_rule_kind_on_a_loopback_cluster(cluster_factory, tmp_path):
+    # las_pareto: plain las leaves a job that is not its bottleneck anywhere, preference or not
+    cl = cluster_factory(round_seconds=6.0, worker_types=["v100", "p100", "k80"], policy="las_pareto",
+                         rules={"quotas": {"vision": {"v100": 1}}, "one_distributed_per_server": True,
+                                "preference_penalty": 0.9,
+                                "admission": {"max_gpus_per_user": 4, "max_queue": 9}},
+                         entities={"vision": {}})
+    cl.start_scheduler()
+    # admission first, before any worker: nothing can finish and free a place meanwhile
+    with cl.client() as c:
+        ids = c.submit([{**WIDE, "name": "d1", "user": "carol"}])
+    over = _submit(cl, tmp_path, {**R18, "name": "c2", "user": "carol"})
+    assert over.returncode == 2 and "max_gpus_per_user" in over.stderr and "carol" in over.stderr, over.stderr
+    with cl.client() as c:
+        first = c.submit(FIRST)
+        ids += first + c.submit(THEN)
+    full = _submit(cl, tmp_path, {**R18, "name": "late", "user": "erin"})
+    assert full.returncode == 2 and "max_queue" in full.stderr, full.stderr
+
+    # two stages, to keep a few processes on the CPU at a time; the k80 comes first, so pref has room there
+    cl.start_worker("k0", "k80", 1)
+    for k in range(3):                      # b1, b2, prep + follow and a vision job fit at once
+        cl.start_worker(f"v{k}", "v100", 2)
+    cl.wait_workers(4)
+    with cl.client() as c:
+        c.wait(first, timeout=180)
+        cl.start_worker("p0", "p100", 3)
+        cl.start_worker("p1", "p100", 3)
+        cl.start_worker("p2", "p100", 2)
+        jobs = c.wait(ids, timeout=180)
+    assert all(j.status == "done" and j.steps_done == j.steps_total for j in jobs), jobs
+
+    rounds = _rounds(cl)
+    name = {j.job_id: j.name for j in jobs}
+    launches = cl.events("launch")
+    for e in launches:                      # what launched is what its round planned
+        assert rounds[e["round_no"]][name[e["job_id"]]][0] == e["worker_type"], e
+    for plan in rounds.values():
+        # allowed types
+        assert all(t == "p100" for n, (t, _, _) in plan.items() if n in ("d1", "d2")), plan
+        assert all(t == "v100" for n, (t, _, _) in plan.items() if n in {j["name"] for j in FIRST} - {"pref"}), plan
+        # a soft preference: the k80 has room for pref, so it never runs anywhere else
+        assert plan.get("pref", ("k80",))[0] == "k80", plan
+        # anti-affinity
+        if "b1" in plan and "b2" in plan:
+            assert not plan["b1"][1] & plan["b2"][1], plan
+        # affinity
+        if "prep" in plan and "follow" in plan:
+            assert plan["prep"][1] == plan["follow"][1] and len(plan["prep"][1]) == 1, plan
+        # one distributed job per server: each split, never on a common worker
+        for n in ("d1", "d2"):
+            assert n not in plan or len(plan[n][1]) > 1, plan
+        if "d1" in plan and "d2" in plan:
+            assert not plan["d1"][1] & plan["d2"][1], plan
+        # the entity's quota: vision holds at most one v100 GPU in any round
+        assert sum(g for n, (t, _, g) in plan.items() if n in ("q1", "q2") and t == "v100") <= 1, plan
+    # the pairs the rules keep apart or together did run in one round
+    ran = list(rounds.values())
+    assert any("b1" in p and "b2" in p for p in ran) and any("prep" in p and "follow" in p for p in ran), rounds
