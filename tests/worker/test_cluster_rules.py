@@ -80,7 +80,7 @@ def _rounds(cl) -> dict[int, dict[str, tuple[str, set[str], int]]]:
 
 def test_every_rule_kind_on_a_loopback_cluster(cluster_factory, tmp_path):
     # las_pareto: plain las leaves a job that is not its bottleneck anywhere, preference or not
-    cl = cluster_factory(round_seconds=6.0, worker_types=["v100", "p100", "k80"], policy="las_pareto",
+    cl = cluster_factory(round_seconds=10.0, worker_types=["v100", "p100", "k80"], policy="las_pareto",
                          rules={"quotas": {"vision": {"v100": 1}}, "one_distributed_per_server": True,
                                 "preference_penalty": 0.9,
                                 "admission": {"max_gpus_per_user": 4, "max_queue": 9}},
@@ -103,11 +103,11 @@ def test_every_rule_kind_on_a_loopback_cluster(cluster_factory, tmp_path):
         cl.start_worker(f"v{k}", "v100", 2)
     cl.wait_workers(4)
     with cl.client() as c:
-        c.wait(first, timeout=180)
+        c.wait(first, timeout=600)
         cl.start_worker("p0", "p100", 3)
         cl.start_worker("p1", "p100", 3)
         cl.start_worker("p2", "p100", 2)
-        jobs = c.wait(ids, timeout=180)
+        jobs = c.wait(ids, timeout=600)
     assert all(j.status == "done" and j.steps_done == j.steps_total for j in jobs), jobs
 
     rounds = _rounds(cl)
