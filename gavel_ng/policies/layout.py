@@ -150,7 +150,7 @@ class Layout:
         runnable = (T > 0) & (sf[:, None] <= cap[None, :])
         # one column per capacity pool counts: the job's fastest column of the pool
         primary = self._pool_primary(T) if self.input.pools is not None else np.ones(T.shape, bool)
-        self._iso_inputs = (runnable & primary, T, cap, M, sf)   # for the isolated split, when read
+        self._iso_usable = runnable & primary   # the isolated split's columns, computed when read
         if len(T) == 0:
             self.x_equal = np.zeros((0, len(cap)))
         else:
@@ -162,16 +162,17 @@ class Layout:
     @cached_property
     def x_isolated(self) -> np.ndarray:
         """(M, J) X_isolated: 1/n of every type a job can run on (what sharing incentive compares to)."""
-        usable, T, cap, M, sf = self._iso_inputs
-        if len(T) == 0:
+        inp = self.input
+        cap = inp.capacity
+        if inp.num_jobs == 0:
             return np.zeros((0, len(cap)))
-        iso = np.where(usable, cap[None, :] / (M * sf[:, None]), 0.0)
+        iso = np.where(self._iso_usable, cap[None, :] / (inp.total_jobs * inp.scale_factors[:, None]), 0.0)
         return iso / np.maximum(iso.sum(axis=1, keepdims=True), 1.0)
 
     @cached_property
     def thr_isolated(self) -> np.ndarray:
         """Each job's throughput under X_isolated."""
-        return (self._iso_inputs[1] * self.x_isolated).sum(axis=1)
+        return (self.input.throughputs * self.x_isolated).sum(axis=1)
 
     def _pool_primary(self, T: np.ndarray) -> np.ndarray:
         """(M, J): True at each job's fastest column within every pool (first on ties)."""

@@ -60,32 +60,26 @@ def limit_rows(p) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray] | None:
 
 def enforce(p, x: np.ndarray) -> np.ndarray:
     """x with each group's time on a pool scaled down to its cap where it exceeds it (only lowers)."""
-    rows = getattr(p, "limit_block", None)
-    if rows is None:
+    if p.limit_block is None:
         return x
-    A, _, hi = rows
+    A, _, hi = p.limit_block
     x = x.copy()
-    for _ in range(3):   # scaling one row only lowers the others; a few passes settle overlapping groups
-        use = A @ x
-        over = np.flatnonzero(use > hi * (1 + LIMIT_TOL) + LIMIT_TOL)
-        if not len(over):
-            break
-        for r in over:
-            lo, end = A.indptr[r], A.indptr[r + 1]
-            v = A.indices[lo:end]
-            u = float(A.data[lo:end] @ x[v])
-            if u > hi[r]:
-                x[v] *= hi[r] / u
+    # one pass: scaling a row down only lowers the other rows, so a row once settled stays settled
+    for r in np.flatnonzero(A @ x > hi * (1 + LIMIT_TOL) + LIMIT_TOL):
+        lo, end = A.indptr[r], A.indptr[r + 1]
+        v = A.indices[lo:end]
+        u = float(A.data[lo:end] @ x[v])
+        if u > hi[r]:
+            x[v] *= hi[r] / u
     return x
 
 
 def limit_violations(p, x: np.ndarray, tol: float = 1e-6) -> list[str]:
     """One line per (group, pool) whose cap x exceeds by more than `tol` GPUs."""
     lim = p.input.limits
-    rows = getattr(p, "limit_block", None)
-    if rows is None:
+    if p.limit_block is None:
         return []
-    A, _, hi = rows
+    A, _, hi = p.limit_block
     use = A @ x
     out = []
     pairs = [(g, q) for g in range(len(lim.names)) for q in np.flatnonzero(np.isfinite(lim.cap[g]))]
