@@ -223,6 +223,7 @@ def _replica(rank: int, init_file: str, out: str) -> None:
     if rank == 0:
         with open(out, "w") as f:
             f.write(repr(ada.noise.phi))
+    torch.distributed.barrier()   # both ranks done with the pair before either tears it down (gloo aborts otherwise)
     torch.distributed.destroy_process_group()
 
 
