@@ -42,7 +42,7 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from ..policies import get_policy
     from ..policies.plugins import load_plugins
-    from ..runtime.config import ClusterConfig
+    from ..runtime.config import RUNTIME_ELASTIC, ClusterConfig
     from ..runtime.service import SchedulerService
 
     config = ClusterConfig.load(args.cluster_config)
@@ -66,7 +66,8 @@ def run(args) -> int:
     load_plugins(config.plugins[:len(config.plugins) - len(args.plugin)], field="cluster-config.plugins")
     load_plugins(args.plugin)
     try:
-        get_policy(config.policy)
+        if config.policy not in RUNTIME_ELASTIC:
+            get_policy(config.policy)
     except (KeyError, ValueError) as exc:
         raise InputError("--policy", config.policy, str(exc)) from None
     if not 0 <= args.port < 65536:

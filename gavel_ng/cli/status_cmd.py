@@ -106,8 +106,36 @@ def _jobs(st, show_all: bool) -> list[str]:
         pct = 100.0 * j.steps_live / j.steps_total if j.steps_total else 0.0
         prog = f"{j.steps_live}/{j.steps_total} {pct:3.0f}%"
         label = j.job_type + (f" [{j.name}]" if j.name else "")
-        out.append(f"  {j.job_id:>4}  {label[:33]:<34}{j.scale_factor:>4}  {j.status:<10}{prog:>18}  "
+        gpus = str(j.scale_factor) if j.adaptive is None else str(_gpus_of(j.placement) or "-")   # adaptive: now
+        out.append(f"  {j.job_id:>4}  {label[:33]:<34}{gpus:>4}  {j.status:<10}{prog:>18}  "
                    f"{j.attempts:>5}  {j.placement or '-'}")
+    return out + _adaptive(st, show_all)
+
+
+def _gpus_of(placement: str) -> int:
+    """GPUs in a placement label ('v100 w1:0,1 w2:0' -> 3; '' -> 0)."""
+    return sum(len(part.split(":", 1)[1].split(",")) for part in placement.split()[1:] if ":" in part)
+
+
+def _adaptive(st, show_all: bool) -> list[str]:
+    """Adaptive jobs: where they last reported from, batch, noise scale, goodput, resizes."""
+    rows = [j for j in st.jobs if j.adaptive is not None and (show_all or not j.finished)]
+    if not rows:
+        return []
+    out = ["\nadaptive jobs (last report)",
+           f"  {'id':>4}  {'on':<10}{'gpus':>4}{'batch':>7}{'per GPU':>8}{'accum':>6}{'noise':>10}"
+           f"{'goodput':>10}{'resizes':>8}"]
+    for j in rows:
+        a = j.adaptive
+
+        def num(v, fmt):
+            return "-" if v is None else format(v, fmt)
+
+        out.append(f"  {j.job_id:>4}  {(a.worker_type or '-'):<10}{num(a.gpus, 'd'):>4}{num(a.batch, 'd'):>7}"
+                   f"{num(a.local_batch, 'd'):>8}{num(a.accumulation, 'd'):>6}{num(a.phi, '.4g'):>10}"
+                   f"{num(a.goodput, '.4g'):>10}{a.resizes:>8}")
+    out.append("  (noise: gradient noise scale; goodput: predicted M0-equivalent examples/s, i.e. examples/s "
+               "x statistical efficiency)")
     return out
 
 

@@ -123,6 +123,46 @@ class AdaptiveSpec:
                 raise InputError(f"{f}.max_local_batch", self.max_local_batch,
                                  f"must be >= min_local_batch ({self.min_local_batch})")
 
+    FIELDS = ("family", "init_batch", "max_batch", "min_gpus", "max_gpus", "lr_scaling", "min_local_batch",
+              "max_local_batch", "accumulation", "phi")
+
+    @classmethod
+    def from_dict(cls, data: object, where: str = "adaptive", family: str | None = None) -> AdaptiveSpec:
+        """A job file's (or a submission's) ``adaptive`` object; `family` is the default family.
+        Errors name ``where.field``; `families.parse_adaptive` also checks the family exists."""
+        if not isinstance(data, dict):
+            raise InputError(where, data, "expected an object")
+        for key in data:
+            if key not in cls.FIELDS:
+                raise InputError(f"{where}.{key}", data[key], f"unknown field; known: {', '.join(cls.FIELDS)}")
+        fam = data.get("family", family)
+        if not isinstance(fam, str) or not fam:
+            raise InputError(f"{where}.family", fam, "required: the job type maps to no adaptive family")
+        for key in ("init_batch", "max_batch"):
+            if key not in data:
+                raise InputError(f"{where}.{key}", None, "required")
+        if not isinstance(data.get("accumulation", True), bool):
+            raise InputError(f"{where}.accumulation", data["accumulation"], "must be true or false")
+        if not isinstance(data.get("lr_scaling", "adascale"), str):
+            raise InputError(f"{where}.lr_scaling", data["lr_scaling"], "must be a string")
+        phi = data.get("phi")
+        if phi is not None:
+            if not (isinstance(phi, dict) and set(phi) <= {"phi0", "growth"} and "phi0" in phi):
+                raise InputError(f"{where}.phi", phi, "must be an object {\"phi0\": ..., \"growth\": ...}")
+            phi = PhiCurve(phi["phi0"], phi.get("growth", 1.0))
+        kw = {k: data[k] for k in cls.FIELDS if k in data and k not in ("family", "phi")}
+        try:
+            return cls(family=fam.strip().lower(), phi=phi, **kw)
+        except InputError as exc:      # the dataclass names its fields "adaptive.x": say where
+            field = exc.field.replace("adaptive", where, 1) if exc.field.startswith("adaptive") else exc.field
+            raise InputError(field, exc.value, exc.reason) from None
+
+    def to_dict(self) -> dict:
+        out = {k: getattr(self, k) for k in self.FIELDS if k != "phi"}
+        if self.phi is not None:
+            out["phi"] = {"phi0": self.phi.phi0, "growth": self.phi.growth}
+        return out
+
     @property
     def batch_limit(self) -> int:
         """The largest total batch the job may use: ``max_batch``, or ``M0`` when it cannot scale its LR."""

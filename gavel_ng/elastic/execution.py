@@ -71,13 +71,20 @@ def speedup_entries(st: ElasticState, jobs: list[int], cols: ElasticColumns, wor
             k = cols.gpus[c][None, :]
             g, _, _ = best_goodput_many(spec, worker_types[t], k, -(-k // per_server[t]), prog, network)
             S[np.ix_(rows, c)] = g
-    adaptive = st.adaptive[jobs_a]
+    return to_speedups(S, need, cols, st.adaptive[jobs_a], st.sf[jobs_a]), need
+
+
+def to_speedups(S: np.ndarray, need: np.ndarray, cols: ElasticColumns, adaptive: np.ndarray,
+                sf: np.ndarray) -> np.ndarray:
+    """Rates on every column (goodput, or a fixed job's sf x steps/s on its type) over the job's
+    rate on one GPU of its fastest type (in place; the simulator's and the runtime's shared scale)."""
+    J = len(cols.worker_types)
     base = np.where(adaptive, np.where(cols.gpus[None, :] == 1, S, 0.0).max(axis=1, initial=0.0),
-                    S[:, :J].max(axis=1, initial=0.0) / np.maximum(st.sf[jobs_a], 1))
+                    S[:, :J].max(axis=1, initial=0.0) / np.maximum(sf, 1))
     # a job that cannot run on one GPU (min_gpus > 1): its best goodput per GPU
     base = np.where(base > 0, base, (S / need).max(axis=1, initial=0.0))
     S /= np.where(base > 0, base, np.inf)[:, None]
-    return S, need
+    return S
 
 
 class ElasticExecutor:

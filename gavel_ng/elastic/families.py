@@ -148,3 +148,17 @@ def get_family(name: str) -> ElasticFamily:
     if key not in FAMILIES:
         raise InputError("family", name, f"unknown adaptive job family; known: {', '.join(FAMILIES)}")
     return FAMILIES[key]
+
+
+def family_for_job_type(job_type: str) -> str | None:
+    """The adaptive family whose profile is the job type's model ("ResNet-18 (batch size 32)" -> cifar10), or None."""
+    model = str(job_type).split(" (", 1)[0].strip()
+    return next((f.name for f in FAMILIES.values() if f.profile_family == model), None)
+
+
+def parse_adaptive(data: object, job_type: str, where: str = "adaptive") -> AdaptiveSpec:
+    """A job's ``adaptive`` object, its family defaulting to the job type's (`family_for_job_type`)."""
+    spec = AdaptiveSpec.from_dict(data, where, family_for_job_type(job_type))
+    if spec.family not in FAMILIES:
+        raise InputError(f"{where}.family", spec.family, f"unknown adaptive job family; known: {', '.join(FAMILIES)}")
+    return spec

@@ -302,6 +302,15 @@ def best_batch(params: ThroughputParams, spec: AdaptiveSpec, phi: float, gpus: i
     return float(g[0]), int(m[0]), int(s[0])
 
 
+def best_batch_many(params: ThroughputParams, spec: AdaptiveSpec, phi: float, gpus: np.ndarray,
+                    servers: np.ndarray) -> np.ndarray:
+    """Best goodput on each (gpus, servers) for explicit parameters and noise scale (vectorized `best_batch`)."""
+    k = np.asarray(gpus, np.int64).ravel()
+    n = np.asarray(servers, np.int64).ravel()
+    g, _, _ = _search(params, spec, np.full(k.size, float(phi)), k, n)
+    return g
+
+
 # ----- the search ------------------------------------------------------------------------
 def _search(params: ThroughputParams, spec: AdaptiveSpec, phi: np.ndarray, k: np.ndarray,
             n: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

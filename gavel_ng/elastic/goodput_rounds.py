@@ -56,23 +56,47 @@ class GoodputRounds(RoundPolicy):
         self.p = float(p)
         self.agnostic = agnostic
         self.restart = bool(restart_factor)
-        self.names = list(topology.worker_types)
-        self.capacity = np.asarray(topology.capacity, float)
-        self.columns = ElasticColumns.build(self.names, self.capacity, tuple(gpu_counts or DEFAULT_GPU_COUNTS))
-        self.per_server = np.array([max(len(topology.server_gpus[s]) for s in topology.type_servers[t])
-                                    for t in range(len(self.names))], np.int64)
-        self.placer = Placer(topology, consolidate=True)
+        self.gpu_counts = tuple(gpu_counts or DEFAULT_GPU_COUNTS)
         self.delta = executor.delay
         self.network = executor.network
+        self.set_topology(topology)
+
+    def set_topology(self, topology: Topology, gpu_remap: np.ndarray | None = None) -> None:
+        """Columns, capacity, server sizes and placer of these GPUs. A live cluster's change gives
+        `gpu_remap` (old GPU id -> new, -1 gone): jobs whose GPUs all remain keep them."""
+        if gpu_remap is not None:
+            remap = np.asarray(gpu_remap, np.int64)
+            self.last = {m: tuple(remap[list(g)].tolist()) for m, g in self.last.items() if (remap[list(g)] >= 0).all()}
+            self.placer.set_topology(topology, remap)
+        else:
+            self.placer = Placer(topology, consolidate=True)
+        self.topo = topology
+        self.names = list(topology.worker_types)
+        self.capacity = np.asarray(topology.capacity, float)
+        self.columns = ElasticColumns.build(self.names, self.capacity, self.gpu_counts)
+        self.per_server = np.array([max((len(topology.server_gpus[s]) for s in topology.type_servers[t]), default=0)
+                                    for t in range(len(self.names))], np.int64)
+
+    # ----- what the simulator knows of its jobs (the runtime's subclass knows it otherwise) -----
+    def entries(self, jobs: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        """(speedups, GPUs) of these jobs on every column."""
+        return speedup_entries(self.state, jobs, self.columns, self.names, self.per_server, self.network)
+
+    def history(self, jobs: np.ndarray, now: float) -> tuple[np.ndarray, np.ndarray]:
+        """(age in seconds, re-allocations so far) per job: the restart factor's inputs."""
+        return now - self.state.arrival[jobs], self.state.reallocations[jobs]
+
+    def is_adaptive(self, job: int) -> bool:
+        return bool(self.state.adaptive[job])
 
     def decide(self, now: float) -> list[Entry]:
-        st, cols = self.state, self.columns
+        cols = self.columns
         jobs = np.fromiter(self.active, np.int64, len(self.active))
-        S, need = speedup_entries(st, jobs.tolist(), cols, self.names, self.per_server, self.network)
+        S, need = self.entries(jobs.tolist())
         current, prev_type = self._current(jobs, need)
         running = current >= 0
         if self.restart and running.any():
-            f = realloc_factor(now - st.arrival[jobs], st.reallocations[jobs], self.delta)
+            f = realloc_factor(*self.history(jobs, now), self.delta)
             stay = np.zeros_like(S, bool)
             stay[np.flatnonzero(running), current[running]] = True
             S = np.where(running[:, None] & ~stay, S * f[:, None], S)
@@ -96,7 +120,7 @@ class GoodputRounds(RoundPolicy):
                 continue
             t = int(self.topo.gpu_type[g[0]])
             typ[i] = t
-            kind = (cols.gpus > 0) == bool(self.state.adaptive[m])   # configurations, or a fixed job's plain column
+            kind = (cols.gpus > 0) == self.is_adaptive(m)   # configurations, or a fixed job's plain column
             hit = np.flatnonzero((cols.pool == t) & (need[i] == len(g)) & kind)
             cur[i] = hit[0] if len(hit) else -1
         return cur, typ

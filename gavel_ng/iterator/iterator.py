@@ -9,6 +9,12 @@ lease ends or the job reached its total steps, renews the lease in the backgroun
 its end (granted when the job keeps its GPUs next round), and otherwise saves a
 checkpoint and stops. Outside a worker it iterates the loader once (or `max_steps`).
 
+Adaptive jobs (`adaptive=AdaptiveTraining(...)`, gavel_ng.iterator.adaptive): a step is a
+step at the job's initial batch M0, so the job's total means the same work whatever batch
+and GPU count it runs at; an optimizer step at batch M counts M E(M) / M0 of them (Pollux's
+M0-equivalent progress), and every lease renewal carries the job's report (batch, noise
+scale, fitted throughput model) to the scheduler.
+
 Distributed jobs: rank 0 alone talks to the scheduler and decides, before every step,
 whether the job goes on; the decision is broadcast on a dedicated gloo group, so every
 rank stops at the same step (Blox's two-phase expiry, with the exit step fixed before
@@ -64,8 +70,9 @@ class _Sync:
 class GavelIterator:
     def __init__(self, loader: Iterable, load_checkpoint: Callable[[Path], object],
                  save_checkpoint: Callable[[Path], object], *, max_steps: int | None = None,
-                 checkpoint_dir: str | Path | None = None, save_on_all_ranks: bool = False):
+                 checkpoint_dir: str | Path | None = None, save_on_all_ranks: bool = False, adaptive=None):
         self.loader = loader
+        self.adaptive = adaptive    # an AdaptiveTraining: steps count its progress, renewals carry its report
         self._load, self._save = load_checkpoint, save_checkpoint
         self.env = JobEnv.from_env()
         local = Path(checkpoint_dir) if checkpoint_dir else None
@@ -121,12 +128,15 @@ class GavelIterator:
             dt = now - self._last
             self._step_time = dt if self._step_time == 0 else (1 - EMA) * self._step_time + EMA * dt
         self._last = now
+        if self.adaptive is not None:      # the optimizer steps since the last batch, in steps at M0
+            self.step += self.adaptive.take_progress()
         decision = self._decide() if self._sync.rank == 0 else GO
         decision, _ = self._sync.broadcast(decision)
         if decision == GO:
             batch = self._next_batch()
             if batch is not None:
-                self.step += 1
+                if self.adaptive is None:
+                    self.step += 1
                 return batch
             decision = STOP
         self._finish(decision == DONE or self._done_by_total())
@@ -156,7 +166,7 @@ class GavelIterator:
         if lease is None:
             return GO
         compute = time.monotonic() - self._t0
-        lease.maybe_renew(self.step, compute)
+        lease.maybe_renew(self.step, compute, self.adaptive.report if self.adaptive is not None else None)
         if time.monotonic() + self._step_time <= lease.deadline:
             return GO
         lease.wait_pending(lease.deadline)

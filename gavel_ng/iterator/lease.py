@@ -31,6 +31,8 @@ class JobEnv:
     tls_ca: str | None
     rank: int
     world_size: int
+    adaptive: str = ""             # the job spec's adaptive block (JSON) when the job is adaptive
+    servers: int = 1               # workers the attempt spans
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> JobEnv | None:
@@ -42,7 +44,8 @@ class JobEnv:
                    env.get("GAVEL_NG_JOB_TOKEN", ""), Path(env["GAVEL_NG_CHECKPOINT_DIR"]),
                    int(env["GAVEL_NG_STEPS"]), float(env["GAVEL_NG_LEASE_DEADLINE"]),
                    Path(env["GAVEL_NG_RESULT_FILE"]) if env.get("GAVEL_NG_RESULT_FILE") else None,
-                   env.get("GAVEL_NG_TLS_CA") or None, int(env.get("RANK", "0")), int(env.get("WORLD_SIZE", "1")))
+                   env.get("GAVEL_NG_TLS_CA") or None, int(env.get("RANK", "0")), int(env.get("WORLD_SIZE", "1")),
+                   env.get("GAVEL_NG_ADAPTIVE", ""), int(env.get("GAVEL_NG_SERVERS", "1")))
 
 
 class LeaseClient:
@@ -83,8 +86,9 @@ class LeaseClient:
             if lease.renewed:
                 self.renewals += 1
 
-    def maybe_renew(self, steps: int, compute_seconds: float) -> None:
-        """Start a renewal request if one is due and none is in flight."""
+    def maybe_renew(self, steps: int, compute_seconds: float, report=None) -> None:
+        """Start a renewal request if one is due and none is in flight. `report()`, when given,
+        is called only then: an adaptive job's AdaptiveReport travels with the request."""
         with self._lock:
             due = self.renew_at is not None and time.monotonic() >= self.renew_at
             if not due or (self._pending is not None and self._pending.is_alive()):
@@ -92,6 +96,8 @@ class LeaseClient:
             self.renew_at = None
         req = self.pb.UpdateLeaseRequest(job_id=self.env.job_id, attempt=self.env.attempt, steps=steps,
                                          compute_seconds=compute_seconds)
+        if report is not None:
+            req.report.CopyFrom(report_message(self.pb, report()))
         self._pending = threading.Thread(target=self._renew, args=(req,), name="lease", daemon=True)
         self._pending.start()
 
@@ -110,3 +116,11 @@ class LeaseClient:
 
     def close(self) -> None:
         self.channel.close()
+
+
+def report_message(pb, r: dict):
+    """An AdaptiveTraining.report() as the protocol's AdaptiveReport (unknowns as -1, no fit as no params)."""
+    return pb.AdaptiveReport(gpus=r["gpus"], servers=r["servers"], batch=r["batch"], local_batch=r["local_batch"],
+                             accumulation=r["accumulation"], phi=-1.0 if r["phi"] is None else r["phi"],
+                             goodput=-1.0 if r["goodput"] is None else r["goodput"], params=r["params"] or [],
+                             fit_error=r["fit_error"] or 0.0, max_local_batch=r["max_local_batch"])

@@ -31,6 +31,30 @@ class SchedulerError(RuntimeError):
 
 
 @dataclass(frozen=True)
+class AdaptiveStatus:
+    """An adaptive job's last report (None fields: not reported yet) and its resizes."""
+
+    resizes: int
+    worker_type: str | None = None
+    gpus: int | None = None
+    batch: int | None = None
+    local_batch: int | None = None
+    accumulation: int | None = None
+    phi: float | None = None
+    goodput: float | None = None
+    params: tuple[float, ...] | None = None
+    reported: float | None = None
+
+    @classmethod
+    def from_report(cls, resizes: int, r: dict | None) -> AdaptiveStatus:
+        """From a report as a dict (runtime.adaptive.AdaptiveReport.to_dict, or the proto's fields)."""
+        if not r:
+            return cls(resizes)
+        return cls(resizes, r["worker_type"], r["gpus"], r["batch"], r["local_batch"], r["accumulation"], r["phi"],
+                   r["goodput"], tuple(r["params"]) if r.get("params") else None, r["reported"])
+
+
+@dataclass(frozen=True)
 class JobStatus:
     job_id: int
     name: str
@@ -43,12 +67,21 @@ class JobStatus:
     attempts: int
     renewals: int
     placement: str
+    adaptive: AdaptiveStatus | None = None    # adaptive jobs only
 
     @classmethod
     def from_proto(cls, m: pb.JobInfo) -> JobStatus:
         s = m.spec
+        ada = None
+        if s.adaptive:
+            r = m.report
+            rep = None if not m.HasField("report") else {
+                "worker_type": r.worker_type, "gpus": r.gpus, "batch": r.batch, "local_batch": r.local_batch,
+                "accumulation": r.accumulation, "phi": r.phi if r.phi >= 0 else None,
+                "goodput": r.goodput if r.goodput >= 0 else None, "params": list(r.params), "reported": r.reported}
+            ada = AdaptiveStatus.from_report(m.resizes, rep)
         return cls(m.job_id, s.name, s.job_type, s.scale_factor, m.status, m.steps_done, s.steps, m.steps_live,
-                   m.attempts, m.renewals, m.placement)
+                   m.attempts, m.renewals, m.placement, ada)
 
     @property
     def finished(self) -> bool:

@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from ..elastic.efficiency import AdaptiveSpec
+from ..elastic.families import parse_adaptive
 from ..errors import InputError, read_json, require
 from ..rules.model import JobRules, parse_job_rules
 from .protos import gavel_pb2 as pb
@@ -41,6 +43,7 @@ class JobSpec:
     size: str = "full"
     env: dict[str, str] = field(default_factory=dict)
     rules: JobRules | None = None     # placement rules and owner (gavel_ng.rules), written inline in a job file
+    adaptive: AdaptiveSpec | None = None   # adaptive mode (docs/elastic.md); None: a fixed job
 
     @classmethod
     def from_dict(cls, data: object, where: str = "job") -> JobSpec:
@@ -64,7 +67,8 @@ class JobSpec:
         spec = cls(job_type=data["job_type"], steps=data["steps"], scale_factor=data.get("scale_factor", 1),
                    weight=data.get("weight", 1.0), slo_s=data.get("slo_s"), name=data.get("name", ""),
                    command=tuple(command), working_dir=data.get("working_dir", ""), size=data.get("size", "full"),
-                   env=dict(env), rules=parse_job_rules(data, where))
+                   env=dict(env), rules=parse_job_rules(data, where),
+                   adaptive=_adaptive(data.get("adaptive"), data["job_type"], f"{where}.adaptive"))
         spec.check(where)
         return spec
 
@@ -89,20 +93,23 @@ class JobSpec:
         return pb.JobSpec(name=self.name, job_type=self.job_type, scale_factor=self.scale_factor, steps=self.steps,
                           weight=self.weight, slo_s=self.slo_s or 0.0, command=list(self.command),
                           working_dir=self.working_dir, size=self.size, env=self.env,
-                          rules=json.dumps(self.rules.to_dict()) if self.rules is not None else "")
+                          rules=json.dumps(self.rules.to_dict()) if self.rules is not None else "",
+                          adaptive=json.dumps(self.adaptive.to_dict()) if self.adaptive is not None else "")
 
     @classmethod
     def from_proto(cls, m: pb.JobSpec) -> JobSpec:
         """Defaults for unset proto fields (0 weight = 1, empty size = full)."""
         return cls(job_type=m.job_type, steps=m.steps, scale_factor=m.scale_factor or 1, weight=m.weight or 1.0,
                    slo_s=m.slo_s or None, name=m.name, command=tuple(m.command), working_dir=m.working_dir,
-                   size=m.size or "full", env=dict(m.env), rules=rules_from_json(m.rules, "jobs.rules"))
+                   size=m.size or "full", env=dict(m.env), rules=rules_from_json(m.rules, "jobs.rules"),
+                   adaptive=adaptive_from_json(m.adaptive, m.job_type, "jobs.adaptive"))
 
     def to_dict(self) -> dict:
         return {"job_type": self.job_type, "steps": self.steps, "scale_factor": self.scale_factor,
                 "weight": self.weight, "slo_s": self.slo_s, "name": self.name, "command": list(self.command),
                 "working_dir": self.working_dir, "size": self.size, "env": dict(self.env),
-                **(self.rules.to_dict() if self.rules is not None else {})}
+                **(self.rules.to_dict() if self.rules is not None else {}),
+                **({"adaptive": self.adaptive.to_dict()} if self.adaptive is not None else {})}
 
 
 def load_job_file(path: str | Path) -> list[JobSpec]:
@@ -116,15 +123,28 @@ def load_job_file(path: str | Path) -> list[JobSpec]:
     return [JobSpec.from_dict(item, f"jobs[{i}]") for i, item in enumerate(items)]
 
 
+def _json(text: str, where: str) -> object:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(where, text[:80], f"not JSON ({exc.msg})") from None
+
+
 def rules_from_json(text: str, where: str) -> JobRules | None:
     """A JobSpec's rules as they travel in the proto (a JSON object; empty: none)."""
     if not text:
         return None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(where, text[:80], f"not JSON ({exc.msg})") from None
+    data = _json(text, where)
     return parse_job_rules(data, where) if isinstance(data, dict) else JobRules.from_dict(data, where)
+
+
+def adaptive_from_json(text: str, job_type: str, where: str) -> AdaptiveSpec | None:
+    """A JobSpec's adaptive block as it travels in the proto and the store (a JSON object; empty: none)."""
+    return _adaptive(_json(text, where), job_type, where) if text else None
+
+
+def _adaptive(data: object, job_type: object, where: str) -> AdaptiveSpec | None:
+    return None if data is None else parse_adaptive(data, str(job_type), where)
 
 
 def is_int(x: object) -> bool:

@@ -50,6 +50,9 @@ def validate_submission(spec: JobSpec, table: ThroughputTable, worker_types: lis
                                                      "Gavel job types") from None
 
 
+RUNTIME_ELASTIC = ("goodput", "goodput_agnostic")   # elastic policies a cluster runs (runtime.elastic)
+
+
 @dataclass(frozen=True)
 class ClusterConfig:
     """The scheduler's cluster config file (JSON); flags override policy and round length."""
@@ -76,6 +79,7 @@ class ClusterConfig:
     rules: dict = field(default_factory=dict)      # quotas, one distributed job per server, admission (gavel_ng.rules)
     worker_labels: dict = field(default_factory=dict)   # worker id -> server labels, beside the workers' --label
     entities: dict = field(default_factory=dict)   # name -> {weight, policy}: the entities jobs belong to
+    realloc_delay_seconds: float = 30.0      # goodput: what a resize costs a job (Pollux's restart factor)
 
     @classmethod
     def load(cls, path: str | Path) -> ClusterConfig:
@@ -124,6 +128,9 @@ class ClusterConfig:
                     "must be true or false")
         require(is_int(self.max_failures) and self.max_failures >= 1, "cluster-config.max_failures",
                 self.max_failures, "must be an integer >= 1")
+        require(is_number(self.realloc_delay_seconds) and self.realloc_delay_seconds >= 0,
+                "cluster-config.realloc_delay_seconds", self.realloc_delay_seconds, "must be a number of seconds >= 0")
+        self._check_elastic()
         self.cluster_rules.check_types(list(self.worker_types), "cluster-config.rules")
         self.cluster_rules.check_entities(self.entity_specs, "cluster-config.rules", "cluster-config.entities")
         require(isinstance(self.worker_labels, dict) and all(
@@ -132,6 +139,17 @@ class ClusterConfig:
         for w, price in self.prices.items():
             require(w in self.worker_types, "cluster-config.prices", w, "unknown worker type")
             require(is_number(price) and price >= 0, f"cluster-config.prices.{w}", price, "must be >= 0")
+
+    def _check_elastic(self) -> None:
+        """An elastic policy runs on a cluster only if it is one the runtime carries out (RUNTIME_ELASTIC)."""
+        from ..elastic.registry import ELASTIC_POLICIES
+
+        if self.policy not in ELASTIC_POLICIES:
+            return
+        require(self.policy in RUNTIME_ELASTIC, "cluster-config.policy", self.policy,
+                f"runs in the simulator only; on a cluster the elastic policies are {', '.join(RUNTIME_ELASTIC)}")
+        require(not self.space_sharing, "cluster-config.space_sharing", True, f"{self.policy} gives whole GPUs")
+        require(not self.rules, "cluster-config.rules", self.rules, f"not honoured by {self.policy} yet")
 
     @property
     def cluster_rules(self):

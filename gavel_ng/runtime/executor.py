@@ -34,6 +34,7 @@ import numpy as np
 from ..mechanism import JobView, RoundPlan, RoundResult
 from ..protocol.protos import gavel_pb2 as pb
 from ..protocol.rpc import job_token
+from .adaptive import AdaptiveReport, note_launch
 from .jobs import FINISHED, Attempt, DoneReport, JobState
 from .state import ClusterState
 from .workers import Kill, WorkerState
@@ -227,6 +228,8 @@ class DeployExecutor:
         job.status = "running"
         st.stats["launches"] += 1
         st.store.add_attempt(job.job_id, att.attempt, att.placement, a.worker_type, now, job.steps_done)
+        if job.spec.adaptive is not None:
+            note_launch(st.store, job, a.worker_type, len(a.placement), st.round_no)
         st.store.update_job(job.job_id, status="running", attempts=job.attempts)
         st.store.set_meta("launches", st.stats["launches"])
         st.store.event("launch", job_id=job.job_id, round_no=st.round_no, attempt=att.attempt,
@@ -246,7 +249,7 @@ class DeployExecutor:
                                    rank_offset=rank, world_size=len(att.placement), dist_init=dist_init,
                                    lease_seconds=att.lease_end - time.time(), checkpoint_dir=str(ckpt),
                                    job_token=job_token(st.secret, job.job_id, att.attempt),
-                                   share_with=att.partner or 0)
+                                   share_with=att.partner or 0, servers=len(workers))
             rank += len(gpus)
             w = st.workers.get(wid)
             try:
@@ -301,14 +304,15 @@ class DeployExecutor:
                 return self._renew(job, att)       # started late in its round: renew right away
             return self._lease(job, att, False)
 
-    def update_lease(self, job_id: int, attempt: int, steps: int, compute_seconds: float) -> Lease:
+    def update_lease(self, job_id: int, attempt: int, steps: int, compute_seconds: float,
+                     report: AdaptiveReport | None = None) -> Lease:
         """Renewed iff the job runs on exactly the same GPUs in the round its lease ends into."""
         st = self.state
         with st.cv:
             job, att, stale = self._attempt(job_id, attempt)
             if stale is not None:
                 return stale
-            st.progress(job, att, steps, compute_seconds)
+            st.progress(job, att, steps, compute_seconds, report)
             if not self.renewals:
                 return self._lease(job, att, False)
             return self._renew(job, att)

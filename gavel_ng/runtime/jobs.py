@@ -85,6 +85,9 @@ class JobState:
     live: Attempt | None = None
     admitted: bool = False
     blocked_round: int = -1             # a failed attempt waits for the next round
+    report: object | None = None        # adaptive jobs: the last AdaptiveReport (runtime.adaptive)
+    resizes: int = 0                    # adaptive jobs: launches on another (worker type, GPUs) than the last
+    last_config: tuple[str, int] | None = None
 
     @property
     def key(self) -> tuple[str, int]:

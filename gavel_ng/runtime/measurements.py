@@ -176,8 +176,8 @@ class Measurements:
         policy sees: an isolated rate if it ran alone the whole interval, an in-pair rate if it
         shared its GPUs with one partner throughout, nothing if that changed meanwhile."""
         d_steps, d_secs = steps_run - att.measured_steps, seconds - att.measured_seconds
-        if d_steps < MIN_MEASURED_STEPS or d_secs <= 0:
-            return
+        if d_steps < MIN_MEASURED_STEPS or d_secs <= 0 or job.spec.adaptive is not None:
+            return              # an adaptive job's rate depends on its batch: it reports its own model
         att.measured_steps, att.measured_seconds = steps_run, seconds
         now_with, now_mixed = self._sharing_now(att)
         valid = not att.mixed and att.sharing == now_with

@@ -32,7 +32,9 @@ from ..protocol.jobspec import JobSpec
 from ..protocol.protos import gavel_pb2 as pb
 from ..protocol.rpc import Security, Stub, authenticate, make_server, new_token, open_channel
 from ..rules import AdmissionControl, RuleCompiler, ServerRules, check_entity
-from .config import ClusterConfig, validate_submission
+from .adaptive import AdaptiveReport
+from .config import RUNTIME_ELASTIC, ClusterConfig, validate_submission
+from .elastic import RuntimeGoodput
 from .executor import DeployExecutor, Lease
 from .jobs import FINISHED, AttemptRef, DoneReport, JobState
 from .measured import MeasuredTable
@@ -109,7 +111,8 @@ class SchedulerServicer:
     @_rpc
     def UpdateLease(self, req, context):
         self._job_caller(context, "UpdateLease", req.job_id, req.attempt)
-        return _lease(self.svc.executor.update_lease(req.job_id, req.attempt, req.steps, req.compute_seconds))
+        report = AdaptiveReport.from_proto(req.report, "", time.time()) if req.HasField("report") else None
+        return _lease(self.svc.executor.update_lease(req.job_id, req.attempt, req.steps, req.compute_seconds, report))
 
     @_rpc
     def SubmitJobs(self, req, context):
@@ -182,18 +185,24 @@ class SchedulerService:
             from ..policies.plugins import load_plugins
 
             load_plugins(config.plugins, field="cluster-config.plugins")
-        # the configured prices only, no list prices: a cost policy needs every type priced in the config
-        prices = resolve_prices(config.worker_types, config.prices, list_prices=False)
-        self.allocator = PolicyAllocator(config.policy, list(config.worker_types), self.state, self.state.throughputs,
-                                         self.state.capacity, prices=prices, space_sharing=config.space_sharing,
-                                         warm=False, lock=self.state.lock, on_solve=self._solved,
-                                         rules=self.rules, entities=entities)
-        self.store.save_cluster_info(ClusterInfo(self.allocator.spec.name, config.round_seconds,
-                                                 list(config.worker_types)))
-        # the mechanism as the simulator builds it for this policy (a cost policy's is idle-aware)
-        self.planner = DynamicPlanner(self.state, MechanismConfig().for_policy(self.allocator.spec))
+        self.entities = entities
+        if config.policy in RUNTIME_ELASTIC:     # adaptive jobs resized between rounds (runtime.elastic)
+            self.policy_name = config.policy
+            self.planner = self.allocator = RuntimeGoodput(self.state, config.policy, config.realloc_delay_seconds,
+                                                           time.time)
+        else:
+            # the configured prices only, no list prices: a cost policy needs every type priced in the config
+            prices = resolve_prices(config.worker_types, config.prices, list_prices=False)
+            self.allocator = PolicyAllocator(config.policy, list(config.worker_types), self.state,
+                                             self.state.throughputs, self.state.capacity, prices=prices,
+                                             space_sharing=config.space_sharing, warm=False, lock=self.state.lock,
+                                             on_solve=self._solved, rules=self.rules, entities=entities)
+            self.policy_name = self.allocator.spec.name
+            # the mechanism as the simulator builds it for this policy (a cost policy's is idle-aware)
+            self.planner = DynamicPlanner(self.state, MechanismConfig().for_policy(self.allocator.spec))
+            self.planner.mech.placer.rules = ServerRules(crules, self._job_rules, self._job_tags)
+        self.store.save_cluster_info(ClusterInfo(self.policy_name, config.round_seconds, list(config.worker_types)))
         self.planner.restore()
-        self.planner.mech.placer.rules = ServerRules(crules, self._job_rules, self._job_tags)
         self.loop: SchedulerLoop | None = None
         self.executor = DeployExecutor(self.state, self.planner.placement, self.checkpoint_root,
                                        self.stop_event, self._topology_changed)
@@ -228,7 +237,7 @@ class SchedulerService:
             for i, spec in enumerate(specs):
                 where = f"jobs[{i}]"
                 rules = spec.rules.with_type_names(types, f"{where}.allowed_types") if spec.rules else None
-                check_entity(getattr(rules, "entity", None), self.allocator.entities, f"{where}.entity",
+                check_entity(getattr(rules, "entity", None), self.entities, f"{where}.entity",
                              "cluster-config.entities")
                 T = np.array([[1.0 if self.table.base.get((spec.job_type, spec.scale_factor), w) > 0
                                or spec.job_type not in self.table.base.job_types else 0.0 for w in types]])
@@ -279,7 +288,7 @@ class SchedulerService:
         self._thread = threading.Thread(target=self._run_loop, name="rounds", daemon=True)
         self._thread.start()
         log.info("scheduler listening on %s:%d (policy %s, rounds of %gs, state %s)", self.bind, self.port,
-                 self.allocator.spec.name, self.config.round_seconds, self.state_dir)
+                 self.policy_name, self.config.round_seconds, self.state_dir)
         return self.port
 
     def _run_loop(self) -> None:
@@ -310,15 +319,19 @@ class SchedulerService:
     # ----- status ------------------------------------------------------------------------------
     def job_info(self, j: JobState) -> pb.JobInfo:
         placement = placement_label(j.live.worker_type, j.live.placement) if j.live is not None else ""
-        return pb.JobInfo(job_id=j.job_id, spec=j.spec.to_proto(), status=j.status, steps_done=j.steps_done,
+        info = pb.JobInfo(job_id=j.job_id, spec=j.spec.to_proto(), status=j.status, steps_done=j.steps_done,
                           steps_live=max(j.steps_live, j.steps_done), submitted=j.submitted,
-                          finished=j.finished or 0.0, attempts=j.attempts, placement=placement, renewals=j.renewals)
+                          finished=j.finished or 0.0, attempts=j.attempts, placement=placement, renewals=j.renewals,
+                          resizes=j.resizes)
+        if j.report is not None:
+            info.report.CopyFrom(j.report.to_proto(pb))
+        return info
 
     def status(self) -> pb.StatusReply:
         st = self.state
         now = time.monotonic()
         with st.lock:
-            reply = pb.StatusReply(worker_types=st.worker_types, policy=self.allocator.spec.name, round=st.round_no,
+            reply = pb.StatusReply(worker_types=st.worker_types, policy=self.policy_name, round=st.round_no,
                                    round_seconds=self.config.round_seconds,
                                    round_ends_in=self.executor.round_ends_in(),
                                    renewals=st.stats["renewals"], launches=st.stats["launches"],

@@ -20,7 +20,7 @@ import logging
 import math
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -30,6 +30,7 @@ from ..mechanism import Topology
 from ..pairs import PairTable
 from ..protocol.jobspec import JobSpec
 from ..rules.model import entities_of
+from .adaptive import AdaptiveReport, record_report, restore_adaptive
 from .config import ClusterConfig
 from .jobs import FINISHED, Attempt, AttemptRef, DoneReport, JobBook, JobState
 from .measured import MeasuredTable
@@ -92,6 +93,7 @@ class ClusterState:
     def restore(self) -> None:
         """Jobs, measurements and still-running attempts from the store (after a restart)."""
         self.book.restore_jobs()
+        restore_adaptive(self.store, self.jobs)
         self.measurements.restore()
         self.book.restore_attempts()
         if self.jobs:
@@ -210,8 +212,12 @@ class ClusterState:
             return [k for k in kills if k.worker is not w]
 
     # ----- progress and measurements ----------------------------------------------------------
-    def progress(self, job: JobState, att: Attempt, steps: int, compute_seconds: float) -> None:
+    def progress(self, job: JobState, att: Attempt, steps: int, compute_seconds: float,
+                 report: AdaptiveReport | None = None) -> None:
+        """A live attempt's renewal request: its progress, and an adaptive job's report (lock held)."""
         self.measurements.progress(job, att, steps, compute_seconds)
+        if report is not None and job.spec.adaptive is not None:
+            record_report(self.store, job, replace(report, worker_type=att.worker_type))
 
     def attempt_started(self, att: Attempt) -> None:
         """Lock held, att already live (see Measurements.attempt_started)."""

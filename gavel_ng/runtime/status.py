@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from ..protocol.client import ClusterStatus, JobStatus, WorkerStatus, placement_label
+from ..protocol.client import AdaptiveStatus, ClusterStatus, JobStatus, WorkerStatus, placement_label
 from .store import JobRow, StateReader
 
 
@@ -25,6 +25,7 @@ def read_state_dir(state_dir: str | Path, now: float | None = None) -> ClusterSt
         workers = rd.load_workers()
         alloc = rd.load_allocation()
         measured = rd.load_throughputs()
+        adaptive = {job_id: (report, resizes) for job_id, report, resizes, _ in rd.load_adaptive()}
         meta = {k: int(rd.get_meta(k, "0")) for k in ("round", "renewals", "launches")}
     live = {a.job_id: a for a in running}
     types = info.worker_types if info is not None else alloc.worker_types if alloc is not None else \
@@ -33,7 +34,7 @@ def read_state_dir(state_dir: str | Path, now: float | None = None) -> ClusterSt
                        tuple(sorted(a.job_id for a in running if any(x == w.worker_id for x, _ in a.placement))))
           for w in workers]
     js = [_job_status(j, placement_label(live[j.job_id].worker_type, live[j.job_id].placement)
-                      if j.job_id in live else "") for j in jobs]
+                      if j.job_id in live else "", adaptive.get(j.job_id, (None, 0))) for j in jobs]
     shares = [] if alloc is None else [
         (tuple(r), {w: x[k] for k, w in enumerate(alloc.worker_types)}) for r, x in zip(alloc.rows, alloc.shares)]
     thr = {f"{t}|{sf}|{w}": v for t, sf, w, cons, v, _ in sorted(measured) if cons}
@@ -42,8 +43,9 @@ def read_state_dir(state_dir: str | Path, now: float | None = None) -> ClusterSt
                          thr, source=str(state_dir))
 
 
-def _job_status(r: JobRow, placement: str) -> JobStatus:
+def _job_status(r: JobRow, placement: str, adaptive: tuple[dict | None, int]) -> JobStatus:
     """A stored job: progress is its last checkpoint's (no live steps without the scheduler)."""
     s = r.spec
+    ada = AdaptiveStatus.from_report(adaptive[1], adaptive[0]) if s.adaptive is not None else None
     return JobStatus(r.job_id, s.name, s.job_type, s.scale_factor, r.status, r.steps_done, s.steps, r.steps_done,
-                     r.attempts, r.renewals, placement)
+                     r.attempts, r.renewals, placement, ada)

@@ -47,6 +47,8 @@ CREATE TABLE IF NOT EXISTS events (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, ts REAL NOT NULL, round INTEGER, kind TEXT NOT NULL,
     job_id INTEGER, worker_id TEXT, detail TEXT);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS adaptive (
+    job_id INTEGER PRIMARY KEY, report TEXT, resizes INTEGER NOT NULL DEFAULT 0, last_type TEXT, last_gpus INTEGER);
 """
 
 
@@ -156,6 +158,15 @@ class _Reads:
             e["detail"] = json.loads(e["detail"]) if e["detail"] else {}
         return out
 
+    def load_adaptive(self) -> list[tuple[int, dict | None, int, tuple[str, int] | None]]:
+        """Adaptive jobs: (job id, last report as a dict, resizes, last (worker type, GPUs))."""
+        try:
+            rows = self._all("SELECT job_id, report, resizes, last_type, last_gpus FROM adaptive ORDER BY job_id")
+        except sqlite3.OperationalError:      # a state directory written before adaptive jobs existed
+            return []
+        return [(r[0], json.loads(r[1]) if r[1] else None, r[2], (r[3], r[4]) if r[3] is not None else None)
+                for r in rows]
+
     def get_meta(self, key: str, default: str | None = None) -> str | None:
         rows = self._all("SELECT value FROM meta WHERE key = ?", (key,))
         return rows[0][0] if rows else default
@@ -255,6 +266,11 @@ class Store(_Reads):
         names = ", ".join(f"{k} = ?" for k in cols)
         self._exec(f"UPDATE jobs SET {names} WHERE job_id = ?", (*cols.values(), job_id))
 
+    def save_adaptive(self, job_id: int, report: dict | None, resizes: int, last: tuple[str, int] | None) -> None:
+        self._exec("INSERT OR REPLACE INTO adaptive VALUES (?, ?, ?, ?, ?)",
+                   (job_id, json.dumps(report) if report is not None else None, resizes,
+                    last[0] if last else None, last[1] if last else None))
+
     # ----- attempts --------------------------------------------------------------------
     def add_attempt(self, job_id: int, attempt: int, placement: list[tuple[str, int]], worker_type: str,
                     launched: float, steps_start: int) -> None:
@@ -320,6 +336,10 @@ def _spec_args(d: dict) -> dict:
     d["rules"] = parse_job_rules(d, "spec")      # a job's rules are stored inline, as in its job file
     for key in JobRules.FIELDS:
         d.pop(key, None)
+    if d.get("adaptive") is not None:
+        from ..elastic.families import parse_adaptive
+
+        d["adaptive"] = parse_adaptive(d["adaptive"], d["job_type"], "spec.adaptive")
     return d
 
 

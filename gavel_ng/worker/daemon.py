@@ -202,6 +202,9 @@ class WorkerDaemon:
             "WORLD_SIZE": str(req.world_size), "LOCAL_WORLD_SIZE": str(len(req.gpus)),
         })
         base.pop("GAVEL_NG_TOKEN", None)                 # jobs get only their own token
+        base.pop("GAVEL_NG_ADAPTIVE", None)
+        if spec.adaptive:                                # adaptive mode: the spec the scheduler schedules by
+            base.update({"GAVEL_NG_ADAPTIVE": spec.adaptive, "GAVEL_NG_SERVERS": str(max(req.servers, 1))})
         if self.security.tls_ca:
             base["GAVEL_NG_TLS_CA"] = self.security.tls_ca
         if req.world_size > 1:

@@ -12,9 +12,7 @@ It is also the reference for adapting a script (docs/deploy.md).
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import os
 import sys
 from pathlib import Path
 
@@ -32,6 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from gavel_ng.iterator import GavelIterator, init_distributed
+    from gavel_ng.worker.trainlog import TrainLog
     from gavel_ng.workloads import get_workload, parse_job_type
 
     family, batch_size = parse_job_type(args.job_type)
@@ -44,14 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     core = model.module if world > 1 else model
     optimizer = workload.make_optimizer(model)
     loader = [workload.make_batch(batch_size, args.size, seed=1000 * rank + i) for i in range(args.batches)]
-    ckpt_dir = os.environ.get("GAVEL_NG_CHECKPOINT_DIR") or args.checkpoint_dir
-    log_path = Path(ckpt_dir) / "train.jsonl" if ckpt_dir and rank == 0 else None
-    attempt = int(os.environ.get("GAVEL_NG_ATTEMPT", "0"))
-    lines: list[str] = []
-
-    def record(**fields) -> None:
-        if log_path is not None:
-            lines.append(json.dumps({"attempt": attempt, **fields}))
+    train_log = TrainLog(args.checkpoint_dir, rank)
+    record = train_log.record
 
     def checksum() -> float:
         return float(sum(p.detach().double().sum() for p in core.parameters()))
@@ -71,9 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     for batch in it:
         loss = workload.train_step(model, optimizer, batch)
         record(step=it.step, loss=loss)
-    if log_path is not None:
-        with open(log_path, "a") as f:
-            f.write("".join(line + "\n" for line in lines))
+    train_log.flush()
     if world > 1:
         import torch.distributed as dist
 

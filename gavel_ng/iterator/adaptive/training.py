@@ -2,9 +2,14 @@
 
     ada = AdaptiveTraining(model, optimizer, init_batch=64, max_batch=1024, lr_scaling="adascale")
     loader = ada.data_loader(dataset)                 # instead of DataLoader(dataset, batch_size=64)
-    for x, y in GavelIterator(loader, load, save):
+    for x, y in GavelIterator(loader, load, save, adaptive=ada):
         loss_fn(model(x), y).backward()
         ada.step()                                    # instead of optimizer.step(); optimizer.zero_grad()
+
+Under a gavel_ng worker the job spec's ``adaptive`` block (GAVEL_NG_ADAPTIVE) decides M0,
+the largest batch and the LR rule, so that the job and the scheduler agree; the arguments
+are for running the script on its own. GavelIterator then counts the job's steps in steps
+at M0 (`take_progress`) and sends `report()` with every lease renewal.
 
 Every call of `step` is one micro-batch; after ``accumulation + 1`` of them it averages the
 gradients (over micro-batches and, when the job runs on several processes, over ranks, in
@@ -25,16 +30,20 @@ on another GPU count) keeps what the job learnt and picks its batch for the new 
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import time
+from dataclasses import replace
 
 import torch
 
 from gavel_ng.elastic.efficiency import AdaptiveSpec, efficiency
+from gavel_ng.elastic.families import parse_adaptive
 from gavel_ng.elastic.goodput import ThroughputParams, best_batch
 from gavel_ng.errors import InputError
 
+from ..lease import JobEnv
 from .fit import Config, IterationTimes, fit_throughput
 from .lr import lr_factor
 from .noise import NoiseScale, differenced_estimate, two_batch_estimate
@@ -45,12 +54,27 @@ log = logging.getLogger(__name__)
 class AdaptiveTraining:
     """Adaptive batch size, accumulation and learning rate for one data-parallel job (module docstring)."""
 
-    def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, init_batch: int,
-                 max_batch: int, lr_scaling: str = "adascale", *, max_local_batch: int | None = None,
-                 accumulation: bool = True, servers: int = 1, refit_every: int = 50,
+    def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, init_batch: int | None = None,
+                 max_batch: int | None = None, lr_scaling: str = "adascale", *, max_local_batch: int | None = None,
+                 accumulation: bool = True, servers: int | None = None, refit_every: int = 50,
                  refit_seconds: float = 30.0, noise_decay: float = 0.9, name: str = "job"):
-        self.spec = AdaptiveSpec(name, init_batch, max_batch, lr_scaling=lr_scaling,
-                                 max_local_batch=max_local_batch, accumulation=accumulation)
+        env = JobEnv.from_env()
+        if env is not None and env.adaptive:   # under a worker: the spec the scheduler schedules by
+            spec = parse_adaptive(json.loads(env.adaptive), "", "GAVEL_NG_ADAPTIVE")
+            self.spec = spec if spec.max_local_batch is not None else replace(spec, max_local_batch=max_local_batch)
+            mine = (init_batch, max_batch, lr_scaling)
+            theirs = (self.spec.init_batch, self.spec.max_batch, self.spec.lr_scaling)
+            if init_batch is not None and mine != theirs:
+                log.warning("the job spec's adaptive block (init_batch, max_batch, lr_scaling) = %s overrides "
+                            "the script's %s", theirs, mine)
+            servers = env.servers if servers is None else servers
+        else:
+            if init_batch is None or max_batch is None:
+                raise InputError("init_batch" if init_batch is None else "max_batch", None,
+                                 "required outside a gavel_ng worker (under one, the job spec's adaptive block)")
+            self.spec = AdaptiveSpec(name, init_batch, max_batch, lr_scaling=lr_scaling,
+                                     max_local_batch=max_local_batch, accumulation=accumulation)
+        servers = 1 if servers is None else servers
         if not (isinstance(refit_every, int) and refit_every >= 1):
             raise InputError("refit_every", refit_every, "must be an integer >= 1")
         if not (isinstance(refit_seconds, (int, float)) and refit_seconds >= 0):
@@ -77,6 +101,7 @@ class AdaptiveTraining:
         self._prev: torch.Tensor | None = None     # last step's gradient (differenced estimator)
         self._last_end: float | None = None
         self._pending = (None, 0.0)                 # (config, seconds) of the last full step, timed next step
+        self._progress = 0.0                        # steps at M0 made and not yet taken (take_progress)
 
     # ----- configuration ---------------------------------------------------------------------
     @property
@@ -130,6 +155,9 @@ class AdaptiveTraining:
             self.times.add(config, seconds)
         self._update_noise(grad, local_sqr)
         self._optimizer_step()
+        phi = self.noise.phi
+        self._progress += self.batch / self.spec.init_batch * (1.0 if phi is None else efficiency(
+            self.batch, self.spec.init_batch, phi))
         self._micro, self._acc, self._micro_sqr = 0, None, 0.0
         self.steps += 1
         now = time.perf_counter()
@@ -202,14 +230,22 @@ class AdaptiveTraining:
         thr = float(self.fitted.throughput(c.local_batch, c.accumulation, c.gpus, c.servers))
         return thr * efficiency(self.batch, self.spec.init_batch, phi)
 
+    def take_progress(self) -> int:
+        """Whole steps at M0 made since the last call (Pollux's M E(M) / M0 per optimizer step; the
+        fraction carries over and is checkpointed). GavelIterator counts the job's steps by it."""
+        whole = math.floor(self._progress + 1e-9)
+        self._progress -= whole
+        return int(whole)
+
     def report(self) -> dict:
-        """What the scheduler needs: batch, noise scale, goodput and the fitted parameters."""
+        """What the scheduler needs: where it runs, batch, noise scale, goodput and the fitted parameters."""
         p = self.fitted
         theta = None if p is None else [p.alpha_grad, p.beta_grad, p.alpha_local, p.beta_local,
                                         p.alpha_node, p.beta_node, p.gamma]
-        return {"batch": self.batch, "local_batch": self.local_batch, "accumulation": self.accumulation,
-                "phi": self.noise.phi, "goodput": self.goodput(), "params": theta,
-                "fit_error": None if p is None else p.fit_error}
+        return {"gpus": self.gpus, "servers": self.servers, "batch": self.batch, "local_batch": self.local_batch,
+                "accumulation": self.accumulation, "phi": self.noise.phi, "goodput": self.goodput(),
+                "params": theta, "fit_error": None if p is None else p.fit_error,
+                "max_local_batch": self._local_cap()}
 
     # ----- data and checkpoints --------------------------------------------------------------------
     def data_loader(self, dataset, *, shuffle: bool = True, seed: int = 0, **kwargs) -> torch.utils.data.DataLoader:
@@ -218,13 +254,15 @@ class AdaptiveTraining:
         return torch.utils.data.DataLoader(dataset, batch_sampler=sampler, **kwargs)
 
     def state_dict(self) -> dict:
-        return {"noise": self.noise.state_dict(), "times": self.times.state_dict(), "steps": self.steps}
+        return {"noise": self.noise.state_dict(), "times": self.times.state_dict(), "steps": self.steps,
+                "progress": self._progress}
 
     def load_state_dict(self, state: dict) -> None:
         """Restore what was learnt and choose the batch for the GPUs this run has."""
         self.noise.load_state_dict(state["noise"])
         self.times.load_state_dict(state["times"])
         self.steps = int(state["steps"])
+        self._progress = float(state.get("progress", 0.0))
         self.adapt()
 
 

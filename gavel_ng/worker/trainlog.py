@@ -1,0 +1,34 @@
+"""A training script's record of what it did: rank 0's JSON lines in CHECKPOINT_DIR/train.jsonl.
+
+The built-in runner and the adaptive example write one line per step and per checkpoint
+load and save; the loopback tests read them to see that restores are real and that the
+loss falls. Lines are kept in memory and appended once at exit, off the training path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+
+class TrainLog:
+    def __init__(self, checkpoint_dir: str | None, rank: int):
+        ckpt = os.environ.get("GAVEL_NG_CHECKPOINT_DIR") or checkpoint_dir
+        self.path = Path(ckpt) / "train.jsonl" if ckpt and rank == 0 else None
+        self.attempt = int(os.environ.get("GAVEL_NG_ATTEMPT", "0"))
+        self.lines: list[str] = []
+
+    @property
+    def on(self) -> bool:
+        return self.path is not None
+
+    def record(self, **fields) -> None:
+        if self.path is not None:
+            self.lines.append(json.dumps({"attempt": self.attempt, **fields}))
+
+    def flush(self) -> None:
+        if self.path is not None and self.lines:
+            with open(self.path, "a") as f:
+                f.write("".join(line + "\n" for line in self.lines))
+            self.lines = []

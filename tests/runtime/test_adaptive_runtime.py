@@ -1,0 +1,116 @@
+"""Adaptive jobs in the scheduler: reports are checked, kept in SQLite across a restart, and
+decide how many GPUs the `goodput` policy gives a job once it has reported.
+
+ClusterState over a real SQLite store with one registered 2-GPU worker; no processes (the
+loopback test, tests/worker/test_adaptive_cluster.py, runs the real thing).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from gavel_ng.cli.status_cmd import format_status
+from gavel_ng.errors import InputError
+from gavel_ng.profiles import default_table
+from gavel_ng.protocol.client import AdaptiveStatus
+from gavel_ng.protocol.jobspec import JobSpec
+from gavel_ng.protocol.protos import gavel_pb2 as pb
+from gavel_ng.runtime.adaptive import AdaptiveReport, note_launch
+from gavel_ng.runtime.config import ClusterConfig
+from gavel_ng.runtime.elastic import RuntimeGoodput
+from gavel_ng.runtime.jobs import Attempt
+from gavel_ng.runtime.measured import MeasuredTable
+from gavel_ng.runtime.state import ClusterState, Registration
+from gavel_ng.runtime.status import read_state_dir
+from gavel_ng.runtime.store import Store
+
+ADA = JobSpec.from_dict({"job_type": "ResNet-18 (batch size 32)", "steps": 1000, "command": ["train.py"],
+                         "adaptive": {"init_batch": 32, "max_batch": 512, "max_gpus": 2}})
+
+
+def _state(tmp_path) -> ClusterState:
+    config = ClusterConfig(worker_types=("v100",), policy="goodput", realloc_delay_seconds=0.0)
+    st = ClusterState(config, Store(tmp_path), MeasuredTable(default_table(["v100"]), ["v100"]), "secret")
+    st.restore()
+    st.register(Registration("w1", "127.0.0.1:1", "v100", 2), lambda address: (None, None))
+    return st
+
+
+def _gpus_planned(st: ClusterState, job: int) -> int:
+    policy = RuntimeGoodput(st, "goodput", 0.0, time.time)
+    policy.reset(policy.allocate([job], time.time()))
+    plan = policy.plan()
+    assert plan.num_entries == 1 and int(plan.member_job[0]) == job
+    assert all(w == "w1" for w, _ in policy.placement(plan, 0))
+    return len(plan.gpus[0])
+
+
+def _report(alpha_local: float, **kw) -> pb.AdaptiveReport:
+    fields = dict(gpus=1, servers=1, batch=64, local_batch=64, accumulation=0, phi=500.0, goodput=900.0,
+                  params=[0.02, 2e-4, alpha_local, 0.0, alpha_local, 0.0, 1.0], fit_error=0.01, max_local_batch=512)
+    return pb.AdaptiveReport(**{**fields, **kw})
+
+
+def test_reports_decide_the_gpu_count_and_survive_a_restart(tmp_path):
+    st = _state(tmp_path)
+    (job,) = st.submit([ADA])
+    # no report yet: the modeled ResNet-18 profile scales to both GPUs of the worker
+    assert _gpus_planned(st, job) == 2
+    # it reports a synchronization far slower than its step: one GPU is better
+    att = Attempt(job, 1, [("w1", 0)], "v100", True, time.time(), time.time() + 60, 0)
+    st.jobs[job].live = att
+    with st.lock:
+        note_launch(st.store, st.jobs[job], "v100", 1, 1)
+        st.progress(st.jobs[job], att, 100, 5.0, AdaptiveReport.from_proto(_report(1.0), "", time.time()))
+    assert st.jobs[job].report.worker_type == "v100"
+    assert _gpus_planned(st, job) == 1
+    # ... or one as fast as the model's: both again
+    with st.lock:
+        st.progress(st.jobs[job], att, 200, 10.0, AdaptiveReport.from_proto(_report(1e-4), "", time.time()))
+    assert _gpus_planned(st, job) == 2
+    with st.lock:
+        note_launch(st.store, st.jobs[job], "v100", 2, 2)
+    assert st.jobs[job].resizes == 1
+    assert [e["detail"]["after"] for e in st.store.events("resize")] == [["v100", 2]]
+
+    # a restarted scheduler (and status --state) has the last report and the resize count
+    kept = st.jobs[job].report
+    again = _state(tmp_path)
+    assert again.jobs[job].report == kept and again.jobs[job].resizes == 1
+    assert again.jobs[job].last_config == ("v100", 2)
+    shown = next(j for j in read_state_dir(tmp_path).jobs if j.job_id == job).adaptive
+    assert shown == AdaptiveStatus.from_report(1, kept.to_dict())
+    assert shown.batch == 64 and shown.phi == 500.0
+    text = format_status(read_state_dir(tmp_path), show_all=True)
+    assert "adaptive jobs (last report)" in text
+    row = next(line for line in text.splitlines()[text.splitlines().index("adaptive jobs (last report)"):]
+               if line.strip().startswith(str(job)))
+    assert row.split()[1:5] == ["v100", "1", "64", "64"] and row.split()[-1] == "1"
+
+
+@pytest.mark.parametrize("field, value", [("batch", 0), ("gpus", -1), ("accumulation", -2),
+                                          ("phi", float("nan")), ("params", [1.0, 2.0])])
+def test_a_malformed_report_is_refused_naming_the_field(field, value):
+    with pytest.raises(InputError, match=f"report.{field}"):
+        AdaptiveReport.from_proto(_report(0.1, **{field: value}), "", 0.0)
+
+
+def test_fixed_jobs_keep_their_scale_factor_beside_adaptive_ones(tmp_path):
+    st = _state(tmp_path)
+    ada, fixed = st.submit([ADA, JobSpec("ResNet-18 (batch size 32)", 100, size="tiny")])
+    policy = RuntimeGoodput(st, "goodput", 0.0, time.time)
+    policy.reset(policy.allocate([ada, fixed], time.time()))
+    plan = policy.plan()
+    got = {int(plan.member_job[e]): len(plan.gpus[e]) for e in range(plan.num_entries)}
+    assert got == {ada: 1, fixed: 1}            # the p-mean starves nobody
+
+
+def test_the_cluster_config_refuses_elastic_policies_it_cannot_run():
+    with pytest.raises(InputError, match="cluster-config.policy"):
+        ClusterConfig(policy="pollux").check()
+    with pytest.raises(InputError, match="cluster-config.space_sharing"):
+        ClusterConfig(policy="goodput", space_sharing=True).check()
+    with pytest.raises(InputError, match="realloc_delay_seconds"):
+        ClusterConfig(policy="goodput", realloc_delay_seconds=-1).check()
