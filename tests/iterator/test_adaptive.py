@@ -233,3 +233,26 @@ def test_noise_scale_across_two_real_processes(tmp_path):
     torch.multiprocessing.spawn(_replica, args=(str(tmp_path / "init"), str(out)), nprocs=2)
     grad_sqr, trace = Regression().truth()
     assert float(out.read_text()) == pytest.approx(trace / grad_sqr, rel=0.2)
+
+
+def test_steps_count_progress_at_the_initial_batch():
+    """A GavelIterator step of an adaptive job is a step at M0: an optimizer step at batch M counts
+    M E(M) / M0 of them, the fraction carried over (and checkpointed)."""
+    model = torch.nn.Linear(4, 1)
+    ada = AdaptiveTraining(model, torch.optim.SGD(model.parameters(), lr=0.01), init_batch=8, max_batch=64,
+                           refit_every=10**6)
+    data = torch.utils.data.TensorDataset(torch.randn(512, 4), torch.randn(512, 1))
+    it = GavelIterator(ada.data_loader(data), lambda p: None, lambda p: None, max_steps=40, adaptive=ada)
+    for x, y in it:                              # at M0 a step is a step
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        ada.step()
+    assert it.step == 40 and ada.steps == 40
+    ada.local_batch = 24                         # three times M0: E(24) of 3 steps each
+    ada._progress = 0.0
+    expected = 0.0
+    for _ in range(5):
+        torch.nn.functional.mse_loss(model(torch.randn(24, 4)), torch.randn(24, 1)).backward()
+        ada.step()
+        expected += 3 * efficiency(24, 8, ada.noise.phi)      # at the noise scale of that step
+    took = ada.take_progress()
+    assert took == int(expected + 1e-9) and ada.state_dict()["progress"] == pytest.approx(expected - took)

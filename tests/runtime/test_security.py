@@ -102,3 +102,20 @@ def test_tls(tmp_path):
             plain.GetStatus(pb.Empty())
     finally:
         svc.stop(grace=0.1)
+
+
+def test_malformed_adaptive_blocks_and_reports_are_invalid_argument(service):
+    stub = _stub(service, service.secret)
+    bad = pb.JobSpec(job_type=GOOD["job_type"], steps=10, adaptive='{"init_batch": 64, "max_batch": 32}')
+    with pytest.raises(grpc.RpcError) as err:
+        stub.SubmitJobs(pb.SubmitJobsRequest(jobs=[bad]))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "jobs.adaptive.max_batch" in err.value.details()
+    with SchedulerClient(f"127.0.0.1:{service.port}", token=service.secret) as c:
+        [job] = c.submit({**GOOD, "adaptive": {"init_batch": 32, "max_batch": 256}})
+        assert c.jobs()[0].adaptive.resizes == 0 and c.jobs()[0].adaptive.batch is None
+    report = pb.AdaptiveReport(gpus=1, servers=1, batch=0, local_batch=32, max_local_batch=64)
+    with pytest.raises(grpc.RpcError) as err:
+        _stub(service, job_token(service.secret, job, 1)).UpdateLease(
+            pb.UpdateLeaseRequest(job_id=job, attempt=1, steps=5, report=report))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "report.batch" in err.value.details()
