@@ -108,7 +108,7 @@ def _jobs(st, show_all: bool) -> list[str]:
         label = j.job_type + (f" [{j.name}]" if j.name else "")
         gpus = str(j.scale_factor) if j.adaptive is None else str(_gpus_of(j.placement) or "-")   # adaptive: now
         out.append(f"  {j.job_id:>4}  {label[:33]:<34}{gpus:>4}  {j.status:<10}{prog:>18}  "
-                   f"{j.attempts:>5}  {j.placement or '-'}")
+                   f"{j.attempts:>5}  {j.placement or '-'}" + (f"  entity {j.entity}" if j.entity else ""))
     return out + _adaptive(st, show_all)
 
 

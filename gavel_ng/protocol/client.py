@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import grpc
 
-from .jobspec import JobSpec
+from .jobspec import JobSpec, rules_from_json
 from .protos import gavel_pb2 as pb
 from .rpc import Security, Stub, open_channel, read_token
 
@@ -68,6 +68,7 @@ class JobStatus:
     renewals: int
     placement: str
     adaptive: AdaptiveStatus | None = None    # adaptive jobs only
+    entity: str | None = None                 # the entity its rules name (hierarchical policies, quotas)
 
     @classmethod
     def from_proto(cls, m: pb.JobInfo) -> JobStatus:
@@ -80,8 +81,9 @@ class JobStatus:
                 "accumulation": r.accumulation, "phi": r.phi if r.phi >= 0 else None,
                 "goodput": r.goodput if r.goodput >= 0 else None, "params": list(r.params), "reported": r.reported}
             ada = AdaptiveStatus.from_report(m.resizes, rep)
+        rules = rules_from_json(s.rules, "spec.rules")
         return cls(m.job_id, s.name, s.job_type, s.scale_factor, m.status, m.steps_done, s.steps, m.steps_live,
-                   m.attempts, m.renewals, m.placement, ada)
+                   m.attempts, m.renewals, m.placement, ada, getattr(rules, "entity", None))
 
     @property
     def finished(self) -> bool:

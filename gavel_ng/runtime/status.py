@@ -48,4 +48,4 @@ def _job_status(r: JobRow, placement: str, adaptive: tuple[dict | None, int]) ->
     s = r.spec
     ada = AdaptiveStatus.from_report(adaptive[1], adaptive[0]) if s.adaptive is not None else None
     return JobStatus(r.job_id, s.name, s.job_type, s.scale_factor, r.status, r.steps_done, s.steps, r.steps_done,
-                     r.attempts, r.renewals, placement, ada)
+                     r.attempts, r.renewals, placement, ada, getattr(s.rules, "entity", None))

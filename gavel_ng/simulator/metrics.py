@@ -54,7 +54,19 @@ def summarize(config, cluster, jobs, window, ex, stats, unstable: bool, reason: 
         "mode": "ideal" if config.ideal else ("gavel-compat" if config.gavel_compat else "mechanism"),
         "round_seconds": config.round_seconds,
         "seed": config.seed,
+        **({"entity_avg_jct_hours": entity_jct(jobs, done, jct)} if config.entities else {}),
     }
+
+
+def entity_of(jobs, job: int) -> str:
+    """A job's entity as the policy saw it ("default": none named in its rules)."""
+    return getattr(jobs.rules_of(job), "entity", None) or "default"
+
+
+def entity_jct(jobs, done: np.ndarray, jct: np.ndarray) -> dict[str, float]:
+    """Average JCT (hours) of the measured jobs of each entity: what hierarchical policies trade."""
+    names = np.array([entity_of(jobs, int(m)) for m in done], dtype=object)
+    return {str(e): _hours(jct[names == e].mean()) for e in sorted(set(names.tolist()))}
 
 
 def ftf_rho(config, cluster, jobs, done: np.ndarray) -> np.ndarray:
@@ -102,7 +114,7 @@ def write_outputs(result, out_dir: str | Path) -> tuple[Path, Path, Path]:
     with jobs_csv.open("w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["job_id", "job_type", "scale_factor", "weight", "steps", "arrival_s", "finish_s", "jct_s",
-                    "slo_s", "slo_violated", "slo_dropped", "cost_usd", "ftf_rho", "in_window"])
+                    "slo_s", "slo_violated", "slo_dropped", "cost_usd", "ftf_rho", "in_window", "entity"])
         dropped = result.slo_dropped if result.slo_dropped is not None else np.zeros(len(ja), bool)
         for i in arrived.tolist():
             fin = ja.finish[i]
@@ -114,7 +126,7 @@ def write_outputs(result, out_dir: str | Path) -> tuple[Path, Path, Path]:
                         "" if not math.isfinite(slo) else slo, violated,
                         "" if not math.isfinite(slo) else int(dropped[i]),
                         "" if math.isnan(ja.cost[i]) else round(float(ja.cost[i]), 4),
-                        "" if i not in rho else round(rho[i], 6), int(lo <= i < hi)])
+                        "" if i not in rho else round(rho[i], 6), int(lo <= i < hi), entity_of(ja, i)])
     summary_json = out / "summary.json"
     summary_json.write_text(json.dumps(result.summary, indent=2) + "\n")
     from ..plots import plot_jct_cdf
