@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from itertools import repeat
+from operator import itemgetter
 
 import numpy as np
 
@@ -352,7 +353,7 @@ def _placed_only(keys, rows, types, sfs, placed, cols=None) -> RoundPlan:
 def make_plan(keys, rows, types, sfs, gpus, renewed, consolidated, share=None, cols=None) -> RoundPlan:
     sizes = list(map(len, keys))
     if sizes.count(1) == len(sizes):
-        member_job = np.fromiter((k[0] for k in keys), dtype=np.int64, count=len(keys))
+        member_job = np.fromiter(map(itemgetter(0), keys), dtype=np.int64, count=len(keys))
         member_entry = np.arange(len(keys), dtype=np.int64)
     else:
         member_job = np.fromiter((m for k in keys for m in k), dtype=np.int64, count=sum(sizes))

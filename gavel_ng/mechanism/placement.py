@@ -78,6 +78,8 @@ class Placer:
         keep off every server this round gets None (see gavel_ng.rules.placement)."""
         if self.rules is not None and blocked is None:
             return self._place_ruled(keys, types, sfs, spread)
+        if not blocked and keys and min(sfs) == max(sfs) == 1:
+            return self._place_ones(keys, types)
         topo = self.topo
         E = len(keys)
         st = _Round(np.ones(topo.num_gpus, dtype=bool), None, [None] * E, [False] * E)
@@ -135,6 +137,20 @@ class Placer:
         for i in () if all_one else range(E):
             consolidated[i] = sfs[i] == 1 or self._servers(st.gpus[i]) == 1
         return Placed(st.gpus, np.array(st.renewed, dtype=bool), consolidated)
+
+    def _place_ones(self, keys: list[tuple[int, ...]], types: list[int]) -> Placed:
+        """place() when every entry takes one GPU (nothing wide, nothing split): a row that stays
+        on its type renews its GPU, the others go where _place_single puts them."""
+        gpus = [p[1] if p is not None and p[0] == j and len(p[1]) == 1 else None
+                for p, j in zip(map(self.last.get, keys), types)]
+        renewed = [g is not None for g in gpus]
+        fresh = [i for i, r in enumerate(renewed) if not r]
+        free = np.ones(self.topo.num_gpus, dtype=bool)
+        if len(fresh) < len(keys):
+            free[[g[0] for g in gpus if g is not None]] = False
+        self._place_single(fresh, types, free, gpus)
+        self.last = dict(zip(keys, zip(types, gpus)))
+        return Placed(gpus, np.array(renewed, dtype=bool), np.ones(len(keys), dtype=bool))
 
     def _place_ruled(self, keys, types, sfs, spread) -> Placed:
         """Entries over quota wait; those the server rules concern are placed by them first (around

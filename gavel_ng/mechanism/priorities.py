@@ -35,10 +35,10 @@ def entry_priorities(X: np.ndarray, received: np.ndarray, total: np.ndarray,
                      never_served_factor: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """priorities() of any set of entries, `total` being each one's type total (broadcast): the
     mechanism computes them for its eligible entries only, a flat subset of the (row, type) grid."""
-    f = _shares(received, total)
     positive = X > EPS
     never = positive & (received <= 0)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # decayed f may underflow
+        f = np.where(total > 0, received / np.where(total > 0, total, 1.0), 0.0)   # _shares, in one errstate
         served = f > 0
         p = np.where(positive & served, X / np.where(served, f, 1.0), 0.0)
     if never_served_factor is not None:

@@ -32,6 +32,8 @@ def greedy_select(order: np.ndarray, num_types: int, row_members: list[tuple[int
     rows = (order // num_types).tolist()
     cols = order % num_types
     types = cols.tolist()
+    if col_pool is None and col_gpus is None and min(row_single, default=0) >= 0:
+        return _select_singles(rows, types, row_sf, row_single, free, busy, left, smallest)
     pools = types if col_pool is None else np.asarray(col_pool)[cols].tolist()
     for r, j, q in zip(rows, types, pools):
         s = row_sf[r] if col_gpus is None or not col_gpus[j] else col_gpus[j]
@@ -48,6 +50,26 @@ def greedy_select(order: np.ndarray, num_types: int, row_members: list[tuple[int
                 continue
             busy.update(members)
         free[q] -= s
+        left -= s
+        taken.append((r, j))
+        if left < smallest:
+            break
+    return taken
+
+
+def _select_singles(rows: list[int], types: list[int], row_sf: list[int], row_single: list[int], free: list[int],
+                    busy: set[int], left: int, smallest: int) -> list[tuple[int, int]]:
+    """greedy_select's loop when every row is one job and columns are the pools (the common case)."""
+    taken: list[tuple[int, int]] = []
+    for r, j in zip(rows, types):
+        s = row_sf[r]
+        if free[j] < s:
+            continue
+        m = row_single[r]
+        if m in busy:
+            continue
+        busy.add(m)
+        free[j] -= s
         left -= s
         taken.append((r, j))
         if left < smallest:

@@ -75,23 +75,30 @@ class Layout:
             packing.build(self, inp)
             self._finish_layout(T, cap)
             return
-        if inp.combinations is None:
-            members = np.arange(M)[:, None]
-            Tk = T[:, :, None]
-        else:
-            width = max(len(m) for m in inp.combinations.members)
-            members = np.full((len(inp.combinations.members), width), -1)
-            for k, mem in enumerate(inp.combinations.members):
-                members[k, :len(mem)] = mem
-            Tk = inp.combinations.throughputs
+        if inp.combinations is None:   # one row per job (the simulator's case: kept to few numpy calls)
+            self.members = np.arange(M)[:, None]
+            self.row_partner = np.full(M, -1)
+            sf = inp.scale_factors
+            self.row_scale = sf.copy()
+            usable = (T > 0) & (sf[:, None] <= cap[None, :])
+            self.var_row, self.var_col = np.nonzero(usable)
+            n = self.num_vars = len(self.var_row)
+            self.var_share = np.ones(n)
+            self.row_gpus = self.row_scale * (1.0 if inp.counts is None else inp.counts)
+            thr = _csr(T[self.var_row, self.var_col], np.arange(n), np.bincount(self.var_row, minlength=M), (M, n))
+            self.thr = Affine(self, thr)
+            self._finish_layout(T, cap, usable)
+            return
+        width = max(len(m) for m in inp.combinations.members)
+        members = np.full((len(inp.combinations.members), width), -1)
+        for k, mem in enumerate(inp.combinations.members):
+            members[k, :len(mem)] = mem
+        Tk = inp.combinations.throughputs
         present = members >= 0
         self.members = members
         self.row_partner = np.full(len(members), -1)
         self.row_scale = inp.scale_factors[members[:, 0]]
-        if inp.combinations is None:
-            usable = T > 0
-        else:   # every member can run there
-            usable = np.where(present[:, None, :], Tk > 0, True).all(axis=2)
+        usable = np.where(present[:, None, :], Tk > 0, True).all(axis=2)   # every member can run there
         usable &= self.row_scale[:, None] <= cap[None, :]
         self.var_row, self.var_col = np.nonzero(usable)
         n = len(self.var_row)
@@ -104,14 +111,14 @@ class Layout:
         self.thr = Affine(self, thr)
         self._finish_layout(T, cap)
 
-    def _finish_layout(self, T: np.ndarray, cap: np.ndarray) -> None:
+    def _finish_layout(self, T: np.ndarray, cap: np.ndarray, runnable: np.ndarray | None = None) -> None:
         # a class row (see SchedulingProblem.job_classes) uses its GPUs once per member job;
         # a partner variable (packing.py) pays for half of its pair's GPUs
         self.var_pool = self.col_pool[self.var_col]
         self.var_gpus = self.row_gpus[self.var_row] * self.var_share
         # the one job each variable's time counts for (None: rows of several jobs, Combinations)
         self.var_job = self.members[self.var_row, 0] if self.members.shape[1] == 1 else None
-        self._normalizers(T, cap)
+        self._normalizers(T, cap, runnable)
         # quotas and labelled servers (gavel_ng.rules): rows of every LP built on this layout
         self.limit_block = limit_rows(self) if self.input.limits is not None else None
         if self.limit_block is not None:
@@ -143,20 +150,24 @@ class Layout:
         return np.bincount(self.var_pool, weights=self.var_gpus * x, minlength=len(self.capacity))
 
     # ----- normalizers (Gavel §3.1) ----------------------------------------------
-    def _normalizers(self, T: np.ndarray, cap: np.ndarray) -> None:
+    def _normalizers(self, T: np.ndarray, cap: np.ndarray, runnable: np.ndarray | None = None) -> None:
+        """thr_equal and thr_fastest; `runnable`: the (job, column) mask where the caller has it."""
         inp = self.input
         M = inp.total_jobs
-        sf = inp.scale_factors
-        runnable = (T > 0) & (sf[:, None] <= cap[None, :])
-        # one column per capacity pool counts: the job's fastest column of the pool
-        primary = self._pool_primary(T) if self.input.pools is not None else np.ones(T.shape, bool)
-        self._iso_usable = runnable & primary   # the isolated split's columns, computed when read
-        if len(T) == 0:
-            self.x_equal = np.zeros((0, len(cap)))
-        else:
-            eq = np.where(primary, cap[None, :] / M, 0.0)
-            self.x_equal = eq / max(eq.sum(axis=1).max(), 1e-12)
-        self.thr_equal = (T * self.x_equal).sum(axis=1)
+        if runnable is None:
+            runnable = (T > 0) & (inp.scale_factors[:, None] <= cap[None, :])
+        if self.input.pools is None:   # every column its own pool: every row of x_equal is the same
+            self._iso_usable = runnable
+            eq = cap / M if len(T) else cap * 0.0
+            x_equal = eq / max(eq.sum(), 1e-12)
+        else:   # one column per capacity pool counts: the job's fastest column of the pool
+            primary = self._pool_primary(T)
+            self._iso_usable = runnable & primary
+            x_equal = np.zeros((0, len(cap)))
+            if len(T):
+                eq = np.where(primary, cap[None, :] / M, 0.0)
+                x_equal = eq / max(eq.sum(axis=1).max(), 1e-12)
+        self.thr_equal = (T * x_equal).sum(axis=1)
         self.thr_fastest = np.where(runnable, T, 0.0).max(axis=1, initial=0.0)
 
     @cached_property

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import time
+from itertools import repeat
 
 import highspy
 import numpy as np
@@ -86,8 +87,10 @@ class PolicySession:
         if objective.fill:
             x = fill_leftover(seen, repair(seen, x))
         x = repair(seen, x)
-        if not self.spec.agnostic:
-            return Solution(seen.allocation(x), x, objective.value(x), SOLVER, time.perf_counter() - start)
+        if not self.spec.agnostic:   # the objective when first read: a simulated round never reads it
+            sol = Solution(seen.allocation(x), x, None, SOLVER, time.perf_counter() - start)
+            sol.defer_objective(lambda: objective.value(x))
+            return sol
         # the blind problem has the real one's variables, so spreading and the allocation need only it
         if self.spec.spread:
             x = spread_over_types(seen, x)
@@ -260,7 +263,7 @@ class WarmMaxMin:
         for job in [j for j in self.slot_of if j not in wanted]:
             self._remove(job)
         get = self.slot_of.get
-        slots = np.fromiter((get(job, -1) for job in jobs), np.int64, M)
+        slots = np.fromiter(map(get, jobs, repeat(-1)), np.int64, M)
         live = np.flatnonzero(slots >= 0)
         ls = slots[live]
         changed = _moved(c[live], self.coef[ls]).any(axis=1) | (hi[live] != self.hi[ls]).any(axis=1) \
