@@ -133,6 +133,9 @@ class PolicyAllocator:
         self.session = PolicySession(name, self.column_capacity(), warm=warm and not live and not self.packed
                                      and not placement_sensitive and throughputs.fixed)
         self.spec = self.session.spec
+        if self.spec.entities and not self.entities:
+            log.warning("policy %s shares across entities, but none are declared (--entities, cluster-config "
+                        "entities): every job is in one entity, so it is max-min fairness over jobs", self.spec.name)
 
     @property
     def is_agnostic(self) -> bool:
@@ -183,7 +186,7 @@ class PolicyAllocator:
             self.warnings += 1
             log.debug("solve at t=%.0f: %s", now, "; ".join(sol.warnings))
         a = sol.allocation
-        singles = len(a.rows) == len(ids) and all(len(r) == 1 for r in a.rows)
+        singles = len(a.rows) == len(ids) and max(map(len, a.rows), default=1) == 1
         rows = [(m,) for m in ids] if singles else [tuple(int(m) for m in r) for r in a.rows]
         out = AllocationRows(rows, np.asarray(a.values, dtype=float), np.asarray(a.scale_factors, dtype=float))
         if self.on_solve is not None:

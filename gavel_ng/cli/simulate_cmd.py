@@ -8,14 +8,14 @@ from pathlib import Path
 
 from ..cluster import Cluster
 from ..elastic.registry import is_elastic_policy
-from ..errors import InputError, read_json
+from ..errors import InputError
 from ..logs import format_warnings
 from ..policies import get_policy
-from ..policies.entities import parse_entities
+from ..policies.entities import read_entities
 from ..policies.plugins import add_flag as add_plugin_flag
 from ..policies.plugins import load_plugins
 from ..profiles.table_io import resolve_table
-from ..rules import ClusterRules
+from ..rules.model import read_cluster_rules
 from .elastic_cmd import add_flags as add_elastic_flags
 from .elastic_cmd import run as run_elastic
 from .elastic_cmd import wants_elastic
@@ -136,10 +136,7 @@ def run(args) -> int:
                        space_sharing=args.space_sharing, placement_sensitive=args.placement_sensitive,
                        estimate_throughputs=args.estimate_throughputs, profile_fraction=args.profile_fraction,
                        reference_jobs=args.reference_jobs,
-                       rules=None if not args.rules else ClusterRules.from_dict(read_json(args.rules, "--rules"),
-                                                                                "--rules"),
-                       entities={} if not args.entities else parse_entities(read_json(args.entities, "--entities"),
-                                                                            "--entities"))
+                       rules=read_cluster_rules(args.rules), entities=read_entities(args.entities))
     results = []
     for name in policies:   # the same trace for each (a generator draws the same jobs again)
         with SimulationProgress(name if len(policies) > 1 else "", enabled=not args.json) as progress:

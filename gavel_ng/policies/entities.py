@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import require
+from ..errors import read_json, require
 
 DEFAULT_ENTITY_POLICY = "fairness"
 # priority(inp, jobs): one number per job index in `jobs` of the SchedulingProblem `inp`, higher first
@@ -85,3 +85,8 @@ def parse_entities(raw: object, where: str = "entities") -> dict[str, Entity]:
                 f"must be one of {', '.join(entity_policies())}")
         out[str(name)] = Entity(float(w), pol)
     return out
+
+
+def read_entities(path: str | None, field: str = "--entities") -> dict[str, Entity]:
+    """An entities JSON file (simulate --entities, a sweep point's `entities`); {}: no file."""
+    return {} if not path else parse_entities(read_json(path, field), field)

@@ -70,7 +70,7 @@ def _units(p: Problem):
 
 @policy("hierarchical", "water filling: weighted max-min across entities, fairness or FIFO inside each",
         aliases=("max_min_fairness_water_filling_perf",), agnostic_aliases=("max_min_fairness_water_filling",),
-        evaluate=lambda p, x: min_entity_share(p, x))
+        evaluate=lambda p, x: min_entity_share(p, x), entities=True)
 def hierarchical(p: Problem):
     start = time.perf_counter()
     if p.num_jobs == 0:

@@ -46,6 +46,7 @@ class PolicySpec:
     pairs: bool = False   # declared: the policy packs jobs itself from inp.pairs, without a NAME_packed variant
     base: str | None = None   # the registered policy this is a variant of (agnostic or packed), else None
     idle_aware: bool = False  # declared: leaves GPUs idle on purpose, so its shares are wall-clock time
+    entities: bool = False    # declared: shares across entities (with none declared, every job is in one)
 
 
 PACKED = "_packed"
@@ -56,7 +57,7 @@ _ALIASES: dict[str, str] = {}
 
 def policy(name: str, summary: str = "", *, aliases: tuple[str, ...] = (),
            agnostic_aliases: tuple[str, ...] = (), evaluate=None, agnostic: bool = True, spread: bool = True,
-           symmetric: bool = False, pairs: bool = False, idle_aware: bool = False):
+           symmetric: bool = False, pairs: bool = False, idle_aware: bool = False, entities: bool = False):
     """Register `fn(problem) -> Objective | cvxpy objective | Solution` under `name`.
 
     `spread=False` keeps an agnostic variant's per-type choices instead of spreading
@@ -68,19 +69,20 @@ def policy(name: str, summary: str = "", *, aliases: tuple[str, ...] = (),
     `NAME_packed` variant of it. `idle_aware=True` declares that the policy may leave GPUs
     idle on purpose (it decides by price): its shares are meant as wall-clock time, and the
     round mechanism delivers them that way (`MechanismConfig.idle_aware`) instead of drifting
-    jobs to the types that happen to be busy.
+    jobs to the types that happen to be busy. `entities=True` declares that the policy shares
+    across the declared entities: run without any, it is told (once) that every job is in one.
     """
 
     def register(fn: PolicyFn) -> PolicyFn:
         text = summary or (fn.__doc__ or "").strip().splitlines()[0] if (summary or fn.__doc__) else ""
         _REGISTRY[name] = PolicySpec(name, fn, text, False, evaluate, spread, symmetric, pairs=pairs,
-                                    idle_aware=idle_aware)
+                                    idle_aware=idle_aware, entities=entities)
         for a in aliases:
             _ALIASES[a] = name
         if agnostic:
             _REGISTRY[name + AGNOSTIC] = PolicySpec(name + AGNOSTIC, fn, f"{text} (heterogeneity-agnostic)",
                                                     True, evaluate, spread, symmetric, pairs=pairs, base=name,
-                                                    idle_aware=idle_aware)
+                                                    idle_aware=idle_aware, entities=entities)
             for a in agnostic_aliases:
                 _ALIASES[a] = name + AGNOSTIC
         return fn

@@ -23,7 +23,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from ..errors import InputError, require
+from ..errors import InputError, read_json, require
 
 DEFAULT_PENALTY = 0.1   # a preference rank further down costs this share of the job's throughput (soft)
 
@@ -223,3 +223,8 @@ def parse_job_rules(data: Mapping, where: str) -> JobRules | None:
         return None
     rules = JobRules.from_dict(present, where)
     return None if rules.empty else rules
+
+
+def read_cluster_rules(path: str | None, field: str = "--rules") -> ClusterRules | None:
+    """A cluster-rules JSON file (simulate --rules, a sweep point's `rules`); None: no file."""
+    return None if not path else ClusterRules.from_dict(read_json(path, field), field)

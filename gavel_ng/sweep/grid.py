@@ -52,6 +52,9 @@ class SweepPoint:
     estimate_throughputs: bool = False
     profile_fraction: float = 0.25
     reference_jobs: int | None = None
+    # constraints and entities (gavel_ng.rules): JSON files, as `simulate --rules/--entities`
+    rules: str | None = None
+    entities: str | None = None
     # elastic workloads (gavel_ng.elastic; `simulate --workload` and its flags)
     workload: str | None = None          # "pollux": Pollux's workload, `jobs` jobs in `hours` hours
     jobs: int = 160

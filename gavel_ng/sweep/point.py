@@ -35,7 +35,7 @@ METRICS = ("avg_jct_hours", "p50_jct_hours", "p90_jct_hours", "p99_jct_hours", "
 OPTIONAL = ("space_sharing", "placement_sensitive", "estimate_throughputs", "profile_fraction", "reference_jobs")
 BOOKKEEPING = ("point_id", "status", "error", "finished_at", "host")
 JOB_COLUMNS = ("job_id", "job_type", "scale_factor", "weight", "arrival_s", "finish_s", "jct_s", "ftf_rho",
-               "slo_s", "slo_violated", "slo_dropped", "cost_usd")
+               "slo_s", "slo_violated", "slo_dropped", "cost_usd", "entity")
 
 
 @dataclass
@@ -75,6 +75,8 @@ def simulate_point(point: SweepPoint, table_payload: str | None = None, plugins:
     user's policy resolves by name in this process too; loading is a no-op where they are."""
     from ..cluster import Cluster
     from ..errors import InputError
+    from ..policies.entities import read_entities
+    from ..rules.model import read_cluster_rules
     from ..simulator import SimConfig, simulate
     from ..simulator.engine import parse_window
     from ..traces import TraceGenerator, TraceSpec, generate, read_trace
@@ -96,7 +98,8 @@ def simulate_point(point: SweepPoint, table_payload: str | None = None, plugins:
                        ideal=point.ideal, gavel_compat=point.gavel_compat, seed=point.seed,
                        max_sim_seconds=None if point.max_hours is None else point.max_hours * HOUR,
                        max_active_jobs=point.max_active_jobs, reset_ledger=point.ledger == "reset",
-                       **_optional(point))
+                       rules=read_cluster_rules(point.rules, "rules"),
+                       entities=read_entities(point.entities, "entities"), **_optional(point))
     return simulate(cluster, table, trace, config)
 
 
@@ -175,7 +178,7 @@ def _derived(result) -> dict[str, Any]:
 
 def job_records(result) -> list[dict[str, Any]]:
     """Per-job records of the measured window (for CDF plots)."""
-    from ..simulator.metrics import ftf_rho
+    from ..simulator.metrics import entity_of, ftf_rho
 
     ja, (lo, hi) = result.jobs, result.window
     ids = np.arange(lo, min(hi, len(ja)))
@@ -195,5 +198,5 @@ def job_records(result) -> list[dict[str, Any]]:
                     "slo_s": slo if math.isfinite(slo) else None,
                     "slo_violated": None if not math.isfinite(slo) else int(jct is None or jct > slo),
                     "slo_dropped": None if not math.isfinite(slo) else int(dropped[i]),
-                    "cost_usd": None if math.isnan(ja.cost[i]) else float(ja.cost[i])})
+                    "cost_usd": None if math.isnan(ja.cost[i]) else float(ja.cost[i]), "entity": entity_of(ja, i)})
     return out

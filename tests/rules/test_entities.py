@@ -12,14 +12,17 @@ import numpy as np
 import pytest
 
 from gavel_ng.cli import main
+from gavel_ng.cli.status_cmd import format_status
 from gavel_ng.cluster import Cluster
 from gavel_ng.errors import InputError
 from gavel_ng.policies.entities import Entity
+from gavel_ng.protocol.client import ClusterStatus
 from gavel_ng.protocol.jobspec import JobSpec
 from gavel_ng.protocol.protos import gavel_pb2 as pb
 from gavel_ng.rules import JobRules
 from gavel_ng.runtime.config import ClusterConfig
 from gavel_ng.runtime.service import SchedulerService
+from gavel_ng.runtime.status import read_state_dir
 from gavel_ng.simulator.engine import SimConfig, simulate
 from gavel_ng.throughputs import ThroughputTable
 from gavel_ng.traces import Trace, write_trace
@@ -92,5 +95,53 @@ def test_scheduler_service_passes_entities_to_the_policy(tmp_path):
         with pytest.raises(InputError) as e:
             svc.check_rules([JobSpec(TYPE, steps=10, size="tiny", rules=JobRules(entity="nobody"))])
         assert e.value.field == "jobs[0].entity" and "cluster-config.entities" in e.value.reason
+        shown = {j.job_id: j.entity for j in ClusterStatus.from_proto(svc.status()).jobs}   # status names it
+        assert shown == dict(zip(ids, ("heavy", "light", "heavy", "light")))
+        assert "entity heavy" in format_status(ClusterStatus.from_proto(svc.status()))
     finally:
         svc.stop(grace=0.1)
+    assert {j.job_id: j.entity for j in read_state_dir(tmp_path / "state").jobs}[ids[1]] == "light"
+
+
+def test_outputs_name_each_jobs_entity_and_the_summary_averages_jct_per_entity(tmp_path):
+    from gavel_ng.simulator.metrics import write_outputs
+
+    trace = _trace(4)
+    trace.steps[:] = 30.0 * 3600          # one hour on a V100: the run ends
+    result = simulate(Cluster({"v100": 2}), ThroughputTable.builtin("gavel-osdi20"), trace,
+                      SimConfig(policy="hierarchical", window=(0, 4), entities=WEIGHTS))
+    per = result.summary["entity_avg_jct_hours"]
+    assert set(per) == {"heavy", "light"} and per["heavy"] < per["light"]    # weight 3 finishes first
+    jobs_csv, _, _ = write_outputs(result, tmp_path)
+    rows = jobs_csv.read_text().splitlines()
+    assert rows[0].endswith(",entity") and [r.rsplit(",", 1)[1] for r in rows[1:]] == ["heavy", "light"] * 2
+
+
+def test_hierarchical_without_entities_says_so_once(caplog):
+    trace = _trace(2)
+    trace.rules = []
+    with caplog.at_level("WARNING"):
+        simulate(Cluster({"v100": 1}), ThroughputTable.builtin("gavel-osdi20"), trace,
+                 SimConfig(policy="hierarchical", window=(0, 2), max_sim_seconds=3600.0))
+    said = [r for r in caplog.records if "none are declared" in r.getMessage()]
+    assert len(said) == 1 and "hierarchical" in said[0].getMessage()
+
+
+def test_a_sweep_point_takes_entities_and_rules_files(tmp_path):
+    from gavel_ng.sweep import SweepPoint
+    from gavel_ng.sweep.point import run_point
+
+    trace = _trace(4)
+    trace.steps[:] = 30.0 * 3600
+    write_trace(trace, tmp_path / "t.trace")
+    (tmp_path / "ent.json").write_text(json.dumps({"heavy": {"weight": 3}, "light": {}}))
+    base = dict(trace=str(tmp_path / "t.trace"), cluster="v100=2", throughputs="gavel-osdi20", policy="hierarchical",
+                window="0:4")
+    done = run_point(SweepPoint(**base, entities=str(tmp_path / "ent.json")))
+    assert done.ok, done.row["error"]
+    jct = {e: [j["jct_s"] for j in done.jobs if j["entity"] == e] for e in ("heavy", "light")}
+    assert len(jct["heavy"]) == len(jct["light"]) == 2 and max(jct["heavy"]) < min(jct["light"])
+    (tmp_path / "rules.json").write_text(json.dumps({"quotas": {"nobody": {"v100": 1}}}))
+    bad = run_point(SweepPoint(**base, entities=str(tmp_path / "ent.json"), rules=str(tmp_path / "rules.json")))
+    assert not bad.ok and "rules.quotas" in bad.row["error"]
+    assert SweepPoint(**base).point_id != SweepPoint(**base, entities="e.json").point_id
