@@ -114,3 +114,22 @@ def test_the_cluster_config_refuses_elastic_policies_it_cannot_run():
         ClusterConfig(policy="goodput", space_sharing=True).check()
     with pytest.raises(InputError, match="realloc_delay_seconds"):
         ClusterConfig(policy="goodput", realloc_delay_seconds=-1).check()
+
+
+def test_goodput_agnostic_places_jobs_on_live_workers_of_two_types(tmp_path):
+    types = ["v100", "k80"]
+    config = ClusterConfig(worker_types=tuple(types), policy="goodput_agnostic")
+    st = ClusterState(config, Store(tmp_path), MeasuredTable(default_table(types), types), "secret")
+    st.restore()
+    st.register(Registration("a", "127.0.0.1:1", "v100", 2), lambda address: (None, None))
+    jobs = st.submit([ADA, ADA, JobSpec("ResNet-18 (batch size 32)", 100, size="tiny")])
+    policy = RuntimeGoodput(st, "goodput_agnostic", 0.0, time.time)
+    policy.reset(policy.allocate(jobs, time.time()))
+    assert sum(len(g) for g in policy.plan().gpus) == 2          # one worker: its two GPUs
+    st.register(Registration("b", "127.0.0.1:2", "k80", 4), lambda address: (None, None))   # a worker joins
+    plan = policy.plan()
+    placed = [policy.placement(plan, e) for e in range(plan.num_entries)]
+    assert sorted(int(m) for m in plan.member_job) == sorted(jobs)
+    gpus = [g for p in placed for g in p]
+    assert len(gpus) == len(set(gpus)) <= 6 and {w for w, _ in gpus} <= {"a", "b"}
+    assert all(len({w for w, _ in p}) == 1 for p in placed)       # each job on one worker's GPUs
