@@ -54,7 +54,7 @@ def speedup_entries(st: ElasticState, jobs: list[int], cols: ElasticColumns, wor
     their fastest type (policy.py's module docstring), and the GPUs each entry takes."""
     M, C, J = len(jobs), cols.num, len(worker_types)
     S = np.zeros((M, C))
-    need = np.broadcast_to(np.where(cols.gpus > 0, cols.gpus, 1), (M, C)).astype(float).copy()
+    need = column_needs(cols, M)
     jobs_a = np.asarray(jobs, np.int64)
     by_spec: dict = {}
     for i, m in enumerate(jobs):
@@ -72,6 +72,12 @@ def speedup_entries(st: ElasticState, jobs: list[int], cols: ElasticColumns, wor
             g, _, _ = best_goodput_many(spec, worker_types[t], k, -(-k // per_server[t]), prog, network)
             S[np.ix_(rows, c)] = g
     return to_speedups(S, need, cols, st.adaptive[jobs_a], st.sf[jobs_a]), need
+
+
+def column_needs(cols: ElasticColumns, jobs: int) -> np.ndarray:
+    """(jobs, columns) GPUs an entry takes: a configuration's count; 1 on a type column (a fixed
+    job's scale factor is filled in by the caller)."""
+    return np.broadcast_to(np.where(cols.gpus > 0, cols.gpus, 1), (jobs, cols.num)).astype(float).copy()
 
 
 def to_speedups(S: np.ndarray, need: np.ndarray, cols: ElasticColumns, adaptive: np.ndarray,

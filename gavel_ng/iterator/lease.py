@@ -97,7 +97,9 @@ class LeaseClient:
         req = self.pb.UpdateLeaseRequest(job_id=self.env.job_id, attempt=self.env.attempt, steps=steps,
                                          compute_seconds=compute_seconds)
         if report is not None:
-            req.report.CopyFrom(report_message(self.pb, report()))
+            from gavel_ng.protocol.reports import encode_report
+
+            req.report.CopyFrom(encode_report(report()))
         self._pending = threading.Thread(target=self._renew, args=(req,), name="lease", daemon=True)
         self._pending.start()
 
@@ -117,10 +119,3 @@ class LeaseClient:
     def close(self) -> None:
         self.channel.close()
 
-
-def report_message(pb, r: dict):
-    """An AdaptiveTraining.report() as the protocol's AdaptiveReport (unknowns as -1, no fit as no params)."""
-    return pb.AdaptiveReport(gpus=r["gpus"], servers=r["servers"], batch=r["batch"], local_batch=r["local_batch"],
-                             accumulation=r["accumulation"], phi=-1.0 if r["phi"] is None else r["phi"],
-                             goodput=-1.0 if r["goodput"] is None else r["goodput"], params=r["params"] or [],
-                             fit_error=r["fit_error"] or 0.0, max_local_batch=r["max_local_batch"])

@@ -19,6 +19,7 @@ import grpc
 
 from .jobspec import JobSpec, rules_from_json
 from .protos import gavel_pb2 as pb
+from .reports import decode_report
 from .rpc import Security, Stub, open_channel, read_token
 
 
@@ -75,12 +76,7 @@ class JobStatus:
         s = m.spec
         ada = None
         if s.adaptive:
-            r = m.report
-            rep = None if not m.HasField("report") else {
-                "worker_type": r.worker_type, "gpus": r.gpus, "batch": r.batch, "local_batch": r.local_batch,
-                "accumulation": r.accumulation, "phi": r.phi if r.phi >= 0 else None,
-                "goodput": r.goodput if r.goodput >= 0 else None, "params": list(r.params), "reported": r.reported}
-            ada = AdaptiveStatus.from_report(m.resizes, rep)
+            ada = AdaptiveStatus.from_report(m.resizes, decode_report(m.report) if m.HasField("report") else None)
         rules = rules_from_json(s.rules, "spec.rules")
         return cls(m.job_id, s.name, s.job_type, s.scale_factor, m.status, m.steps_done, s.steps, m.steps_live,
                    m.attempts, m.renewals, m.placement, ada, getattr(rules, "entity", None))

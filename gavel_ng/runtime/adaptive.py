@@ -14,6 +14,7 @@ import math
 from dataclasses import asdict, dataclass
 
 from ..errors import InputError
+from ..protocol.reports import decode_report, encode_report
 from .jobs import JobState
 from .store import Store
 
@@ -40,28 +41,23 @@ class AdaptiveReport:
     @classmethod
     def from_proto(cls, m, worker_type: str, now: float) -> AdaptiveReport:
         """InputError naming `report.<field>` for values no training job can report."""
+        d = decode_report(m)
         for name in ("gpus", "servers", "batch", "local_batch", "max_local_batch"):
-            if getattr(m, name) < 1:
-                raise InputError(f"report.{name}", getattr(m, name), "must be >= 1")
-        if m.accumulation < 0:
-            raise InputError("report.accumulation", m.accumulation, "must be >= 0")
+            if d[name] < 1:
+                raise InputError(f"report.{name}", d[name], "must be >= 1")
+        if d["accumulation"] < 0:
+            raise InputError("report.accumulation", d["accumulation"], "must be >= 0")
         for name in ("phi", "goodput", "fit_error"):
             if not math.isfinite(getattr(m, name)):
                 raise InputError(f"report.{name}", getattr(m, name), "must be finite")
-        params = tuple(float(v) for v in m.params)
+        params = d["params"]
         if params and (len(params) != PARAMS or not all(math.isfinite(v) and v >= 0 for v in params)
                        or not 1.0 <= params[-1] <= 10.0):
             raise InputError("report.params", list(params), f"must be {PARAMS} finite numbers >= 0, gamma in [1, 10]")
-        return cls(worker_type, m.gpus, m.servers, m.batch, m.local_batch, m.accumulation,
-                   m.phi if m.phi >= 0 else None, m.goodput if m.goodput >= 0 else None, params or None,
-                   m.fit_error, m.max_local_batch, now)
+        return cls(**{**d, "worker_type": worker_type, "reported": now})
 
-    def to_proto(self, pb):
-        return pb.AdaptiveReport(gpus=self.gpus, servers=self.servers, batch=self.batch, local_batch=self.local_batch,
-                                 accumulation=self.accumulation, phi=-1.0 if self.phi is None else self.phi,
-                                 goodput=-1.0 if self.goodput is None else self.goodput, params=self.params or [],
-                                 fit_error=self.fit_error, max_local_batch=self.max_local_batch,
-                                 worker_type=self.worker_type, reported=self.reported)
+    def to_proto(self):
+        return encode_report(self.to_dict())
 
     def to_dict(self) -> dict:
         return asdict(self)

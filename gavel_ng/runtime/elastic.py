@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..elastic.execution import DEFAULT_GPU_COUNTS, to_speedups
+from ..elastic.execution import DEFAULT_GPU_COUNTS, column_needs, to_speedups
 from ..elastic.families import get_family
 from ..elastic.goodput import DEFAULT_NETWORK_GBPS, best_batch_many, throughput_params
 from ..elastic.goodput_rounds import GoodputRounds
@@ -63,7 +63,7 @@ class RuntimeGoodput(GoodputRounds):
     def entries(self, jobs: list[int]) -> tuple[np.ndarray, np.ndarray]:
         st, cols = self.state, self.columns
         J = len(self.names)
-        need = np.broadcast_to(np.where(cols.gpus > 0, cols.gpus, 1), (len(jobs), cols.num)).astype(float).copy()
+        need = column_needs(cols, len(jobs))
         S = np.zeros_like(need)
         with st.lock:
             T = st.believed_isolated(jobs)

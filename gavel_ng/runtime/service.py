@@ -324,7 +324,7 @@ class SchedulerService:
                           finished=j.finished or 0.0, attempts=j.attempts, placement=placement, renewals=j.renewals,
                           resizes=j.resizes)
         if j.report is not None:
-            info.report.CopyFrom(j.report.to_proto(pb))
+            info.report.CopyFrom(j.report.to_proto())
         return info
 
     def status(self) -> pb.StatusReply:
