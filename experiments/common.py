@@ -2,7 +2,7 @@
 `gavel_ng.sweep` (parallel, resumable), checking what the simulator supports, and
 writing each script's 'paper vs ours' claims table.
 
-Every script takes --config reduced|full, --table reference|builtin, --workers,
+Every script takes --config reduced|paper|full, --table reference|builtin, --workers,
 --backend local|ray, --address, --out. Results go under experiments/results/<name>/
 (results.csv: one row per simulation, claims.csv: paper vs ours, *.png).
 """
@@ -43,8 +43,16 @@ class Config:
 
 CONFIGS = {
     "reduced": Config("reduced", "250:500", (0,), False),
+    # the paper's window and seeds at the rates the claims name (plus one or two lower ones):
+    # every claim at the paper's configuration, sized for one machine
+    "paper": Config("paper", "4000:5000", (0, 1, 2), False),
     "full": Config("full", "4000:5000", (0, 1, 2), True),
 }
+
+
+def suffix(config: str, table: str) -> str:
+    """The results directory's suffix for a configuration and table ('' for reduced, reference)."""
+    return ("-builtin" if table == "builtin" else "") + ("" if config == "reduced" else f"-{config}")
 
 
 def parse_args(doc: str, argv: list[str] | None, extra=None) -> argparse.Namespace:
@@ -56,7 +64,7 @@ def parse_args(doc: str, argv: list[str] | None, extra=None) -> argparse.Namespa
     ap.add_argument("--workers", type=int, help="parallel processes (default: all cores)")
     ap.add_argument("--backend", choices=("local", "ray"), default="local")
     ap.add_argument("--address", help="Ray cluster address")
-    ap.add_argument("--out", help="results directory (default experiments/results/NAME[-builtin][-full])")
+    ap.add_argument("--out", help="results directory (default experiments/results/NAME[-builtin][-paper|-full])")
     if extra:
         extra(ap)
     args = ap.parse_args(argv)
@@ -73,8 +81,7 @@ def throughputs(args) -> str | None:
 def out_dir(name: str, args) -> Path:
     if args.out:
         return Path(args.out)
-    suffix = ("-builtin" if args.table == "builtin" else "") + ("-full" if args.config == "full" else "")
-    return RESULTS / (name + suffix)
+    return RESULTS / (name + suffix(args.config, args.table))
 
 
 def run(name: str, points: list, args) -> pd.DataFrame:

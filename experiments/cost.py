@@ -29,7 +29,7 @@ RATE = 0.5
 JOBS = 500
 CONTINUOUS_WINDOW = "0:300"
 POLICIES = ["max_throughput", "min_cost", "min_cost_slo"]
-SEEDS = {"reduced": (0, 1), "full": (0, 1, 2)}
+SEEDS = {"reduced": (0, 1), "paper": (0, 1, 2), "full": (0, 1, 2)}
 
 
 def make_trace(table, seed: int, path):

@@ -1,10 +1,10 @@
 """Run every paper-reproduction script in one configuration and collect the claims.
 
-    python experiments/run_all.py [--config reduced|full] [--table reference|builtin] [--only a,b]
+    python experiments/run_all.py [--config reduced|paper|full] [--table reference|builtin] [--only a,b]
         [--backend ray --address HOST:PORT]
 
 Each script is resumable (finished simulations are skipped), so an interrupted run_all
-continues where it stopped. Writes experiments/results/summary[-full].md: every claim and
+continues where it stopped. Writes experiments/results/summary[-paper|-full].md: every claim and
 each script's wall time.
 """
 
@@ -50,8 +50,7 @@ def main(argv=None) -> int:
 def script_dir(script: str, args) -> Path:
     """Where a script of this configuration wrote (builtin_heterogeneity always uses built-in profiles)."""
     table = "builtin" if script == "builtin_heterogeneity" else args.table
-    suffix = ("-builtin" if table == "builtin" else "") + ("-full" if args.config == "full" else "")
-    return c.RESULTS / (script + suffix)
+    return c.RESULTS / (script + c.suffix(args.config, table))
 
 
 def write_summary(args, times: dict[str, float]) -> Path:
@@ -72,8 +71,7 @@ def write_summary(args, times: dict[str, float]) -> Path:
         compute[k] = float(pd.read_csv(res)["wall_seconds"].sum()) if res.exists() else 0.0
         lines.append(f"| {k} | {times[k]:.0f} | {compute[k]:.0f} |")
     lines.append(f"| total | {sum(times.values()):.0f} | {sum(compute.values()):.0f} |")
-    suffix = ("-builtin" if args.table == "builtin" else "") + ("-full" if args.config == "full" else "")
-    path = c.RESULTS / f"summary{suffix}.md"
+    path = c.RESULTS / f"summary{c.suffix(args.config, args.table)}.md"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n")
     print(path)
