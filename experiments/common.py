@@ -230,5 +230,18 @@ def jct_claim(df: pd.DataFrame, result: str, paper: float, base: str, better: st
     r = ratio(a, b)
     flags = [p for p in (base, better) if any_unstable(df, policy=p, jobs_per_hour=rate)]
     extra = f"; {', '.join(flags)} hit a cap (queue unbounded): its mean is a floor" if flags else ""
-    return Claim(result, f"{paper:g}x", f"{fmt_x(r)} ({a:.1f} h vs {b:.1f} h)" if metric.endswith("hours")
-                 else f"{fmt_x(r)} ({a:.2f} vs {b:.2f})", verdict(r, paper), note + extra)
+    ours = f"{fmt_x(r)} ({a:.1f} h vs {b:.1f} h)" if metric.endswith("hours") else f"{fmt_x(r)} ({a:.2f} vs {b:.2f})"
+    return Claim(result, f"{paper:g}x", ours + seed_band(df, metric, base, better, jobs_per_hour=rate),
+                 verdict(r, paper), note + extra)
+
+
+def seed_band(df: pd.DataFrame, metric: str, base: str, better: str, **where) -> str:
+    """' ; seeds a-b x': the range over seeds of base / better, where more than one seed ran both."""
+    if "seed" not in df or df["seed"].nunique() < 2:
+        return ""
+    per = [ratio(mean_of(df, metric, policy=base, seed=int(s), **where), mean_of(df, metric, policy=better, seed=int(s), **where))
+           for s in sorted(df["seed"].unique())]
+    per = [v for v in per if not math.isnan(v)]
+    if len(per) < 2:
+        return ""
+    return f"; seeds {min(per):.2f}-{max(per):.2f}x"
