@@ -24,6 +24,21 @@ def test_verdict_and_ratio():
     assert common.ratio(4.0, 2.0) == 2.0
 
 
+def test_results_directory_suffix_per_configuration():
+    assert common.suffix("reduced", "reference") == ""
+    assert common.suffix("paper", "reference") == "-paper"
+    assert common.suffix("full", "builtin") == "-builtin-full"
+
+
+def test_claim_carries_the_range_of_its_ratio_over_seeds():
+    rows = [("a", 0, 30.0), ("b", 0, 10.0), ("a", 1, 40.0), ("b", 1, 20.0)]
+    df = pd.DataFrame([{"policy": p, "seed": s, "jobs_per_hour": 5.6, "avg_jct_hours": v, "unstable": False}
+                       for p, s, v in rows])
+    claim = common.jct_claim(df, "a vs b", 2.0, "a", "b", 5.6)
+    assert claim.ours == "2.33x (35.0 h vs 15.0 h); seeds 2.00-3.00x"
+    assert common.seed_band(df[df["seed"] == 0], "avg_jct_hours", "a", "b") == ""   # one seed: no range
+
+
 def test_hierarchical_writes_claims_shares_and_figures(tmp_path, reference_table_path):
     assert hierarchical.main(["--out", str(tmp_path)]) == 0
     rows = list(csv.DictReader((tmp_path / "claims.csv").open()))
