@@ -239,8 +239,8 @@ def seed_band(df: pd.DataFrame, metric: str, base: str, better: str, **where) ->
     """' ; seeds a-b x': the range over seeds of base / better, where more than one seed ran both."""
     if "seed" not in df or df["seed"].nunique() < 2:
         return ""
-    per = [ratio(mean_of(df, metric, policy=base, seed=int(s), **where), mean_of(df, metric, policy=better, seed=int(s), **where))
-           for s in sorted(df["seed"].unique())]
+    per = [ratio(mean_of(df, metric, policy=base, seed=int(s), **where),
+                 mean_of(df, metric, policy=better, seed=int(s), **where)) for s in sorted(df["seed"].unique())]
     per = [v for v in per if not math.isnan(v)]
     if len(per) < 2:
         return ""

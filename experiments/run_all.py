@@ -75,7 +75,8 @@ def write_summary(args, times: dict[str, float]) -> Path:
         if k not in times and not res.exists():
             continue
         compute[k] = float(pd.read_csv(res)["wall_seconds"].sum()) if res.exists() else 0.0
-        lines.append(f"| {k} | {times[k]:.0f} | {compute[k]:.0f} |" if k in times else f"| {k} | - | {compute[k]:.0f} |")
+        ran = f"{times[k]:.0f}" if k in times else "-"
+        lines.append(f"| {k} | {ran} | {compute[k]:.0f} |")
     lines.append(f"| total | {sum(times.values()):.0f} | {sum(compute.values()):.0f} |")
     path = c.RESULTS / f"summary{c.suffix(args.config, args.table)}.md"
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -82,8 +82,8 @@ class LinearProgram:
             n, A.shape[0], A.nnz, int(fmt.value), int(sense.value), 0.0,
             _floats(c, n), _floats(col_lo, n), _floats(col_hi, n), _clip_inf(row_lo), _clip_inf(row_hi),
             A.indptr.astype(np.int32), A.indices.astype(np.int32), A.data.astype(float), np.zeros(n, np.int32))
-        if status == highspy.HighsStatus.kError:
-            raise ValueError(f"HiGHS refused the LP ({n} columns, {A.shape[0]} rows)")
+        if status == highspy.HighsStatus.kError:   # the model stays empty: run() reports it, callers fall back
+            log.warning("HiGHS refused an LP of %d columns and %d rows", n, A.shape[0])
         self.num_col, self.num_row = A.shape[1], A.shape[0]
 
     def run(self) -> LPResult:
