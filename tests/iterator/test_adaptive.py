@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 import pytest
@@ -223,8 +224,10 @@ def _replica(rank: int, init_file: str, out: str) -> None:
     if rank == 0:
         with open(out, "w") as f:
             f.write(repr(ada.noise.phi))
-    torch.distributed.barrier()   # both ranks done with the pair before either tears it down (gloo aborts otherwise)
-    torch.distributed.destroy_process_group()
+    torch.distributed.barrier()   # both ranks done with the pair before either leaves
+    # gloo's teardown can still race with the peer's and abort the process ("terminate called
+    # without an active exception", seen once in a clean-clone run): leave without destructors
+    os._exit(0)
 
 
 def test_noise_scale_across_two_real_processes(tmp_path):
