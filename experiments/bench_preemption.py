@@ -16,14 +16,13 @@ import argparse
 import csv
 import json
 import os
-import re
-import signal
 import sqlite3
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from local_cluster import LocalProcesses
 
 TABLE4 = {"ResNet-18": (0.94, 0.17), "ResNet-50": (1.58, 0.25), "A3C": (0.22, 0.0), "LM": (2.91, 0.47),
           "Transformer": (0.77, 0.11), "CycleGAN": (0.77, 0.11)}
@@ -51,52 +50,23 @@ def step_seconds(job_type: str) -> float:
     return (time.perf_counter() - start) / 10
 
 
-def _start(args: list[str], log: Path, cwd: Path) -> subprocess.Popen:
-    with open(log, "ab") as out:
-        return subprocess.Popen([sys.executable, "-m", "gavel_ng", *args], stdout=out, stderr=subprocess.STDOUT,
-                                env=ENV, cwd=cwd)
-
-
-def _port(log: Path, proc: subprocess.Popen) -> int:
-    for _ in range(600):
-        m = re.search(r"listening on \S+:(\d+)\s*$", log.read_text(), re.M) if log.exists() else None
-        if m:
-            return int(m[1])
-        if proc.poll() is not None:
-            raise RuntimeError(log.read_text())
-        time.sleep(0.05)
-    raise TimeoutError(str(log))
-
-
 def run_one(job_type: str, steps: int, renewals: bool, round_s: float, standby: int, root: Path) -> dict:
     from gavel_ng.protocol.client import SchedulerClient
 
     root.mkdir(parents=True)
     (root / "cluster.json").write_text(json.dumps({"worker_types": ["v100"], "round_seconds": round_s,
                                                    "heartbeat_seconds": 0.5, "lease_renewals": renewals}))
-    procs = []
-    try:
-        sched = _start(["scheduler", "--cluster-config", "cluster.json", "--state", "state", "--port", "0",
-                        "--bind", "127.0.0.1"], root / "scheduler.log", root)
-        procs.append(sched)
-        port = _port(root / "scheduler.log", sched)
-        worker = _start(["worker", "--scheduler", f"127.0.0.1:{port}", "--gpu-type", "v100", "--gpus", "1",
-                         "--bind", "127.0.0.1", "--advertise", "127.0.0.1", "--token-file", "state/token",
-                         "--standby", str(standby)], root / "worker.log", root)
-        procs.append(worker)
-        _port(root / "worker.log", worker)
+    with LocalProcesses(root, ENV) as procs:
+        port = procs.start("scheduler", ["scheduler", "--cluster-config", "cluster.json", "--state", "state",
+                                         "--port", "0", "--bind", "127.0.0.1"])
+        procs.start("worker", ["worker", "--scheduler", f"127.0.0.1:{port}", "--gpu-type", "v100", "--gpus", "1",
+                               "--bind", "127.0.0.1", "--advertise", "127.0.0.1", "--token-file", "state/token",
+                               "--standby", str(standby)])
         time.sleep(2.0)                               # let the standby interpreter warm up
         token = (root / "state" / "token").read_text().strip()
         with SchedulerClient(f"127.0.0.1:{port}", token=token) as c:
             [job] = c.submit({"job_type": job_type, "steps": steps, "size": "tiny"})
             c.wait([job], timeout=60 * round_s + 600)
-    finally:
-        for p in procs[::-1]:
-            p.send_signal(signal.SIGTERM)
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
     db = sqlite3.connect(root / "state" / "gavel.sqlite")
     launched, finished = db.execute("SELECT MIN(launched), MAX(ended) FROM attempts WHERE job_id = ?",
                                     (job,)).fetchone()

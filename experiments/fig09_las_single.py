@@ -45,8 +45,13 @@ def high_load(df) -> c.Claim:
     a = c.mean_of(df, "p99_jct_hours", policy="allox", jobs_per_hour=HIGH)
     b = c.mean_of(df, "p99_jct_hours", policy="las", jobs_per_hour=HIGH)
     claim.paper = "> 1x (no number), long AlloX tail"
-    claim.verdict = "reproduced" if r > 1 and a > b else "not reproduced"
-    claim.note = f"p99 JCT AlloX {a:.0f} h vs LAS {b:.0f} h"
+    # AlloX runs that hit the cap left jobs unfinished: LAS sustaining the load it did not is the claim,
+    # however close the means of the jobs that did finish; without that, a mean within 5 % is noise
+    capped = c.any_unstable(df, policy="allox", jobs_per_hour=HIGH) and not c.any_unstable(
+        df, policy="las", jobs_per_hour=HIGH)
+    claim.verdict = "reproduced" if a > b and (r > 1.05 or capped) else "partly" if r > 1 or a > b \
+        else "not reproduced"
+    claim.note = "; ".join(filter(None, [f"p99 JCT AlloX {a:.0f} h vs LAS {b:.0f} h", claim.note.lstrip("; ")]))
     return claim
 
 

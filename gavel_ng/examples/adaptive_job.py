@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     from gavel_ng.iterator.adaptive import AdaptiveTraining
     from gavel_ng.worker.trainlog import TrainLog
 
-    rank, _ = init_distributed()
+    rank, _ = init_distributed("gloo")       # this toy model trains on the CPU, also on a GPU server
     gen = torch.Generator().manual_seed(0)          # the same data and initial weights on every rank
     X = torch.randn(args.examples, args.dim, generator=gen) * torch.logspace(0, -1, args.dim)   # slow directions
     y = X @ torch.randn(args.dim, 1, generator=gen) + args.noise * torch.randn(args.examples, 1, generator=gen)

@@ -21,6 +21,8 @@ def test_verdict_and_ratio():
     assert common.verdict(3.3, 3.5) == "reproduced"
     assert common.verdict(1.6, 3.5) == "partly"
     assert common.verdict(0.8, 3.5) == "not reproduced"
+    assert common.verdict(5.2, 2.7) == "partly (larger)"
+    assert common.verdict(0.5, 0.9) == "partly (larger)"    # a cut the paper made smaller
     assert common.ratio(4.0, 2.0) == 2.0
 
 
@@ -47,3 +49,26 @@ def test_hierarchical_writes_claims_shares_and_figures(tmp_path, reference_table
     het = shares[shares["variant"] == "hierarchical"]
     assert het.groupby("time")["share"].sum().round(6).eq(1.0).all()
     assert (tmp_path / "fig12_allocation_share.png").exists() and (tmp_path / "fig13_allocation_share.png").exists()
+
+
+def test_gpu_scripts_dry_run_on_the_cpu(tmp_path):
+    """gpu_pairs.py and gpu_cluster.py are meant for a GPU; on the CPU with tiny models they must
+    still run through and write their tables (so they do not rot between GPU sessions)."""
+    import gpu_cluster
+    import gpu_pairs
+
+    types = ["ResNet-18 (batch size 32)", "A3C"]
+    assert gpu_pairs.main(["--job-types", *types, "--size", "tiny", "--seconds", "0.3", "--repeats", "1",
+                           "--out", str(tmp_path)]) == 0
+    iso = pd.read_csv(tmp_path / "gpu_isolated.csv")
+    assert list(iso["job_type"]) == types and (iso["plain_steps_per_s"] > 0).all()
+    pairs = pd.read_csv(tmp_path / "gpu_pairs.csv")
+    assert len(pairs) == 1 and 0 < pairs["frac_a"][0] and 0 < pairs["frac_b"][0]
+
+    out = tmp_path / "cluster"
+    assert gpu_cluster.main(["--gpu-types", "h100", "--job-types", "A3C", "--size", "tiny", "--job-seconds", "2",
+                             "--round-seconds", "3", "--isolated", str(tmp_path / "gpu_isolated.csv"),
+                             "--timeout", "120", "--out", str(out)]) == 0
+    jobs = pd.read_csv(out / "gpu_cluster_jobs.csv")
+    assert len(jobs) == 1 and jobs["jct_s"][0] > 0 and jobs["devices"][0].startswith("cpu")
+    assert (pd.read_csv(out / "gpu_cluster_attempts.csv")["steps"] > 0).all()
