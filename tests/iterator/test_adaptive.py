@@ -198,12 +198,16 @@ def test_training_under_gavel_iterator_grows_its_batch_and_learns(tmp_path):
     data = torch.utils.data.TensorDataset(x, y)
     model = torch.nn.Linear(D, 1, bias=False)
     opt = torch.optim.SGD(model.parameters(), lr=0.02)
-    ada = AdaptiveTraining(model, opt, 8, 128, "adascale", refit_every=10, refit_seconds=0)
+    # step times from a clock the test drives (a fixed cost plus a cost per example), so the fitted
+    # throughput model and with it the batch choice do not depend on this machine's load
+    now = [0.0]
+    ada = AdaptiveTraining(model, opt, 8, 128, "adascale", refit_every=10, refit_seconds=0, clock=lambda: now[0])
     state = {}
     it = GavelIterator(ada.data_loader(data), lambda p: None, lambda p: state.update(ada.state_dict()),
                        max_steps=300, checkpoint_dir=tmp_path)
     losses, phis = [], []
     for xb, yb in it:
+        now[0] += 0.01 + 1e-4 * len(xb)
         loss = 0.5 * ((model(xb).squeeze(1) - yb) ** 2).mean()
         loss.backward()
         if ada.step():

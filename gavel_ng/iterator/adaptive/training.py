@@ -34,6 +34,7 @@ import json
 import logging
 import math
 import time
+from collections.abc import Callable
 from dataclasses import replace
 
 import torch
@@ -57,7 +58,8 @@ class AdaptiveTraining:
     def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, init_batch: int | None = None,
                  max_batch: int | None = None, lr_scaling: str = "adascale", *, max_local_batch: int | None = None,
                  accumulation: bool = True, servers: int | None = None, refit_every: int = 50,
-                 refit_seconds: float = 30.0, noise_decay: float = 0.9, name: str = "job"):
+                 refit_seconds: float = 30.0, noise_decay: float = 0.9, name: str = "job",
+                 clock: Callable[[], float] = time.perf_counter):
         env = JobEnv.from_env()
         if env is not None and env.adaptive:   # under a worker: the spec the scheduler schedules by
             spec = parse_adaptive(json.loads(env.adaptive), "", "GAVEL_NG_ADAPTIVE")
@@ -89,6 +91,7 @@ class AdaptiveTraining:
         self.gpus = self.dist.get_world_size() if self.dist else 1
         self.servers = min(servers, self.gpus)
         self.refit_every, self.refit_seconds = refit_every, float(refit_seconds)
+        self._clock = clock                 # step times feed the throughput fit; a test can drive it
         self._last_fit = -math.inf
         self.noise = NoiseScale(noise_decay)
         self.times = IterationTimes()
@@ -143,7 +146,7 @@ class AdaptiveTraining:
         local_sqr = float(grad.dot(grad))
         config, seconds = self._pending
         due = float((self.steps + 1) % self.refit_every == 0
-                    and time.perf_counter() - self._last_fit >= self.refit_seconds)
+                    and self._clock() - self._last_fit >= self.refit_seconds)
         if self.dist is not None:
             buf = torch.cat([grad, grad.new_tensor([local_sqr, seconds, due])])
             self.dist.all_reduce(buf)
@@ -160,13 +163,13 @@ class AdaptiveTraining:
             self.batch, self.spec.init_batch, phi))
         self._micro, self._acc, self._micro_sqr = 0, None, 0.0
         self.steps += 1
-        now = time.perf_counter()
+        now = self._clock()
         if self._last_end is not None:       # this step's interval, timed under this step's configuration
             self._pending = (self.config, now - self._last_end)
         self._last_end = now
         if due > 0:                          # any rank's clock says so: all ranks refit
             self.adapt()
-            self._last_fit = time.perf_counter()
+            self._last_fit = self._clock()
         return True
 
     def _write_back(self, grad: torch.Tensor) -> None:
