@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import os
 import sqlite3
 import sys
 import tempfile
@@ -28,7 +27,6 @@ TABLE4 = {"ResNet-18": (0.94, 0.17), "ResNet-50": (1.58, 0.25), "A3C": (0.22, 0.
           "Transformer": (0.77, 0.11), "CycleGAN": (0.77, 0.11)}
 JOB_TYPES = {"ResNet-18": "ResNet-18 (batch size 32)", "ResNet-50": "ResNet-50 (batch size 32)", "A3C": "A3C",
              "LM": "LM (batch size 20)", "Transformer": "Transformer (batch size 32)", "CycleGAN": "CycleGAN"}
-ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
 def step_seconds(job_type: str) -> float:
@@ -56,7 +54,7 @@ def run_one(job_type: str, steps: int, renewals: bool, round_s: float, standby: 
     root.mkdir(parents=True)
     (root / "cluster.json").write_text(json.dumps({"worker_types": ["v100"], "round_seconds": round_s,
                                                    "heartbeat_seconds": 0.5, "lease_renewals": renewals}))
-    with LocalProcesses(root, ENV) as procs:
+    with LocalProcesses(root) as procs:     # one thread per process, as on a CPU worker
         port = procs.start("scheduler", ["scheduler", "--cluster-config", "cluster.json", "--state", "state",
                                          "--port", "0", "--bind", "127.0.0.1"])
         procs.start("worker", ["worker", "--scheduler", f"127.0.0.1:{port}", "--gpu-type", "v100", "--gpus", "1",
