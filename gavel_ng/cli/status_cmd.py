@@ -106,15 +106,10 @@ def _jobs(st, show_all: bool) -> list[str]:
         pct = 100.0 * j.steps_live / j.steps_total if j.steps_total else 0.0
         prog = f"{j.steps_live}/{j.steps_total} {pct:3.0f}%"
         label = j.job_type + (f" [{j.name}]" if j.name else "")
-        gpus = str(j.scale_factor) if j.adaptive is None else str(_gpus_of(j.placement) or "-")   # adaptive: now
+        gpus = str(j.scale_factor) if j.adaptive is None else str(j.gpus or "-")   # adaptive: what it holds now
         out.append(f"  {j.job_id:>4}  {label[:33]:<34}{gpus:>4}  {j.status:<10}{prog:>18}  "
                    f"{j.attempts:>5}  {j.placement or '-'}" + (f"  entity {j.entity}" if j.entity else ""))
     return out + _adaptive(st, show_all)
-
-
-def _gpus_of(placement: str) -> int:
-    """GPUs in a placement label ('v100 w1:0,1 w2:0' -> 3; '' -> 0)."""
-    return sum(len(part.split(":", 1)[1].split(",")) for part in placement.split()[1:] if ":" in part)
 
 
 def _adaptive(st, show_all: bool) -> list[str]:

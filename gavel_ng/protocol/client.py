@@ -70,6 +70,7 @@ class JobStatus:
     placement: str
     adaptive: AdaptiveStatus | None = None    # adaptive jobs only
     entity: str | None = None                 # the entity its rules name (hierarchical policies, quotas)
+    gpus: int = 0                             # GPUs its running attempt holds (adaptive jobs: changes)
 
     @classmethod
     def from_proto(cls, m: pb.JobInfo) -> JobStatus:
@@ -79,7 +80,7 @@ class JobStatus:
             ada = AdaptiveStatus.from_report(m.resizes, decode_report(m.report) if m.HasField("report") else None)
         rules = rules_from_json(s.rules, "spec.rules")
         return cls(m.job_id, s.name, s.job_type, s.scale_factor, m.status, m.steps_done, s.steps, m.steps_live,
-                   m.attempts, m.renewals, m.placement, ada, getattr(rules, "entity", None))
+                   m.attempts, m.renewals, m.placement, ada, getattr(rules, "entity", None), m.gpus)
 
     @property
     def finished(self) -> bool:

@@ -322,7 +322,7 @@ class SchedulerService:
         info = pb.JobInfo(job_id=j.job_id, spec=j.spec.to_proto(), status=j.status, steps_done=j.steps_done,
                           steps_live=max(j.steps_live, j.steps_done), submitted=j.submitted,
                           finished=j.finished or 0.0, attempts=j.attempts, placement=placement, renewals=j.renewals,
-                          resizes=j.resizes)
+                          resizes=j.resizes, gpus=len(j.live.placement) if j.live is not None else 0)
         if j.report is not None:
             info.report.CopyFrom(j.report.to_proto())
         return info

@@ -33,8 +33,7 @@ def read_state_dir(state_dir: str | Path, now: float | None = None) -> ClusterSt
     ws = [WorkerStatus(w.worker_id, w.address, w.gpu_type, w.gpus, w.alive, max(0.0, now - w.last_seen),
                        tuple(sorted(a.job_id for a in running if any(x == w.worker_id for x, _ in a.placement))))
           for w in workers]
-    js = [_job_status(j, placement_label(live[j.job_id].worker_type, live[j.job_id].placement)
-                      if j.job_id in live else "", adaptive.get(j.job_id, (None, 0))) for j in jobs]
+    js = [_job_status(j, live.get(j.job_id), adaptive.get(j.job_id, (None, 0))) for j in jobs]
     shares = [] if alloc is None else [
         (tuple(r), {w: x[k] for k, w in enumerate(alloc.worker_types)}) for r, x in zip(alloc.rows, alloc.shares)]
     thr = {f"{t}|{sf}|{w}": v for t, sf, w, cons, v, _ in sorted(measured) if cons}
@@ -43,9 +42,12 @@ def read_state_dir(state_dir: str | Path, now: float | None = None) -> ClusterSt
                          thr, source=str(state_dir))
 
 
-def _job_status(r: JobRow, placement: str, adaptive: tuple[dict | None, int]) -> JobStatus:
-    """A stored job: progress is its last checkpoint's (no live steps without the scheduler)."""
+def _job_status(r: JobRow, live, adaptive: tuple[dict | None, int]) -> JobStatus:
+    """A stored job: progress is its last checkpoint's (no live steps without the scheduler);
+    `live`: its running attempt, if any."""
     s = r.spec
+    placement = placement_label(live.worker_type, live.placement) if live is not None else ""
     ada = AdaptiveStatus.from_report(adaptive[1], adaptive[0]) if s.adaptive is not None else None
     return JobStatus(r.job_id, s.name, s.job_type, s.scale_factor, r.status, r.steps_done, s.steps, r.steps_done,
-                     r.attempts, r.renewals, placement, ada, getattr(s.rules, "entity", None))
+                     r.attempts, r.renewals, placement, ada, getattr(s.rules, "entity", None),
+                     len(live.placement) if live is not None else 0)

@@ -7,6 +7,7 @@ loopback test, tests/worker/test_adaptive_cluster.py, runs the real thing).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import pytest
@@ -14,7 +15,7 @@ import pytest
 from gavel_ng.cli.status_cmd import format_status
 from gavel_ng.errors import InputError
 from gavel_ng.profiles import default_table
-from gavel_ng.protocol.client import AdaptiveStatus
+from gavel_ng.protocol.client import AdaptiveStatus, JobStatus
 from gavel_ng.protocol.jobspec import JobSpec
 from gavel_ng.protocol.protos import gavel_pb2 as pb
 from gavel_ng.runtime.adaptive import AdaptiveReport, note_launch
@@ -133,3 +134,22 @@ def test_goodput_agnostic_places_jobs_on_live_workers_of_two_types(tmp_path):
     gpus = [g for p in placed for g in p]
     assert len(gpus) == len(set(gpus)) <= 6 and {w for w, _ in gpus} <= {"a", "b"}
     assert all(len({w for w, _ in p}) == 1 for p in placed)       # each job on one worker's GPUs
+
+
+def test_status_shows_the_gpus_an_adaptive_job_holds_now(tmp_path):
+    """The count comes from the running attempt's placement (a structured field), in the offline
+    view of the state directory and through JobInfo as the live status RPC sends it."""
+    st = _state(tmp_path)
+    (job,) = st.submit([ADA])
+    st.store.add_attempt(job, 1, [("w1", 0), ("w1", 1)], "v100", time.time(), 0)
+
+    def gpus_column(status) -> str:
+        text = format_status(status, show_all=True)
+        return next(line for line in text.splitlines() if line.strip().startswith(f"{job} ")).split()[5]
+
+    offline = read_state_dir(tmp_path)
+    assert next(j for j in offline.jobs if j.job_id == job).gpus == 2
+    assert gpus_column(offline) == "2"
+    info = pb.JobInfo(job_id=job, spec=ADA.to_proto(), status="running", placement="v100 w1:0,1 w2:3", gpus=3)
+    live = dataclasses.replace(offline, jobs=[JobStatus.from_proto(info)])
+    assert live.jobs[0].gpus == 3 and gpus_column(live) == "3"
