@@ -172,6 +172,7 @@ class PolicyAllocator:
                                        np.arange(len(self.columns)) if self.pools is None else self.pools) \
                 if ruled and data.ids else None
             pairs = self.throughputs.pair_table(data.ids, self.columns, T) if self.packed and data.ids else None
+            preferences = ruled and self.rules.states_preferences(job_rules)
         ids = data.ids
         if not ids:
             return AllocationRows([], np.zeros((0, len(self.columns))), np.zeros(0))
@@ -180,7 +181,8 @@ class PolicyAllocator:
             [str(m) for m in ids], self.columns, cap, T, scale_factors=data.scale_factors, weights=data.weights,
             steps_remaining=data.steps_remaining, steps_total=data.steps_total,
             time_since_arrival=np.maximum(0.0, now - data.arrival), slo_s=data.slo_s, prices=self.prices,
-            pairs=pairs, pools=self.pools, limits=limits, entities=entities, entity_specs=self.entities)
+            pairs=pairs, pools=self.pools, limits=limits, entities=entities, entity_specs=self.entities,
+            soft_preferences=preferences)
         sol = self.session.solve(problem)
         if sol.warnings:   # each already logged where it arose (repeats collapsed, see gavel_ng.logs)
             self.warnings += 1

@@ -35,7 +35,14 @@ class Problem(Layout):
         """max_X min_i expr_i; `fill` then spends leftover capacity without lowering the min.
 
         `then`: a second LP holds every expr_i >= (1 - then_tol) * the optimal minimum and
-        maximizes sum_m then_m (each class row counted once per job it stands for)."""
+        maximizes sum_m then_m (each class row counted once per job it stands for).
+
+        Where jobs state soft preferences (`input.soft_preferences`), a policy's objective (`fill`)
+        gets that second phase over normalized throughput unless it names its own: the max-min
+        LP pins only the bottleneck jobs, and the other jobs' types are whatever vertex the
+        simplex returns, so without it their preferences would be honoured only by chance."""
+        if then is None and fill and self.input.soft_preferences:
+            then = self.normalized_thr
         return Objective("maxmin", expr, report=report, fill=fill, then=then, then_tol=then_tol)
 
     def minimize_max(self, expr: Affine, report=None) -> Objective:

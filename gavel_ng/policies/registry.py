@@ -149,7 +149,7 @@ def agnostic_problem(inp: SchedulingProblem) -> SchedulingProblem:
     """What a heterogeneity-agnostic policy sees: every type equally fast for each job, and
     each useful pair equally good on every type (its mean fraction), so that it still packs
     well-matched jobs together; the variable layout is the real problem's."""
-    blind = inp.with_throughputs(agnostic_throughputs(inp.throughputs))
+    blind = replace(inp.with_throughputs(agnostic_throughputs(inp.throughputs)), soft_preferences=False)
     return blind if inp.pairs is None else replace(blind, pairs=inp.pairs.agnostic())
 
 

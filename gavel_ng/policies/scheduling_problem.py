@@ -50,6 +50,7 @@ class SchedulingProblem:
     pairs: PairTable | None = None    # space sharing by partner classes (gavel_ng.pairs, packing.py)
     pools: np.ndarray | None = None   # (J,) capacity pool of each column; capacity[j] = its pool's GPUs
     limits: Limits | None = None      # GPU caps on groups of jobs per pool: quotas, labelled servers (rules/)
+    soft_preferences: bool = False    # some job's throughputs carry a preference penalty (rules/compile.py)
 
     @property
     def num_jobs(self) -> int:
@@ -103,7 +104,7 @@ class SchedulingProblem:
     def build(cls, job_ids, worker_types, capacity, throughputs, *, scale_factors=None, weights=None,
               steps_remaining=None, steps_total=None, time_since_arrival=None, slo_s=None,
               entities=None, entity_specs=None, prices=None, combinations=None, pairs=None,
-              pools=None, limits=None) -> SchedulingProblem:
+              pools=None, limits=None, soft_preferences=False) -> SchedulingProblem:
         m = len(job_ids)
 
         def arr(v, default):
@@ -121,6 +122,7 @@ class SchedulingProblem:
             prices=None if prices is None else np.asarray(prices, dtype=float),
             combinations=combinations, pairs=pairs,
             pools=None if pools is None else np.asarray(pools, dtype=int), limits=limits,
+            soft_preferences=bool(soft_preferences),
         )
         problem.validate()
         return problem

@@ -127,7 +127,12 @@ class RuleCompiler:
                     for e, r in zip(inp.entities, job_rules)]
         T, limits = self.compile(job_rules, inp.job_ids, inp.scale_factors, inp.throughputs, inp.capacity,
                                  list(inp.worker_types), inp.pools, entities, strict)
-        return replace(inp, throughputs=T, limits=limits, combinations=None)
+        return replace(inp, throughputs=T, limits=limits, combinations=None,
+                       soft_preferences=inp.soft_preferences or self.states_preferences(job_rules))
+
+    @staticmethod
+    def states_preferences(job_rules: Sequence[JobRules | None]) -> bool:
+        return any(r is not None and bool(r.preferred_types) for r in job_rules)
 
     def active(self, job_rules: Sequence[JobRules | None]) -> bool:
         return not self.empty or any(r is not None and r.constrains for r in job_rules)

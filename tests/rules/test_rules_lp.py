@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -10,6 +12,7 @@ from hypothesis import strategies as st
 import gavel_ng as g
 from gavel_ng.errors import InputError
 from gavel_ng.policies.problem import Problem
+from gavel_ng.policies.registry import agnostic_problem
 from gavel_ng.rules import ClusterRules, JobRules, RuleCompiler, Server
 
 TYPES = ["v100", "p100", "k80"]
@@ -113,3 +116,19 @@ def test_problem_file_rules_and_errors():
     with pytest.raises(InputError) as e:                 # a quota's entity is declared like a job's
         parse_problem({**data, "entities": {}, "jobs": data["jobs"][2:]})
     assert e.value.field == "rules.quotas" and e.value.value == "t"
+
+
+def test_las_honours_a_preference_off_the_bottleneck():
+    """The max-min LP pins only the bottleneck: with nothing more, the simplex left this job 0.31 of a
+    K80 and 0.06 of a P100 although it prefers the P100 and a P100 was idle. Jobs that state
+    preferences get a second phase (the minimum held), so the P100 time is its."""
+    T = [[12.0, 3.0, 8.0], [10.0, 10.0, 3.0], [20.0, 8.0, 5.0]]
+    inp = g.SchedulingProblem.build(["a", "b", "c"], TYPES, [1, 2, 2], T)
+    ruled = RuleCompiler().apply(inp, [None, None, JobRules(preferred_types=("p100",))])
+    assert ruled.soft_preferences and not inp.soft_preferences
+    sol = g.solve(ruled, "las")
+    X = sol.allocation.values
+    assert X[2, 1] == pytest.approx(1.0 - X[2, 0], abs=1e-6) and X[2, 2] == pytest.approx(0.0, abs=1e-9)
+    assert sol.objective == pytest.approx(g.solve(replace(ruled, soft_preferences=False), "las").objective)
+    # an agnostic policy sees no types, so no preferences either
+    assert not agnostic_problem(ruled).soft_preferences

@@ -79,8 +79,8 @@ def _rounds(cl) -> dict[int, dict[str, tuple[str, set[str], int]]]:
 
 
 def test_every_rule_kind_on_a_loopback_cluster(cluster_factory, tmp_path):
-    # las_pareto: plain las leaves a job that is not its bottleneck anywhere, preference or not
-    cl = cluster_factory(round_seconds=10.0, worker_types=["v100", "p100", "k80"], policy="las_pareto",
+    # plain las: a job that states a preference gets it off the bottleneck too (a second LP phase)
+    cl = cluster_factory(round_seconds=10.0, worker_types=["v100", "p100", "k80"], policy="las",
                          rules={"quotas": {"vision": {"v100": 1}}, "one_distributed_per_server": True,
                                 "preference_penalty": 0.9,
                                 "admission": {"max_gpus_per_user": 4, "max_queue": 9}},
