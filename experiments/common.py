@@ -73,6 +73,25 @@ def parse_args(doc: str, argv: list[str] | None, extra=None) -> argparse.Namespa
     return args
 
 
+MULTI_GPU_SERVER = 8   # GPUs per server for traces with multi-GPU jobs (experiments/README.md, "Server size")
+
+
+def server_size_option(ap: argparse.ArgumentParser) -> None:
+    """--gpus-per-server, for the scripts whose traces have multi-GPU jobs (where it matters)."""
+    ap.add_argument("--gpus-per-server", type=int, default=MULTI_GPU_SERVER,
+                    help=f"GPUs per server of every type (default {MULTI_GPU_SERVER}: every job of the trace fits "
+                         "one server, as the Gavel prototype charges it; 4 splits 8-GPU jobs). Results of "
+                         "another size go to NAME...-<N>gps")
+
+
+def servers(args) -> int | None:
+    """GPUs per server a script's points name (None: the script has no such option)."""
+    n = getattr(args, "gpus_per_server", None)
+    if n is not None and n < 1:
+        raise SystemExit(f"--gpus-per-server must be at least 1, got {n}")
+    return n
+
+
 def throughputs(args) -> str | None:
     """The table a point names (None: built-in profiles)."""
     return None if args.table == "builtin" else REFERENCE
@@ -81,7 +100,8 @@ def throughputs(args) -> str | None:
 def out_dir(name: str, args) -> Path:
     if args.out:
         return Path(args.out)
-    return RESULTS / (name + suffix(args.config, args.table))
+    size = "" if servers(args) in (None, MULTI_GPU_SERVER) else f"-{servers(args)}gps"
+    return RESULTS / (name + suffix(args.config, args.table) + size)
 
 
 def run(name: str, points: list, args) -> pd.DataFrame:
@@ -211,6 +231,8 @@ def rate_points(args, policies: list[str], rates: list[float], **base) -> list:
     from gavel_ng.sweep import expand
 
     base = {"cluster": PAPER_CLUSTER, "window": args.cfg.window, "throughputs": throughputs(args), **base}
+    if servers(args) is not None:   # (4, the sweep's default, leaves a point's id as it was)
+        base["gpus_per_server"] = servers(args)
     return expand({"policy": policies, "jobs_per_hour": rates, "seed": list(args.cfg.seeds)}, base)
 
 

@@ -2,7 +2,8 @@
 (paper: 2.2x lower average JCT at 2.6 jobs/h; Gandiva 2.2x worse than Gavel's packing).
 AlloX handles single-GPU jobs only, so it is not run here (as in the paper).
 
-    python experiments/fig10_las_multi.py [--config reduced|full] [--table reference|builtin]
+    python experiments/fig10_las_multi.py [--config reduced|paper|full] [--table reference|builtin]
+        [--gpus-per-server N]
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ HIGH = 2.6
 
 
 def main(argv=None) -> int:
-    args = c.parse_args(__doc__, argv)
+    args = c.parse_args(__doc__, argv, c.server_size_option)
     rates = [0.5, 1.0, 1.5, 2.0, 2.6, 3.0] if args.cfg.dense else [1.0, 2.0, 2.6]
     ss = c.supports("space_sharing")
     policies = ["las", "las_agnostic"] + (["las_packed", "gandiva"] if ss else [])
