@@ -16,14 +16,20 @@ def _rows(path) -> int:
     return max(0, sum(1 for line in path.read_text().splitlines() if line.strip()) - 1)
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_then_restart_continues(tmp_path, tiny_args):
     results = tmp_path / "r.csv"
     cmd = [sys.executable, "-m", "gavel_ng", "sweep", "--results", str(results), "--workers", "2",
            "--policy", "las,las_agnostic", "--jobs-per-hour", "1,1.5,2,2.5,3,3.5", "--seed", "0,1",
            *tiny_args]
     cmd[cmd.index("0:12")] = "0:40"
+    # a shell's background job (nohup, `make test &`) starts with SIGINT ignored, and Python keeps an
+    # ignored SIGINT ignored: give the sweep a terminal's default, whatever this process inherited
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=_default_sigint)
     deadline = time.monotonic() + 60
     while _rows(results) < 3 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
