@@ -218,10 +218,10 @@ class TraceGenerator:
         sf_draw = rng.choice(np.array(SCALE_FACTORS), size=n, p=SCALE_PROBS)
         high = rng.random(n) < HIGH_PRIORITY_FRACTION
         slo_factor = rng.choice(np.array(SLO_FACTORS), size=n)
-        types = [self.types[i] for i in type_idx]
         sfs = np.ones(n, dtype=np.int64)
-        if spec.multi_gpu:  # a type without a multi-GPU profile stays on one GPU
-            sfs = np.array([s if (t, int(s)) in self._keys else 1 for t, s in zip(types, sf_draw)], dtype=np.int64)
+        if spec.multi_gpu:
+            sfs, type_idx = self._multi_gpu(sf_draw, type_idx)
+        types = [self.types[i] for i in type_idx]
         duration = 60.0 * 10.0 ** x
         steps = np.round(duration * np.array([self._ref[(t, int(s))] for t, s in zip(types, sfs)]))
         steps = np.maximum(steps, 1.0)
@@ -231,6 +231,25 @@ class TraceGenerator:
         return Trace(types, sfs, np.where(high, HIGH_PRIORITY_WEIGHT, 1.0) if spec.priorities else np.ones(n),
                      steps, slo_factor * duration if spec.slos else np.full(n, math.inf),
                      arrivals if spec.jobs_per_hour else np.zeros(n))
+
+
+    def _multi_gpu(self, sf_draw: np.ndarray, type_idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Gavel's order: the GPU count first (1/2/4/8 GPUs, 70/10/15/5 %), then a job type with a
+        profile at that count, uniformly (its generator re-draws the job until one has; single-GPU
+        jobs keep the type already drawn). Drawing the type first and keeping one GPU for types
+        without a multi-GPU profile, as we did, made fewer and different multi-GPU jobs (about 22 %
+        of jobs instead of 30 %) and a lighter trace at the same rate. A count no type has stays 1."""
+        sfs = sf_draw.astype(np.int64)
+        type_idx = type_idx.copy()
+        redraw = self.rng.random(len(sfs))    # one more draw per job, after the chunk's others
+        for s in SCALE_FACTORS[1:]:
+            at = np.flatnonzero(sfs == s)
+            able = np.array([i for i, t in enumerate(self.types) if (t, s) in self._keys], dtype=np.int64)
+            if not len(able):
+                sfs[at] = 1
+                continue
+            type_idx[at] = able[np.minimum((redraw[at] * len(able)).astype(np.int64), len(able) - 1)]
+        return sfs, type_idx
 
 
 def generate(spec: TraceSpec, table: ThroughputTable, num_jobs: int) -> Trace:
