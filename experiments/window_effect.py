@@ -19,7 +19,7 @@ import pandas as pd
 NAME = "window_effect"
 PAPER_WINDOW = "4000:5000"
 SINGLE = {"jobs_per_hour": 5.6, "multi_gpu": False, "priorities": False}
-MULTI = {"jobs_per_hour": 2.6, "multi_gpu": True, "priorities": False}
+MULTI = {"jobs_per_hour": 2.6, "multi_gpu": True, "priorities": False, "gpus_per_server": c.MULTI_GPU_SERVER}
 PRIORITIES = {"jobs_per_hour": 5.6, "multi_gpu": False, "priorities": True}
 CASES = (  # label, settings, windows, [(metric, paper ratio)]
     ("Fig 9, continuous-single, 5.6 jobs/h", SINGLE, ("250:500", "1000:1500", PAPER_WINDOW),
