@@ -121,6 +121,19 @@ def run(name: str, points: list, args) -> pd.DataFrame:
     return df[df["point_id"].isin(ids) & (df["status"] == "ok")].reset_index(drop=True)
 
 
+def job_records(name: str, args, rows: pd.DataFrame, policies, seed) -> dict[str, pd.DataFrame]:
+    """Per-job records (indexed by job id) of each policy's run among `rows` with this seed; a
+    policy whose records are missing is left out (they are not committed: .gitignore)."""
+    jobs_dir = store_of(name, args).jobs_dir
+    out = {}
+    for pol in policies:
+        pid = rows[(rows["policy"] == pol) & (rows["seed"] == seed)]["point_id"]
+        path = jobs_dir / f"{pid.iloc[0]}.csv" if len(pid) else None
+        if path is not None and path.exists():
+            out[pol] = pd.read_csv(path).set_index("job_id")
+    return out
+
+
 def store_of(name: str, args):
     from gavel_ng.sweep import ResultsStore
 

@@ -30,20 +30,14 @@ def same_jobs_note(df: pd.DataFrame, args, column: str, hours: bool) -> str:
     at = df[np.isclose(df["jobs_per_hour"].astype(float), HIGH)]
     if not (c.any_unstable(at, policy="ftf") or c.any_unstable(at, policy="ftf_agnostic")):
         return ""
-    jobs_dir = c.store_of(NAME, args).jobs_dir
     means: list[tuple[float, float]] = []
     n = 0
     for seed in sorted(at["seed"].unique()):
-        runs = {}
-        for pol in ("ftf_agnostic", "ftf"):
-            pid = at[(at["policy"] == pol) & (at["seed"] == seed)]["point_id"]
-            path = jobs_dir / f"{pid.iloc[0]}.csv" if len(pid) else None
-            if path is not None and path.exists():    # per-job records are not committed (.gitignore)
-                runs[pol] = pd.read_csv(path)
+        runs = c.job_records(NAME, args, at, ("ftf_agnostic", "ftf"), seed)
         if len(runs) < 2:
             continue
-        both = set.intersection(*(set(r["job_id"][r["finish_s"].notna()]) for r in runs.values()))
-        a, b = (float(runs[p][runs[p]["job_id"].isin(both)][column].mean()) for p in ("ftf_agnostic", "ftf"))
+        both = sorted(set.intersection(*(set(r.index[r["finish_s"].notna()]) for r in runs.values())))
+        a, b = (float(runs[p].loc[both, column].mean()) for p in ("ftf_agnostic", "ftf"))
         means.append((a, b))
         n += len(both)
     r = float(np.mean([c.ratio(a, b) for a, b in means])) if means else math.nan
@@ -58,16 +52,10 @@ def isolated_rho(df: pd.DataFrame, args, base: str, better: str) -> c.Claim:
     runs finished, averaged per seed; ours = base / better of the means over seeds."""
     result = f"Fig 11: FTF het-aware vs agnostic, average FTF rho at {HIGH} jobs/h (rho over the isolated policy's JCT)"
     at = df[np.isclose(df["jobs_per_hour"].astype(float), HIGH)]
-    jobs_dir = c.store_of(NAME, args).jobs_dir
     per_seed: list[tuple[float, float]] = []
     n = 0
     for seed in sorted(at["seed"].unique()):
-        runs = {}
-        for pol in (base, better, "isolated"):
-            pid = at[(at["policy"] == pol) & (at["seed"] == seed)]["point_id"]
-            path = jobs_dir / f"{pid.iloc[0]}.csv" if len(pid) else None
-            if path is not None and path.exists():    # per-job records are not committed (.gitignore)
-                runs[pol] = pd.read_csv(path).set_index("job_id")
+        runs = c.job_records(NAME, args, at, (base, better, "isolated"), seed)
         if len(runs) < 3:
             continue
         done = set.intersection(*(set(r.index[r["finish_s"].notna()]) for r in runs.values()))

@@ -37,16 +37,13 @@ def same_jobs_ratio(runs: pd.DataFrame, args, metric: str) -> tuple[int, float]:
     column = {"avg_jct_hours": "jct_s"}.get(metric)
     if column is None:
         return 0, math.nan
-    jobs_dir = c.store_of(NAME, args).jobs_dir
     ratios, n = [], 0
     for seed in sorted(runs["seed"].unique()):
-        pids = {p: runs[(runs["policy"] == p) & (runs["seed"] == seed)]["point_id"] for p in ("las_agnostic", "las")}
-        paths = [jobs_dir / f"{v.iloc[0]}.csv" for v in pids.values() if len(v)]
-        if len(paths) < 2 or not all(f.exists() for f in paths):   # per-job records are not committed
+        jobs = c.job_records(NAME, args, runs, ("las_agnostic", "las"), seed)
+        if len(jobs) < 2:
             continue
-        jobs = {p: pd.read_csv(f) for p, f in zip(pids, paths)}
-        both = set.intersection(*(set(j["job_id"][j["finish_s"].notna()]) for j in jobs.values()))
-        a, b = (float(jobs[p][jobs[p]["job_id"].isin(both)][column].mean()) for p in ("las_agnostic", "las"))
+        both = sorted(set.intersection(*(set(j.index[j["finish_s"].notna()]) for j in jobs.values())))
+        a, b = (float(jobs[p].loc[both, column].mean()) for p in ("las_agnostic", "las"))
         ratios.append(c.ratio(a, b))
         n += len(both)
     return n, float(np.mean(ratios)) if ratios else math.nan
