@@ -65,6 +65,9 @@ def parse_args(doc: str, argv: list[str] | None, extra=None) -> argparse.Namespa
     ap.add_argument("--backend", choices=("local", "ray"), default="local")
     ap.add_argument("--address", help="Ray cluster address")
     ap.add_argument("--out", help="results directory (default experiments/results/NAME[-builtin][-paper|-full])")
+    ap.add_argument("--keep-stale", action="store_true",
+                    help="reuse rows computed by other code or inputs (to reprint claims without re-running; "
+                         "by default such points run again)")
     if extra:
         extra(ap)
     args = ap.parse_args(argv)
@@ -115,7 +118,8 @@ def run(name: str, points: list, args) -> pd.DataFrame:
                  res.row.get("avg_jct_hours"), res.row.get("wall_seconds") or 0,
                  "" if res.ok else f"  FAILED {res.row['error']}")
 
-    run_sweep(points, store, backend=args.backend, workers=args.workers, address=args.address, on_result=progress)
+    run_sweep(points, store, backend=args.backend, workers=args.workers, address=args.address, on_result=progress,
+              keep_stale=getattr(args, "keep_stale", False))
     df = store.load()
     ids = {p.point_id for p in points}
     return df[df["point_id"].isin(ids) & (df["status"] == "ok")].reset_index(drop=True)

@@ -107,7 +107,7 @@ def load_points(seeds) -> list:
                    "preemption_overhead": DELAY})
 
 
-def run_load(seeds, out: Path, workers: int | None) -> list[dict]:
+def run_load(seeds, out: Path, workers: int | None, keep_stale: bool = False) -> list[dict]:
     """Part (d) through the sweep runner; rows as run_point's, plus `hours` and the bound."""
     from gavel_ng.cluster import Cluster
     from gavel_ng.elastic.compare import SUMMARY_KEYS, load_workload, round_seconds_of
@@ -121,7 +121,7 @@ def run_load(seeds, out: Path, workers: int | None) -> list[dict]:
                  res.row["hours"], res.row["seed"], res.row.get("avg_jct_hours"), res.row.get("wall_seconds") or 0,
                  "" if res.ok else f" FAILED {res.row['error']}")
 
-    run_sweep(pts, store, workers=workers, on_result=progress)
+    run_sweep(pts, store, workers=workers, on_result=progress, keep_stale=keep_stale)
     df = store.load().set_index("point_id")
     cluster = Cluster.parse(HETEROGENEOUS, gpus_per_server=4)
     bounds = {s: bound_hours(load_workload(cluster, seed=s), cluster) for s in seeds}   # arrivals do not matter
@@ -198,6 +198,7 @@ def main(argv=None) -> int:
     ap.add_argument("--part", default="a,b,c,d", help="comma-separated parts to run (a, b, c, d)")
     ap.add_argument("--out", help="results directory")
     ap.add_argument("--workers", type=int, help="(d): parallel processes (default: all cores)")
+    ap.add_argument("--keep-stale", action="store_true", help="(d): reuse rows computed by other code or inputs")
     args = ap.parse_args(argv)
     args.table = "builtin"   # elastic jobs always run on the built-in profiles
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
@@ -207,7 +208,7 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     rows = [run_point(part, cl, pol, seed) for part, cl, pol in points(parts) for seed in seeds]
     if "d" in parts:
-        rows += run_load(seeds, out, args.workers)
+        rows += run_load(seeds, out, args.workers, args.keep_stale)
     rows = kept_rows(out / "results.csv", parts) + rows
     with (out / "results.csv").open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for r in rows for k in r)))

@@ -34,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--throughputs", default=TABLE, help="gavel-osdi20 (default), a .json or a .csv table")
     ap.add_argument("--max-active-jobs", type=int, default=1500)
     ap.add_argument("--workers", type=int, help="parallel processes (default: all cores)")
+    ap.add_argument("--keep-stale", action="store_true", help="reuse rows computed by other code or inputs")
     ap.add_argument("--out", default=str(REPO / "experiments" / "results" / "las_het_vs_agnostic"))
     args = ap.parse_args(argv)
     out = Path(args.out)
@@ -45,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.ideal:
         points += expand({**axes, "policy": ["las"], "ideal": [True]}, base)
     store = ResultsStore(out / "results.csv")
-    run_sweep(points, store, workers=args.workers)
+    run_sweep(points, store, workers=args.workers, keep_stale=args.keep_stale)
     df = store.load().set_index("point_id")
     rows = []
     with (out / "runs.csv").open("w", newline="") as f:

@@ -31,7 +31,12 @@ def add_parser(sub) -> None:
                    help="local process pool (default) or a Ray cluster")
     p.add_argument("--address", help="Ray cluster address (default: start a local Ray instance)")
     p.add_argument("--workers", type=int, help="parallel processes (default: all cores)")
-    p.add_argument("--dry-run", action="store_true", help="list the points and whether each is done; run nothing")
+    p.add_argument("--dry-run", action="store_true",
+                   help="list the points and whether each is done, stale or to do; run nothing")
+    p.add_argument("--keep-stale", action="store_true",
+                   help="count finished points as done even when they were computed by other code or input files "
+                        "(by default those run again: a row records a digest of the gavel_ng package, the "
+                        "plugins and the files its point names)")
     add_plugin_flag(p, "sweeping (each point's process loads them too)")
     p.add_argument("--json", action="store_true", help="print a JSON report instead of text")
     for name, f in FIELDS.items():
@@ -78,6 +83,7 @@ def axes_from_args(args) -> tuple[dict[str, list], dict]:
 
 def run(args) -> int:
     from ..sweep import ResultsStore, run_sweep
+    from ..sweep.fingerprint import code_digest, point_digest
 
     plugins = load_plugins(args.plugin)
     axes, base = axes_from_args(args)
@@ -86,22 +92,27 @@ def run(args) -> int:
         get_policy(name)   # an unknown name (a forgotten --plugin?) fails before any point runs
     store = ResultsStore(args.results)
     if args.dry_run:
-        done = store.done_ids()
+        code = code_digest(plugins)
+        done, stale = store.done_and_stale({p.point_id: point_digest(p, code) for p in points})
         for p in points:
-            print(f"{'done' if p.point_id in done else 'todo'}  {p.point_id}  {p.describe()}")
+            state = "done" if p.point_id in done else "stale" if p.point_id in stale else "todo"
+            print(f"{state:5s}  {p.point_id}  {p.describe()}")
         return 0
     bar = None if args.json else Progress(sys.stderr)
     try:
         report = run_sweep(points, store, backend=args.backend, workers=args.workers, address=args.address,
-                           on_result=bar, plugins=plugins)
+                           on_result=bar, plugins=plugins, keep_stale=args.keep_stale)
     finally:
         if bar is not None:
             bar.close()
     if args.json:
         print(json.dumps(report.__dict__))
     else:
-        print(f"{report.total} points: {report.skipped} already done, {report.ran} run "
-              f"({report.failed} failed) in {report.seconds:.1f} s -> {args.results}")
+        kept = f" ({report.stale} of them stale, kept)" if report.stale and args.keep_stale else ""
+        again = f", {report.stale} of them because their rows were stale" if report.stale and not args.keep_stale \
+            else ""
+        print(f"{report.total} points: {report.skipped} already done{kept}, {report.ran} run "
+              f"({report.failed} failed{again}) in {report.seconds:.1f} s -> {args.results}")
         for e in report.errors[:10]:
             print(f"  failed {e}")
     return 1 if report.failed else 0

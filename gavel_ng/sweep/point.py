@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import socket
 import time
 import traceback
@@ -33,7 +34,7 @@ METRICS = ("avg_jct_hours", "p50_jct_hours", "p90_jct_hours", "p99_jct_hours", "
            "simulated_hours", "wall_seconds", "mode", "solver_fallbacks", "policy_solved", "paired_fraction",
            "gpu_hours", "reallocations")
 OPTIONAL = ("space_sharing", "placement_sensitive", "estimate_throughputs", "profile_fraction", "reference_jobs")
-BOOKKEEPING = ("point_id", "status", "error", "finished_at", "host")
+BOOKKEEPING = ("point_id", "status", "error", "finished_at", "host", "digest")   # digest: fingerprint.py
 JOB_COLUMNS = ("job_id", "job_type", "scale_factor", "weight", "arrival_s", "finish_s", "jct_s", "ftf_rho",
                "slo_s", "slo_violated", "slo_dropped", "cost_usd", "entity")
 
@@ -50,8 +51,18 @@ class PointResult:
         return self.row.get("status") == "ok"
 
 
+def _file_stamp(path: str | None) -> tuple[int, int] | None:
+    """(mtime, size) of a table file, so that the cache below never serves a file's old content."""
+    try:
+        st = os.stat(path) if path else None
+    except OSError:
+        return None
+    return None if st is None else (st.st_mtime_ns, st.st_size)
+
+
 @lru_cache(maxsize=16)
-def _table(throughputs: str | None, heterogeneity: float, worker_types: tuple[str, ...], payload: str | None):
+def _table(throughputs: str | None, heterogeneity: float, worker_types: tuple[str, ...], payload: str | None,
+           stamp: tuple[int, int] | None = None):
     from ..profiles.table_io import resolve_table
     from ..simulator import default_table
     from ..throughputs import ThroughputTable
@@ -85,7 +96,8 @@ def simulate_point(point: SweepPoint, table_payload: str | None = None, plugins:
         raise InputError("sweep point", point.describe(), "is an elastic workload: run_point gives its row")
     _load(plugins)
     cluster = Cluster.parse(point.cluster, gpus_per_server=point.gpus_per_server).priced()
-    table = _table(point.throughputs, point.heterogeneity, tuple(cluster.worker_types), table_payload)
+    table = _table(point.throughputs, point.heterogeneity, tuple(cluster.worker_types), table_payload,
+                   _file_stamp(point.throughputs))
     spec = TraceSpec(point.jobs_per_hour, point.multi_gpu, point.priorities, point.slos, point.seed)
     if point.trace is not None:
         trace = read_trace(point.trace)

@@ -21,6 +21,7 @@ from ..errors import InputError
 from ..policies.plugins import load_plugins
 from ..profiles.table_io import resolve_table
 from ..throughputs import ThroughputTable
+from .fingerprint import code_digest, point_digest
 from .grid import SweepPoint
 from .point import PointResult, run_point
 from .store import ResultsStore
@@ -35,6 +36,7 @@ class SweepReport:
 
     total: int
     skipped: int
+    stale: int = 0        # finished points computed by other code or inputs (fingerprint.py): run again or kept
     ran: int = 0
     failed: int = 0
     interrupted: bool = False
@@ -43,20 +45,32 @@ class SweepReport:
 
 
 def run_sweep(points: list[SweepPoint], store: ResultsStore, backend: str = "local", workers: int | None = None,
-              address: str | None = None, on_result: OnResult | None = None, plugins: Sequence = ()) -> SweepReport:
+              address: str | None = None, on_result: OnResult | None = None, plugins: Sequence = (),
+              keep_stale: bool = False) -> SweepReport:
     """Run every point not yet done; KeyboardInterrupt propagates after the pool is stopped.
 
     `plugins` (policies.plugins.Plugin or specs, loaded here) travel with every point, so that
-    the workers know the user's policies; they are not part of a point's identity."""
+    the workers know the user's policies; they are not part of a point's identity but of its
+    digest (fingerprint.py). A point whose row was computed by other code or input files is run
+    again, unless `keep_stale`."""
     start = time.perf_counter()
-    done = store.done_ids()
-    todo = [p for p in points if p.point_id not in done]
-    report = SweepReport(total=len(points), skipped=len(points) - len(todo))
     plugins = tuple(load_plugins(plugins))
+    code = code_digest(plugins)
+    digests = {p.point_id: point_digest(p, code) for p in points}
+    done, stale = store.done_and_stale(digests)
+    if stale:
+        log.warning("%d of %d finished points were computed by other code or input files than now (gavel_ng "
+                    "digest %s): %s", len(stale), len(done) + len(stale), code,
+                    "kept as they are (keep_stale)" if keep_stale else "running them again (keep_stale reuses them)")
+    if keep_stale:
+        done |= stale
+    todo = [p for p in points if p.point_id not in done]
+    report = SweepReport(total=len(points), skipped=len(points) - len(todo), stale=len(stale))
     tables = _check_tables(todo)
     log.info("%d points, %d already done, %d to run", len(points), report.skipped, len(todo))
 
     def record(res: PointResult) -> None:
+        res.row["digest"] = digests.get(res.row.get("point_id"))
         store.append(res)
         report.ran += 1
         if not res.ok:

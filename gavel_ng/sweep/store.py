@@ -24,6 +24,7 @@ from .point import BOOKKEEPING, JOB_COLUMNS, METRICS, PointResult
 
 log = logging.getLogger(__name__)
 COLUMNS = tuple(f.name for f in fields(SweepPoint)) + BOOKKEEPING + METRICS
+TEXT_COLUMNS = {"point_id": str, "digest": str}
 
 
 class ResultsStore:
@@ -47,7 +48,8 @@ class ResultsStore:
         if self.parquet:
             df = pd.read_parquet(self.path)
         else:
-            df = pd.read_csv(self.path, on_bad_lines="skip", low_memory=False)
+            # hex ids and digests stay text (one of only digits would otherwise read as a number)
+            df = pd.read_csv(self.path, on_bad_lines="skip", low_memory=False, dtype=TEXT_COLUMNS)
         if "point_id" not in df.columns:
             raise InputError("--results", str(self.path), "is not a sweep results table (no point_id column)")
         df = df.dropna(subset=["point_id"])
@@ -58,6 +60,17 @@ class ResultsStore:
     def done_ids(self) -> set[str]:
         df = self.load()
         return set(df.loc[df["status"] == "ok", "point_id"].astype(str))
+
+    def done_and_stale(self, digests: dict[str, str]) -> tuple[set[str], set[str]]:
+        """Of these points (id -> the digest they would be computed with now, fingerprint.py), the
+        ids with an ok row of that digest, and those whose ok row has another digest or none."""
+        df = self.load()
+        df = df[(df["status"] == "ok") & df["point_id"].astype(str).isin(digests)]
+        done, stale = set(), set()
+        recorded = df["digest"] if "digest" in df.columns else [None] * len(df)   # none: an older table
+        for pid, digest in zip(df["point_id"].astype(str), recorded):
+            (done if isinstance(digest, str) and digest == digests[pid] else stale).add(pid)
+        return done, stale
 
     def append(self, result: PointResult) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
