@@ -293,8 +293,10 @@ class RoundMechanism:
         free = list(self._capacity)
         busy: set[int] = set()
         col_gpus = None if self.col_gpus is None else self.col_gpus.tolist()
+        rules = self.placer.rules
+        admit = rules.quota_tally(list(self.topo.worker_types)) if rules is not None and rules.rules.quotas else None
         taken = greedy_select(order, self.J, self.rows, self._row_sf_list, free, busy, self._single, self.col_pool,
-                              col_gpus)
+                              col_gpus, admit)
         rows, cols = map(list, zip(*taken)) if taken else ([], [])
         keys = list(map(self.rows.__getitem__, rows))
         pool = self.col_pool
@@ -302,7 +304,7 @@ class RoundMechanism:
         sfs = list(map(self._row_sf_list.__getitem__, rows)) if col_gpus is None else \
             [self._row_sf_list[r] if not col_gpus[j] else col_gpus[j] for r, j in zip(rows, cols)]
         if cfg.backfill_new_jobs and new_jobs is not None and new_jobs.jobs and sum(free) > 0:
-            for i, j in backfill(new_jobs.jobs, new_jobs.sfs, new_jobs.throughputs, free, busy):
+            for i, j in backfill(new_jobs.jobs, new_jobs.sfs, new_jobs.throughputs, free, busy, admit):
                 keys.append((new_jobs.jobs[i],))
                 rows.append(-1)
                 types.append(j)

@@ -8,12 +8,15 @@ correct it over the next rounds.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 
 def greedy_select(order: np.ndarray, num_types: int, row_members: list[tuple[int, ...]], row_sf: list[int],
                   free: list[int], busy: set[int], row_single: list[int] | None = None,
-                  col_pool: np.ndarray | None = None, col_gpus: list[int] | None = None) -> list[tuple[int, int]]:
+                  col_pool: np.ndarray | None = None, col_gpus: list[int] | None = None,
+                  admit: Callable[[tuple[int, ...], int, int], bool] | None = None) -> list[tuple[int, int]]:
     """Taken (row, column) pairs in the order taken. `free` and `busy` are updated in place.
 
     `row_single[r]` is row r's job when it has one member, else -1 (a fast path: most
@@ -21,6 +24,8 @@ def greedy_select(order: np.ndarray, num_types: int, row_members: list[tuple[int
     draws on (placement-sensitive allocations: `TYPE` and `TYPE_unconsolidated` share the
     type's GPUs); None: column j is pool j. `col_gpus[j]` > 0 is the GPU count every
     entry of column j takes (elastic jobs' configuration columns); 0 or None: the row's.
+    `admit(members, pool, gpus)`, asked last for an entry that could otherwise be taken, may
+    refuse it (entity quotas per round, gavel_ng.rules): the walk goes on to the next entries.
     """
     if row_single is None:
         row_single = [r[0] if len(r) == 1 else -1 for r in row_members]
@@ -32,7 +37,7 @@ def greedy_select(order: np.ndarray, num_types: int, row_members: list[tuple[int
     rows = (order // num_types).tolist()
     cols = order % num_types
     types = cols.tolist()
-    if col_pool is None and col_gpus is None and min(row_single, default=0) >= 0:
+    if col_pool is None and col_gpus is None and admit is None and min(row_single, default=0) >= 0:
         return _select_singles(rows, types, row_sf, row_single, free, busy, left, smallest)
     pools = types if col_pool is None else np.asarray(col_pool)[cols].tolist()
     for r, j, q in zip(rows, types, pools):
@@ -40,15 +45,15 @@ def greedy_select(order: np.ndarray, num_types: int, row_members: list[tuple[int
         if free[q] < s:
             continue
         m = row_single[r]
+        members = row_members[r]
         if m >= 0:
             if m in busy:
                 continue
-            busy.add(m)
-        else:
-            members = row_members[r]
-            if any(x in busy for x in members):
-                continue
-            busy.update(members)
+        elif any(x in busy for x in members):
+            continue
+        if admit is not None and not admit(members, q, s):
+            continue
+        busy.update(members)
         free[q] -= s
         left -= s
         taken.append((r, j))
@@ -78,23 +83,23 @@ def _select_singles(rows: list[int], types: list[int], row_sf: list[int], row_si
 
 
 def backfill(jobs: list[int], job_sf: list[int], preference: np.ndarray, free: list[int],
-             busy: set[int]) -> list[tuple[int, int]]:
+             busy: set[int], admit: Callable[[tuple[int, ...], int, int], bool] | None = None) -> list[tuple[int, int]]:
     """Free GPUs to jobs the allocation does not know yet (arrived after the last solve).
 
     Returns (position in `jobs`, type) pairs.
 
     Each job, in the given order, goes to the type it runs fastest on among those with
-    room, so a new job never waits for the next solve while GPUs sit idle.
+    room (and, with `admit`, that its quotas allow), so a new job never waits for the next
+    solve while GPUs sit idle.
     """
     taken: list[tuple[int, int]] = []
     for i, job in enumerate(jobs):
         if job in busy:
             continue
         s = job_sf[i]
-        best, best_thr = -1, 0.0
-        for j, thr in enumerate(preference[i].tolist()):
-            if free[j] >= s and thr > best_thr:
-                best, best_thr = j, thr
+        fits = [(thr, j) for j, thr in enumerate(preference[i].tolist()) if free[j] >= s and thr > 0.0]
+        fits.sort(key=lambda t: (-t[0], t[1]))   # fastest first, the lower type on ties
+        best = next((j for _, j in fits if admit is None or admit((job,), j, s)), -1)
         if best >= 0:
             free[best] -= s
             busy.add(job)

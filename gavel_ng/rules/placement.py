@@ -17,8 +17,10 @@ type on servers that
 
 A lease is renewed when its GPUs still satisfy all that. An entry that no server can take
 does not run this round (the hard rules are never broken; the policy's shares are met over
-the next rounds). Entity quotas are checked per round too (`within_quota`): an entry whose
-entity would hold more GPUs of a type than its quota this round waits.
+the next rounds). Entity quotas are held per round too: the mechanism's selection asks
+`quota_tally` before it takes an entry, so an entry whose entity would hold more GPUs of a type
+than its quota this round waits and the next entries get those GPUs; placement checks again
+(`within_quota`).
 """
 
 from __future__ import annotations
@@ -63,19 +65,28 @@ class ServerRules:
     # ----- per-round quotas ---------------------------------------------------------------
     def within_quota(self, keys, types, sfs, worker_types: list[str]) -> list[bool]:
         """Per entry, in the order given (the selection's): whether its entity stays within quota."""
-        quotas = self.rules.quotas
-        if not quotas:
+        if not self.rules.quotas:
             return [True] * len(keys)
+        tally = self.quota_tally(worker_types)
+        return [tally(key, j, sf) for key, j, sf in zip(keys, types, sfs)]
+
+    def quota_tally(self, worker_types: list[str]) -> Callable[[tuple, int, int], bool]:
+        """A fresh round's tally: `tally(key, type, sf)` says whether the entry fits its entities'
+        quotas on that type besides what the tally already admitted, and if so admits it. The
+        mechanism's selection asks it before taking an entry, so that GPUs an over-quota entry
+        would have taken go to the next entries instead of idling (placement asks it again)."""
+        quotas = self.rules.quotas
         used: dict[tuple[str, int], float] = {}
-        out = []
-        for key, j, sf in zip(keys, types, sfs):
+
+        def tally(key, j: int, sf: int) -> bool:
             ents = {r.entity for r in self._rules(key) if r.entity in quotas}
-            ok = all(used.get((t, j), 0.0) + sf <= quotas[t].get(worker_types[j], np.inf) + 1e-9 for t in ents)
-            if ok:
-                for t in ents:
-                    used[(t, j)] = used.get((t, j), 0.0) + sf
-            out.append(ok)
-        return out
+            if not all(used.get((t, j), 0.0) + sf <= quotas[t].get(worker_types[j], np.inf) + 1e-9 for t in ents):
+                return False
+            for t in ents:
+                used[(t, j)] = used.get((t, j), 0.0) + sf
+            return True
+
+        return tally
 
     # ----- placement ----------------------------------------------------------------------
     def place(self, topo, entries: list[int], keys, types, sfs, free: np.ndarray,

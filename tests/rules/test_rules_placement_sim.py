@@ -8,6 +8,7 @@ import pytest
 from gavel_ng.cluster import Cluster
 from gavel_ng.errors import InputError
 from gavel_ng.mechanism import AllocationRows, RoundMechanism, Topology
+from gavel_ng.mechanism.core import JobView
 from gavel_ng.policies.entities import Entity
 from gavel_ng.rules import ClusterRules, JobRules, ServerRules
 from gavel_ng.simulator.engine import SimConfig, simulate
@@ -121,3 +122,31 @@ def test_simulation_rejects_infeasible_rules_naming_the_job():
     with pytest.raises(InputError) as e:
         simulate(CLUSTER, table, tr, SimConfig(policy="las", window=(0, 10)))
     assert e.value.field == "jobs[3].labels"
+
+
+def test_over_quota_entries_leave_their_gpus_to_the_next_entries():
+    """The selection asks the quota before it takes an entry: a's second job (over a's V100 quota
+    this round) neither runs nor keeps b's job off the V100 it leaves free."""
+    crules = ClusterRules.from_dict({"quotas": {"a": {"v100": 1}}})
+    cluster = Cluster({"v100": 2, "p100": 1}, gpus_per_server={"v100": 4, "p100": 4})
+    mech = RoundMechanism(Topology.from_cluster(cluster))
+    owners = {0: JobRules(entity="a"), 1: JobRules(entity="a"), 2: JobRules(entity="b")}
+    mech.placer.rules = ServerRules(crules, owners.get)
+    X = np.array([[1.0, 0.0], [0.5, 0.0], [0.5, 0.0]])      # a's jobs rank first on the V100s (ties: row order)
+    mech.reset(AllocationRows([(0,), (1,), (2,)], X, np.ones(3)))
+    for _ in range(4):
+        plan = mech.plan()
+        on = {k[0]: int(t) for k, t in zip(plan.keys, plan.types)}
+        assert sum(1 for m in (0, 1) if on.get(m) == 0) <= 1       # the quota holds
+        assert sum(len(g) for g, t in zip(plan.gpus, plan.types) if t == 0) == 2, on   # no V100 idles
+        mech.record(plan, np.full(plan.num_entries, 360.0))
+
+
+def test_backfill_respects_quotas():
+    crules = ClusterRules.from_dict({"quotas": {"a": {"v100": 0}}})
+    cluster = Cluster({"v100": 1, "p100": 1}, gpus_per_server={"v100": 4, "p100": 4})
+    mech = RoundMechanism(Topology.from_cluster(cluster))
+    mech.placer.rules = ServerRules(crules, {0: JobRules(entity="a")}.get)
+    view = JobView([0], [1], np.array([[10.0, 4.0]]))         # the new job runs fastest on the V100
+    plan = mech.plan(view)
+    assert [int(t) for t in plan.types] == [1]               # it gets the P100, not nothing
