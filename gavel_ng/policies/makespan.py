@@ -9,10 +9,18 @@ from .problem import Problem
 from .registry import policy
 
 
-@policy("makespan", "minimize max_m R_m / thr_m (solved as one LP: maximize min_m thr_m / R_m)",
-        aliases=("min_total_duration_perf",), agnostic_aliases=("min_total_duration",))
+@policy("makespan", "minimize max_m R_m / thr_m (max min_m thr_m / R_m), then (it held) maximize "
+        "sum_m sf_m thr_m / thr_equal_m", aliases=("min_total_duration_perf",), agnostic_aliases=("min_total_duration",))
 def makespan(p: Problem):
-    """min max duration == max min (thr / steps): one LP instead of a bisection."""
+    """min max duration == max min (thr / steps): one LP instead of the prototype's bisection.
+
+    Only the job that sets the makespan is pinned by that LP; the simplex returns a vertex that
+    holds every other job at just the rate that finishes it by then, in pairs or on slower types
+    while GPUs idle. A second phase (the makespan held) maximizes total normalized throughput
+    instead. The prototype's interior-point solver (ECOS) lands inside that optimal face rather
+    than at a vertex, which is closer to this than to a vertex. Measured (experiments/README.md,
+    "Makespan"): static 400 jobs, seeds 0-2, makespan 1-2 % and average JCT 12-17 % lower;
+    `makespan_packed` 184.9 h -> 168.7 h (seed 0)."""
     R = require_remaining(p, "makespan")
     active = R > 0
     if not active.any():
@@ -21,4 +29,4 @@ def makespan(p: Problem):
     # tolerances do not cost the optimum a relative 1e-5
     scale = float(R[active].max())
     return p.maximize_min((p.thr * (scale / R.clip(min=1e-300)))[active],
-                          report=lambda t: scale / t if t > 0 else math.inf)
+                          report=lambda t: scale / t if t > 0 else math.inf, then=p.normalized_thr)
