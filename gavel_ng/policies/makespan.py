@@ -10,7 +10,8 @@ from .registry import policy
 
 
 @policy("makespan", "minimize max_m R_m / thr_m (max min_m thr_m / R_m), then (it held) maximize "
-        "sum_m sf_m thr_m / thr_equal_m", aliases=("min_total_duration_perf",), agnostic_aliases=("min_total_duration",))
+        "sum_m sf_m thr_m / thr_equal_m", aliases=("min_total_duration_perf",),
+        agnostic_aliases=("min_total_duration",))
 def makespan(p: Problem):
     """min max duration == max min (thr / steps): one LP instead of the prototype's bisection.
 
