@@ -20,7 +20,7 @@ def makespan(p: Problem):
     while GPUs idle. A second phase (the makespan held) maximizes total normalized throughput
     instead. The prototype's interior-point solver (ECOS) lands inside that optimal face rather
     than at a vertex, which is closer to this than to a vertex. Measured (experiments/README.md,
-    "Makespan"): static 400 jobs, seeds 0-2, makespan 1-2 % and average JCT 12-17 % lower;
+    "Makespan"): static 400 jobs, seeds 0-2, makespan 1-2 % and average JCT 11-17 % lower;
     `makespan_packed` 184.9 h -> 168.7 h (seed 0)."""
     R = require_remaining(p, "makespan")
     active = R > 0
