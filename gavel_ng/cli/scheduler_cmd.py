@@ -74,7 +74,7 @@ def run(args) -> int:
         raise InputError("--port", args.port, "must be a port number")
     service = SchedulerService(config, args.state, port=args.port, bind=args.bind)
     port = service.start()
-    print(f"scheduler listening on {args.bind}:{port}", flush=True)
+    announce(f"scheduler listening on {args.bind}:{port}")
     _stop_on_signals(service.stop_event)
     ledger = WarningLedger(reemit_after=REPEAT_EVERY_S)   # a warning that recurs every round: once an hour
     try:
@@ -87,6 +87,14 @@ def run(args) -> int:
             print("warnings that repeated while the scheduler ran:", *format_warnings(repeated), sep="\n",
                   file=sys.stderr)
     return 0
+
+
+def announce(line: str) -> None:
+    """The line that tells a supervisor (scripts, the tests' loopback cluster) our port, written in
+    one call: print() writes the text and its newline separately, and with unbuffered output (as
+    those supervisors run us) a log line from another thread could land between them."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
 
 
 def _stop_on_signals(event) -> None:

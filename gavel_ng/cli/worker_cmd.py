@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from ..errors import InputError
-from .scheduler_cmd import _stop_on_signals
+from .scheduler_cmd import _stop_on_signals, announce
 
 
 def add_parser(sub) -> None:
@@ -53,7 +53,7 @@ def run(args) -> int:
                           advertise=args.advertise, gpu_ids=gpu_ids, work_dir=args.work_dir,
                           standby=args.standby, labels=args.label)
     daemon.start()
-    print(f"worker {daemon.worker_id} listening on {args.bind}:{daemon.port}", flush=True)
+    announce(f"worker {daemon.worker_id} listening on {args.bind}:{daemon.port}")
     _stop_on_signals(daemon.stop_event)
     try:
         daemon.wait()

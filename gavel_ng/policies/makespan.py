@@ -18,8 +18,8 @@ def makespan(p: Problem):
     Only the job that sets the makespan is pinned by that LP; the simplex returns a vertex that
     holds every other job at just the rate that finishes it by then, in pairs or on slower types
     while GPUs idle. A second phase (the makespan held) maximizes total normalized throughput
-    instead. The prototype's interior-point solver (ECOS) lands inside that optimal face rather
-    than at a vertex, which is closer to this than to a vertex. Measured (experiments/README.md,
+    instead. (The prototype's interior-point solver, ECOS, returns a point inside that optimal
+    face rather than a vertex, so it does not hold every job at the minimum either.) Measured (experiments/README.md,
     "Makespan"): static 400 jobs, seeds 0-2, makespan 1-2 % and average JCT 11-17 % lower;
     `makespan_packed` 184.9 h -> 168.7 h (seed 0)."""
     R = require_remaining(p, "makespan")
