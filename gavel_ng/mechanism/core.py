@@ -15,8 +15,9 @@ from operator import itemgetter
 
 import numpy as np
 
-from .placement import Placer
+from .placement import Placed, Placer
 from .priorities import entry_priorities, per_type_order, priorities, rank_entries
+from .refill import Entries, place_with_refill
 from .selection import backfill, greedy_select
 from .topology import Topology
 
@@ -292,35 +293,61 @@ class RoundMechanism:
             order = per_type_order(self.X, prio, self.received, totals, eligible, types)
         free = list(self._capacity)
         busy: set[int] = set()
-        col_gpus = None if self.col_gpus is None else self.col_gpus.tolist()
         rules = self.placer.rules
-        admit = rules.quota_tally(list(self.topo.worker_types)) if rules is not None and rules.rules.quotas else None
+        admit = self._quota_tally()
+        ent = self._select(order, free, busy, admit, new_jobs)
+        if rules is None:
+            placed = self.placer.place(ent.keys, ent.types, ent.sfs, self._spread(ent.cols))
+        else:   # entries the rules keep off every server wait, and their GPUs go down the order
+            ent, placed = place_with_refill(self.placer, ent, self._spread,
+                                            lambda kept, skip, jobs: self._more(order, kept, skip, jobs, new_jobs))
+            k = [i for i, g in enumerate(placed.gpus) if g is not None]
+            if len(k) < len(ent.keys):
+                ent = ent.subset(k)
+                placed = Placed([placed.gpus[i] for i in k], placed.renewed[k], placed.consolidated[k])
+        return make_plan(ent.keys, ent.rows, ent.types, ent.sfs, placed.gpus, placed.renewed, placed.consolidated,
+                         cols=None if self.col_pool is None else ent.cols)
+
+    def _quota_tally(self):
+        rules = self.placer.rules
+        return rules.quota_tally(list(self.topo.worker_types)) if rules is not None and rules.rules.quotas else None
+
+    def _select(self, order: np.ndarray, free: list[int], busy: set[int], admit, new_jobs: JobView | None) -> Entries:
+        """Greedy selection down `order`, then (when configured) free GPUs to jobs the allocation does
+        not know yet; `free` and `busy` are updated in place."""
+        col_gpus = None if self.col_gpus is None else self.col_gpus.tolist()
         taken = greedy_select(order, self.J, self.rows, self._row_sf_list, free, busy, self._single, self.col_pool,
                               col_gpus, admit)
-        rows, cols = map(list, zip(*taken)) if taken else ([], [])
-        keys = list(map(self.rows.__getitem__, rows))
         pool = self.col_pool
-        types = cols if pool is None else pool[np.asarray(cols, dtype=np.int64)].tolist()
+        rows, cols = map(list, zip(*taken)) if taken else ([], [])
         sfs = list(map(self._row_sf_list.__getitem__, rows)) if col_gpus is None else \
             [self._row_sf_list[r] if not col_gpus[j] else col_gpus[j] for r, j in zip(rows, cols)]
-        if cfg.backfill_new_jobs and new_jobs is not None and new_jobs.jobs and sum(free) > 0:
-            for i, j in backfill(new_jobs.jobs, new_jobs.sfs, new_jobs.throughputs, free, busy, admit):
-                keys.append((new_jobs.jobs[i],))
-                rows.append(-1)
-                types.append(j)
-                if pool is not None:   # else cols is types
-                    cols.append(int(self._home_col[j]))
-                sfs.append(new_jobs.sfs[i])
-        if pool is None:
-            placed = self.placer.place(keys, types, sfs)
-            if self.placer.rules is not None:   # entries the rules keep off every server wait (gavel_ng.rules)
-                return _placed_only(keys, rows, types, sfs, placed)
-            return make_plan(keys, rows, types, sfs, placed.gpus, placed.renewed, placed.consolidated)
-        spread = self.col_spread[np.asarray(cols, dtype=np.int64)].tolist() if cols else []
-        placed = self.placer.place(keys, types, sfs, spread)
-        if self.placer.rules is not None:
-            return _placed_only(keys, rows, types, sfs, placed, cols)
-        return make_plan(keys, rows, types, sfs, placed.gpus, placed.renewed, placed.consolidated, cols=cols)
+        types = list(cols) if pool is None else pool[np.asarray(cols, dtype=np.int64)].tolist()
+        ent = Entries(list(map(self.rows.__getitem__, rows)), rows, cols, types, sfs)
+        if self.cfg.backfill_new_jobs and new_jobs is not None and new_jobs.jobs and sum(free) > 0:
+            for i, t in backfill(new_jobs.jobs, new_jobs.sfs, new_jobs.throughputs, free, busy, admit):
+                ent.add((new_jobs.jobs[i],), -1, t if pool is None else int(self._home_col[t]), t, new_jobs.sfs[i])
+        return ent
+
+    def _more(self, order: np.ndarray, kept: Entries, skip: set[tuple[int, int]], skip_jobs: set[int],
+              new_jobs: JobView | None) -> Entries:
+        """Entries for the GPUs that `kept` leaves, down the same order, without those in `skip`."""
+        free = list(self._capacity)
+        busy = set(skip_jobs)
+        admit = self._quota_tally()
+        for key, t, sf in zip(kept.keys, kept.types, kept.sfs):
+            free[t] -= sf
+            busy.update(key)
+            if admit is not None:
+                admit(key, t, sf)
+        if sum(free) <= 0:
+            return Entries()
+        gone = np.fromiter((r * self.J + j for r, j in skip), dtype=np.int64, count=len(skip))
+        rest = order[~np.isin(order, gone)] if len(gone) else order
+        return self._select(rest, free, busy, admit, new_jobs)
+
+    def _spread(self, cols: list[int]) -> list[bool] | None:
+        return None if self.col_pool is None else self.col_spread[np.asarray(cols, dtype=np.int64)].tolist()
 
     def record(self, plan: RoundPlan, occupied: np.ndarray) -> None:
         """Credit each running (row, type) with the seconds it held its GPUs."""
@@ -342,14 +369,6 @@ class RoundMechanism:
         self.received[r, j] += t
         if self.totals is not None:
             np.add.at(self.totals, j, t)
-
-
-def _placed_only(keys, rows, types, sfs, placed, cols=None) -> RoundPlan:
-    """The plan of the entries that got GPUs."""
-    k = [i for i, g in enumerate(placed.gpus) if g is not None]
-    pick = lambda a: [a[i] for i in k]  # noqa: E731
-    return make_plan(pick(keys), pick(rows), pick(types), pick(sfs), pick(placed.gpus), placed.renewed[k],
-                     placed.consolidated[k], cols=None if cols is None else pick(cols))
 
 
 def make_plan(keys, rows, types, sfs, gpus, renewed, consolidated, share=None, cols=None) -> RoundPlan:

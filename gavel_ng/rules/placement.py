@@ -17,7 +17,8 @@ type on servers that
 
 A lease is renewed when its GPUs still satisfy all that. An entry that no server can take
 does not run this round (the hard rules are never broken; the policy's shares are met over
-the next rounds). Entity quotas are held per round too: the mechanism's selection asks
+the next rounds), and the mechanism gives the GPUs it leaves to the next entries of the round's
+order (gavel_ng.mechanism.refill). Entity quotas are held per round too: the mechanism's selection asks
 `quota_tally` before it takes an entry, so an entry whose entity would hold more GPUs of a type
 than its quota this round waits and the next entries get those GPUs; placement checks again
 (`within_quota`).

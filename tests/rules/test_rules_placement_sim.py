@@ -150,3 +150,21 @@ def test_backfill_respects_quotas():
     view = JobView([0], [1], np.array([[10.0, 4.0]]))         # the new job runs fastest on the V100
     plan = mech.plan(view)
     assert [int(t) for t in plan.types] == [1]               # it gets the P100, not nothing
+
+
+def test_gpus_an_anti_affine_entry_cannot_use_go_to_the_next_entries():
+    """Two 4-GPU jobs that must not share a server are both selected for the one 8-GPU server;
+    placement keeps one of them off it, and the four one-GPU jobs further down the order get the
+    GPUs it leaves instead of those idling for the round."""
+    cluster = Cluster({"v100": 8}, gpus_per_server={"v100": 8})
+    mech = RoundMechanism(Topology.from_cluster(cluster))
+    apart = JobRules(group="multi", anti_affinity=("multi",))
+    mech.placer.rules = ServerRules(ClusterRules(), {0: apart, 1: apart}.get)
+    mech.reset(AllocationRows([(m,) for m in range(6)], np.ones((6, 1)), np.array([4, 4, 1, 1, 1, 1])))
+    for _ in range(4):
+        plan = mech.plan()
+        running = {k[0] for k in plan.keys}
+        assert not {0, 1} <= running                       # the rule holds
+        assert sum(map(len, plan.gpus)) == 8, running      # and no GPU idles for it
+        assert len({g for gp in plan.gpus for g in gp}) == 8
+        mech.record(plan, np.full(plan.num_entries, 360.0))
