@@ -36,7 +36,7 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     from ..protocol.rpc import Security, read_token
-    from ..worker.daemon import WorkerDaemon
+    from ..worker.daemon import WorkerDaemon, check_gpu_ids, machine_gpu_count
 
     gpu_ids = None
     if args.gpu_ids:
@@ -44,6 +44,9 @@ def run(args) -> int:
             gpu_ids = [int(g) for g in args.gpu_ids.split(",")]
         except ValueError:
             raise InputError("--gpu-ids", args.gpu_ids, "must be comma-separated integers") from None
+    if args.gpus < 1:
+        raise InputError("--gpus", args.gpus, "must be >= 1")
+    check_gpu_ids(gpu_ids or list(range(args.gpus)), machine_gpu_count())   # flags first, then the token
     if args.threads_per_gpu is not None:
         if args.threads_per_gpu < 1:
             raise InputError("--threads-per-gpu", args.threads_per_gpu, "must be >= 1")

@@ -51,6 +51,26 @@ class Task:
         return self.req.job_id, self.req.attempt
 
 
+def machine_gpu_count(root: str = "/proc/driver/nvidia/gpus") -> int | None:
+    """How many NVIDIA GPUs the driver lists on this machine; None where there is no driver
+    (a CPU machine, whose "GPUs" are process slots: any ids go)."""
+    try:
+        return sum(1 for _ in Path(root).iterdir())
+    except OSError:
+        return None
+
+
+def check_gpu_ids(ids: list[int], machine: int | None) -> None:
+    """Refuse GPU ids the machine does not have. A rank given such an id sees no GPU and would
+    train on the CPU with gloo while its peers use NCCL, and the job would hang at rendezvous."""
+    bad = [g for g in ids if g < 0 or (machine is not None and g >= machine)]
+    if bad:
+        have = "" if machine is None else f"; this machine has {machine} GPUs (ids 0-{machine - 1})"
+        flag = "--gpu-ids" if ids != list(range(len(ids))) else "--gpus"
+        value = ",".join(map(str, ids)) if flag == "--gpu-ids" else len(ids)
+        raise InputError(flag, value, f"GPU ids {bad} do not exist{have}")
+
+
 class WorkerDaemon:
     def __init__(self, scheduler: str, gpu_type: str, gpus: int, security: Security, bind: str = "0.0.0.0",
                  port: int = 0, advertise: str | None = None, gpu_ids: list[int] | None = None,
@@ -61,6 +81,7 @@ class WorkerDaemon:
         self.gpu_ids = list(gpu_ids) if gpu_ids else list(range(gpus))
         if len(self.gpu_ids) != gpus:
             raise InputError("--gpu-ids", gpu_ids, f"must list {gpus} GPUs")
+        check_gpu_ids(self.gpu_ids, machine_gpu_count())
         self.scheduler, self.gpu_type, self.gpus = scheduler, gpu_type.lower(), gpus
         self.labels = sorted(set(labels or ()))   # this server's labels (gavel_ng.rules), sent at registration
         self.security, self.bind, self.port = security, bind, port
