@@ -83,7 +83,7 @@ def axes_from_args(args) -> tuple[dict[str, list], dict]:
 
 def run(args) -> int:
     from ..sweep import ResultsStore, run_sweep
-    from ..sweep.fingerprint import code_digest, point_digest
+    from ..sweep.fingerprint import point_digests
 
     plugins = load_plugins(args.plugin)
     axes, base = axes_from_args(args)
@@ -92,8 +92,7 @@ def run(args) -> int:
         get_policy(name)   # an unknown name (a forgotten --plugin?) fails before any point runs
     store = ResultsStore(args.results)
     if args.dry_run:
-        code = code_digest(plugins)
-        done, stale = store.done_and_stale({p.point_id: point_digest(p, code) for p in points})
+        done, stale = store.done_and_stale(point_digests(points, plugins))
         for p in points:
             state = "done" if p.point_id in done else "stale" if p.point_id in stale else "todo"
             print(f"{state:5s}  {p.point_id}  {p.describe()}")

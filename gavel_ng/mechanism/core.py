@@ -15,7 +15,7 @@ from operator import itemgetter
 
 import numpy as np
 
-from .placement import Placed, Placer
+from .placement import Placer
 from .priorities import entry_priorities, per_type_order, priorities, rank_entries
 from .refill import Entries, place_with_refill
 from .selection import backfill, greedy_select
@@ -301,10 +301,6 @@ class RoundMechanism:
         else:   # entries the rules keep off every server wait, and their GPUs go down the order
             ent, placed = place_with_refill(self.placer, ent, self._spread,
                                             lambda kept, skip, jobs: self._more(order, kept, skip, jobs, new_jobs))
-            k = [i for i, g in enumerate(placed.gpus) if g is not None]
-            if len(k) < len(ent.keys):
-                ent = ent.subset(k)
-                placed = Placed([placed.gpus[i] for i in k], placed.renewed[k], placed.consolidated[k])
         return make_plan(ent.keys, ent.rows, ent.types, ent.sfs, placed.gpus, placed.renewed, placed.consolidated,
                          cols=None if self.col_pool is None else ent.cols)
 

@@ -52,7 +52,7 @@ def place_with_refill(placer: Placer, ent: Entries, spread: Callable[[list[int]]
     """Place `ent`; while entries were left out and `more(kept, skip, skip_jobs)` finds others
     for the GPUs the kept ones leave (never an entry in `skip`, (row, col) pairs left out
     before, nor a backfilled job in `skip_jobs`), place the kept and the new entries again.
-    Returns the entries and their placement (None GPUs: waits this round)."""
+    Returns the entries that got GPUs and their placement (the others wait this round)."""
     before = dict(placer.last)
     placed = placer.place(ent.keys, ent.types, ent.sfs, spread(ent.cols))
     skip: set[tuple[int, int]] = set()
@@ -78,7 +78,10 @@ def place_with_refill(placer: Placer, ent: Entries, spread: Callable[[list[int]]
             placer.last = after
             break
         ent, placed = trial_ent, trial
-    return ent, placed
+    k = [i for i, g in enumerate(placed.gpus) if g is not None]
+    if len(k) == len(ent.keys):
+        return ent, placed
+    return ent.subset(k), Placed([placed.gpus[i] for i in k], placed.renewed[k], placed.consolidated[k])
 
 
 def _gpus(placed: Placed) -> int:

@@ -66,6 +66,12 @@ def point_digest(point: SweepPoint, code: str) -> str:
     return h.hexdigest()[:LENGTH]
 
 
+def point_digests(points: Iterable[SweepPoint], plugins: Iterable[Plugin] = ()) -> dict[str, str]:
+    """Point id -> the digest its row would be computed with now."""
+    code = code_digest(plugins)
+    return {p.point_id: point_digest(p, code) for p in points}
+
+
 def code_digest(plugins: Iterable[Plugin] = ()) -> str:
     plugins = tuple(plugins)
     return package_digest() + ("+" + plugins_digest(plugins) if plugins else "")

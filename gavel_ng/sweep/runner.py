@@ -21,7 +21,7 @@ from ..errors import InputError
 from ..policies.plugins import load_plugins
 from ..profiles.table_io import resolve_table
 from ..throughputs import ThroughputTable
-from .fingerprint import code_digest, point_digest
+from .fingerprint import code_digest, point_digests
 from .grid import SweepPoint
 from .point import PointResult, run_point
 from .store import ResultsStore
@@ -55,12 +55,11 @@ def run_sweep(points: list[SweepPoint], store: ResultsStore, backend: str = "loc
     again, unless `keep_stale`."""
     start = time.perf_counter()
     plugins = tuple(load_plugins(plugins))
-    code = code_digest(plugins)
-    digests = {p.point_id: point_digest(p, code) for p in points}
+    digests = point_digests(points, plugins)
     done, stale = store.done_and_stale(digests)
     if stale:
         log.warning("%d of %d finished points were computed by other code or input files than now (gavel_ng "
-                    "digest %s): %s", len(stale), len(done) + len(stale), code,
+                    "digest %s): %s", len(stale), len(done) + len(stale), code_digest(plugins),
                     "kept as they are (keep_stale)" if keep_stale else "running them again (keep_stale reuses them)")
     if keep_stale:
         done |= stale
