@@ -44,6 +44,7 @@ def run(args) -> int:
     from ..policies.plugins import load_plugins
     from ..runtime.config import RUNTIME_ELASTIC, ClusterConfig
     from ..runtime.service import SchedulerService
+    from ..runtime.store import StoreError
 
     config = ClusterConfig.load(args.cluster_config)
     changes = {}
@@ -72,7 +73,11 @@ def run(args) -> int:
         raise InputError("--policy", config.policy, str(exc)) from None
     if not 0 <= args.port < 65536:
         raise InputError("--port", args.port, "must be a port number")
-    service = SchedulerService(config, args.state, port=args.port, bind=args.bind)
+    try:
+        service = SchedulerService(config, args.state, port=args.port, bind=args.bind)
+    except (StoreError, OSError) as exc:      # e.g. a full disk at start: one line, exit 2
+        reason = exc.reason if isinstance(exc, StoreError) else f"{exc.strerror or exc} ({exc.filename or ''})"
+        raise InputError("--state", args.state, f"cannot write the state directory: {reason}") from None
     port = service.start()
     announce(f"scheduler listening on {args.bind}:{port}")
     _stop_on_signals(service.stop_event)

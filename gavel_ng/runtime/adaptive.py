@@ -70,19 +70,21 @@ class AdaptiveReport:
 
 def record_report(store: Store, job: JobState, report: AdaptiveReport) -> None:
     """Keep a job's latest report (lock held)."""
-    job.report = report
     store.save_adaptive(job.job_id, report.to_dict(), job.resizes, job.last_config)
+    job.report = report
 
 
 def note_launch(store: Store, job: JobState, worker_type: str, gpus: int, round_no: int) -> None:
     """An adaptive job launches on (worker_type, gpus): a resize when that is not where it last ran (lock held)."""
     config = (worker_type, int(gpus))
-    if job.last_config is not None and job.last_config != config:
-        job.resizes += 1
-        store.event("resize", job_id=job.job_id, round_no=round_no, steps=job.steps_done,
-                    before=list(job.last_config), after=list(config), resizes=job.resizes)
-    job.last_config = config
-    store.save_adaptive(job.job_id, job.report.to_dict() if job.report is not None else None, job.resizes, config)
+    resized = job.last_config is not None and job.last_config != config
+    resizes = job.resizes + int(resized)
+    with store.transaction():
+        if resized:
+            store.event("resize", job_id=job.job_id, round_no=round_no, steps=job.steps_done,
+                        before=list(job.last_config), after=list(config), resizes=resizes)
+        store.save_adaptive(job.job_id, job.report.to_dict() if job.report is not None else None, resizes, config)
+    job.resizes, job.last_config = resizes, config
 
 
 def restore_adaptive(store: Store, jobs: dict[int, JobState]) -> None:

@@ -37,6 +37,7 @@ from ..protocol.rpc import job_token
 from .adaptive import AdaptiveReport, note_launch
 from .jobs import FINISHED, Attempt, DoneReport, JobState
 from .state import ClusterState
+from .store import StoreError
 from .workers import Kill, WorkerState
 
 log = logging.getLogger(__name__)
@@ -133,16 +134,18 @@ class DeployExecutor:
         with st.cv:
             now = time.time()
             on_grid = self.round_end is not None and now - self.round_end < 0.5 * self.L
-            self.round_start = self.round_end if on_grid else now
-            self.round_end = self.round_start + self.L
-            st.round_no += 1
-            self.current, self.next = desired, None
+            start = self.round_end if on_grid else now
+            round_no = st.round_no + 1
             kept = [m for m, a in desired.items() if (live := st.jobs[m].live) is not None
-                    and tuple(live.placement) == a.placement and live.lease_end >= self.round_end - 1e-6]
-            st.store.set_meta("round", st.round_no)
-            st.store.event("round", round_no=st.round_no, start=self.round_start, kept=kept,
-                           plan={str(m): [a.worker_type, [list(p) for p in a.placement], a.partner]
-                                 for m, a in desired.items()})
+                    and tuple(live.placement) == a.placement and live.lease_end >= start + self.L - 1e-6]
+            with st.store.transaction():         # recorded first: a failed write starts no round
+                st.store.set_meta("round", round_no)
+                st.store.event("round", round_no=round_no, start=start, kept=kept,
+                               plan={str(m): [a.worker_type, [list(p) for p in a.placement], a.partner]
+                                     for m, a in desired.items()})
+            self.round_start, self.round_end = start, start + self.L
+            st.round_no = round_no
+            self.current, self.next = desired, None
             st.cv.notify_all()
 
     def _occupied(self, plan: RoundPlan) -> np.ndarray:
@@ -168,7 +171,10 @@ class DeployExecutor:
             now = time.time()
             if now >= t:
                 return
-            kills = st.check_workers()
+            try:
+                kills = st.check_workers()
+            except StoreError:                # retried next tick; the store said why
+                kills = []
             with st.cv:
                 if st.topology_version != self._version:
                     self._version = st.topology_version
@@ -205,7 +211,10 @@ class DeployExecutor:
                 continue
             if self.round_end - now < 0.25 * self.L and not self._keeps(m, a):
                 continue                      # not worth a start-up for a sliver of a round
-            out.append((job, self._new_attempt(job, a, now)))
+            try:
+                out.append((job, self._new_attempt(job, a, now)))
+            except StoreError:                # disk full: launch nothing more until it can be recorded
+                break
             for p in a.placement:
                 held.setdefault(p, set()).add(m)
         return out
@@ -220,21 +229,25 @@ class DeployExecutor:
 
     def _new_attempt(self, job: JobState, a: Assignment, now: float) -> Attempt:
         st = self.state
-        job.attempts += 1
-        att = Attempt(job.job_id, job.attempts, list(a.placement), a.worker_type, a.consolidated, now,
+        att = Attempt(job.job_id, job.attempts + 1, list(a.placement), a.worker_type, a.consolidated, now,
                       self.round_end, job.steps_done, partner=a.partner)
+        with st.store.transaction():           # recorded first: a launch the store refused never happens
+            st.store.add_attempt(job.job_id, att.attempt, att.placement, a.worker_type, now, job.steps_done)
+            st.store.update_job(job.job_id, status="running", attempts=att.attempt)
+            st.store.set_meta("launches", st.stats["launches"] + 1)
+            st.store.event("launch", job_id=job.job_id, round_no=st.round_no, attempt=att.attempt,
+                           worker_type=a.worker_type, placement=[list(p) for p in a.placement],
+                           steps=job.steps_done, partner=a.partner)
+        job.attempts = att.attempt
         job.live = att
         st.attempt_started(att)
         job.status = "running"
         st.stats["launches"] += 1
-        st.store.add_attempt(job.job_id, att.attempt, att.placement, a.worker_type, now, job.steps_done)
         if job.spec.adaptive is not None:
-            note_launch(st.store, job, a.worker_type, len(a.placement), st.round_no)
-        st.store.update_job(job.job_id, status="running", attempts=job.attempts)
-        st.store.set_meta("launches", st.stats["launches"])
-        st.store.event("launch", job_id=job.job_id, round_no=st.round_no, attempt=att.attempt,
-                       worker_type=a.worker_type, placement=[list(p) for p in a.placement], steps=job.steps_done,
-                       partner=a.partner)
+            try:
+                note_launch(st.store, job, a.worker_type, len(a.placement), st.round_no)
+            except StoreError:
+                pass                            # a resize count; the launch itself is recorded
         return att
 
     def _launch(self, job: JobState, att: Attempt) -> None:
@@ -296,8 +309,8 @@ class DeployExecutor:
             if stale is not None:
                 return stale
             if checkpoint_step > job.steps_done:     # the checkpoint is the truth about progress
+                st.store.update_job(job.job_id, steps_done=int(checkpoint_step))
                 job.steps_done = int(checkpoint_step)
-                st.store.update_job(job.job_id, steps_done=job.steps_done)
             att.steps_start = int(checkpoint_step)
             job.steps_live = max(job.steps_live, att.steps_start)
             if self.renewals and att.lease_end - time.time() <= self.renew_margin:
@@ -335,13 +348,15 @@ class DeployExecutor:
         a = target.get(job.job_id)
         if a is None or a.placement != tuple(att.placement) or job.status in FINISHED:
             return self._lease(job, att, False, final=True)
+        with st.store.transaction():           # recorded first: a renewal the store refused is not granted
+            st.store.update_job(job.job_id, renewals=job.renewals + 1)
+            st.store.set_meta("renewals", st.stats["renewals"] + 1)
+            st.store.event("renew", job_id=job.job_id, round_no=st.round_no, attempt=att.attempt,
+                           steps=job.steps_live)
         att.lease_end = self.round_end + self.L if target is self.next else self.round_end
         att.renewals += 1
         job.renewals += 1
         st.stats["renewals"] += 1
-        st.store.update_job(job.job_id, renewals=job.renewals)
-        st.store.set_meta("renewals", st.stats["renewals"])
-        st.store.event("renew", job_id=job.job_id, round_no=st.round_no, attempt=att.attempt, steps=job.steps_live)
         return self._lease(job, att, True)
 
     def _target(self, att: Attempt) -> dict[int, Assignment] | None:

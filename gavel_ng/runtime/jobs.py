@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..protocol.jobspec import JobSpec
-from .store import Store
+from .store import Store, StoreError
 
 log = logging.getLogger(__name__)
 FINISHED = ("done", "cancelled", "failed")
@@ -136,20 +136,31 @@ class JobBook:
 
     # ----- jobs ---------------------------------------------------------------------------
     def add(self, specs: list[JobSpec], now: float) -> list[int]:
-        ids = self.store.add_jobs(specs, now)
+        with self.store.transaction():       # the jobs and their events, all or nothing
+            ids = self.store.add_jobs(specs, now)
+            for i, spec in zip(ids, specs):
+                self.store.event("submit", job_id=i, job_type=spec.job_type, steps=spec.steps,
+                                 scale_factor=spec.scale_factor)
         for i, spec in zip(ids, specs):
             self.jobs[i] = JobState(i, spec, now)
             self.measurements.add_job(self.jobs[i])
-            self.store.event("submit", job_id=i, job_type=spec.job_type, steps=spec.steps,
-                             scale_factor=spec.scale_factor)
         return ids
 
-    def finish(self, job: JobState, status: str) -> None:
-        job.status = status
+    def finish(self, job: JobState, status: str, steps_done: int | None = None) -> None:
+        """Recorded first (StoreError: nothing changed), then `job` ends with `status`."""
+        steps = job.steps_done if steps_done is None else steps_done
+        now = time.time()
+        with self.store.transaction():
+            self._record_finish(job, status, steps, now)
+        self._apply_finish(job, status, steps, now)
+
+    def _record_finish(self, job: JobState, status: str, steps: int, now: float) -> None:
+        self.store.update_job(job.job_id, status=status, finished=now, steps_done=steps)
+        self.store.event(status if status != "done" else "finish", job_id=job.job_id, steps=steps)
+
+    def _apply_finish(self, job: JobState, status: str, steps: int, now: float) -> None:
+        job.status, job.finished, job.steps_done = status, now, steps
         self.measurements.remove_job(job)
-        job.finished = time.time()
-        self.store.update_job(job.job_id, status=status, finished=job.finished, steps_done=job.steps_done)
-        self.store.event(status if status != "done" else "finish", job_id=job.job_id, steps=job.steps_done)
         self.finished.append(job.job_id)
         self.cv.notify_all()
 
@@ -173,62 +184,78 @@ class JobBook:
 
     def _stale_report(self, job: JobState, rep: DoneReport) -> None:
         """An attempt already written off (worker declared lost, scheduler restarted): keep its progress."""
-        if rep.steps > job.steps_done:
-            job.steps_done = int(rep.steps)
-            self.store.update_job(job.job_id, steps_done=job.steps_done)
-        self.store.end_attempt(rep.job_id, rep.attempt, "late", time.time(), rep.steps, rep.steps_run,
-                               rep.compute_seconds, rep.wall_seconds)
+        steps = max(int(rep.steps), job.steps_done)
+        with self.store.transaction():
+            self.store.update_job(job.job_id, steps_done=steps)
+            self.store.end_attempt(rep.job_id, rep.attempt, "late", time.time(), rep.steps, rep.steps_run,
+                                   rep.compute_seconds, rep.wall_seconds)
+        job.steps_done = steps
         if rep.done and job.status not in FINISHED and job.live is None:
             self.finish(job, "done")
 
     def _end_attempt(self, job: JobState, att: Attempt) -> None:
+        """Recorded in one transaction first; a StoreError leaves the attempt live, and the
+        worker, told UNAVAILABLE, sends its report again."""
         reps = list(att.reports.values())
         steps = max([int(r.steps) for r in reps] + [job.steps_done])
         done = any(r.done for r in reps) and steps >= job.spec.steps
         crashed = any(r.exit_code != 0 and r.reason in ("exited", "launch-failed") for r in reps)
         lead = max(reps, key=lambda r: r.steps_run) if reps else None
+        status = "crashed" if crashed else "done" if done else "ended"
+        round_no = self.current_round()
+        was_finished = job.status in FINISHED
+        failures, ends = job.failures, None
+        if not was_finished and done:
+            ends = "done"
+        elif not was_finished and crashed:
+            failures += 1
+            ends = "failed" if failures >= self.max_failures else None
+        elif not was_finished:
+            failures = 0
+        now = time.time()
+        with self.store.transaction():
+            self.store.end_attempt(job.job_id, att.attempt, status, now, steps,
+                                   int(lead.steps_run) if lead else None,
+                                   float(lead.compute_seconds) if lead else None,
+                                   max((r.wall_seconds for r in reps), default=None), att.renewals)
+            self.store.event("end", job_id=job.job_id, attempt=att.attempt, status=status, steps=steps,
+                             reason=",".join(sorted({r.reason for r in reps})), round=round_no,
+                             exit_codes=[int(r.exit_code) for r in reps],
+                             steps_run=int(lead.steps_run) if lead else 0,
+                             compute_seconds=float(lead.compute_seconds) if lead else 0.0,
+                             wall_seconds=max((r.wall_seconds for r in reps), default=0.0))
+            self.store.update_job(job.job_id, status=job.status if was_finished else "queued", steps_done=steps,
+                                  failures=failures)
+            if ends is not None:
+                self._record_finish(job, ends, steps, now)
         if lead is not None and not crashed:
-            self.measurements.measure(job, att, int(lead.steps_run), float(lead.compute_seconds))
+            try:
+                self.measurements.measure(job, att, int(lead.steps_run), float(lead.compute_seconds))
+            except StoreError:
+                pass                                  # one measurement lost; the store said why
+        if ends is not None:
+            self._apply_finish(job, ends, steps, now)
         job.steps_done = steps
         job.steps_live = max(job.steps_live, steps)
         self.measurements.attempt_gone(att)
         job.live = None
-        status = "crashed" if crashed else "done" if done else "ended"
-        round_no = self.current_round()
-        self.store.end_attempt(job.job_id, att.attempt, status, time.time(), steps,
-                               int(lead.steps_run) if lead else None, float(lead.compute_seconds) if lead else None,
-                               max((r.wall_seconds for r in reps), default=None), att.renewals)
-        self.store.event("end", job_id=job.job_id, attempt=att.attempt, status=status, steps=steps,
-                         reason=",".join(sorted({r.reason for r in reps})), round=round_no,
-                         exit_codes=[int(r.exit_code) for r in reps],
-                         steps_run=int(lead.steps_run) if lead else 0,
-                         compute_seconds=float(lead.compute_seconds) if lead else 0.0,
-                         wall_seconds=max((r.wall_seconds for r in reps), default=0.0))
-        if job.status in FINISHED:
-            pass
-        elif done:
-            self.finish(job, "done")
-        elif crashed:
-            job.failures += 1
+        job.failures = failures
+        if crashed and not was_finished and not done:
             job.blocked_round = round_no
             log.warning("job %d attempt %d crashed (%d of %d allowed failures)", job.job_id, att.attempt,
                         job.failures, self.max_failures, extra={"jobs": [job.job_id]})
-            if job.failures >= self.max_failures:
-                self.finish(job, "failed")
-        else:
-            job.failures = 0
         if job.status not in FINISHED:
             job.status = "queued"
-        self.store.update_job(job.job_id, status=job.status, steps_done=job.steps_done, failures=job.failures)
         self.cv.notify_all()
 
     def lose(self, att: Attempt, reason: str) -> None:
         """The attempt is gone without its reports (worker lost, nobody claimed it after a restart)."""
         job = self.jobs[att.job_id]
+        with self.store.transaction():          # recorded first: StoreError leaves the attempt live
+            self.store.end_attempt(att.job_id, att.attempt, "lost", time.time(), job.steps_done)
+            self.store.event("lost", job_id=att.job_id, attempt=att.attempt, reason=reason, steps=job.steps_done)
         self.measurements.attempt_gone(att)
         job.live = None
         if job.status not in FINISHED:
             job.status = "queued"
-        self.store.end_attempt(att.job_id, att.attempt, "lost", time.time(), job.steps_done)
-        self.store.event("lost", job_id=att.job_id, attempt=att.attempt, reason=reason, steps=job.steps_done)
         self.cv.notify_all()

@@ -20,7 +20,7 @@ import numpy as np
 from ..mechanism import AllocationRows, JobView, Ledger, MechanismConfig, RoundMechanism, RoundPlan, make_plan
 from .jobs import FINISHED
 from .state import ClusterState
-from .store import AllocationRecord, LedgerRecord
+from .store import AllocationRecord, LedgerRecord, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -104,16 +104,22 @@ class DynamicPlanner:
     def _save_ledger(self) -> None:
         st = self.state
         led = self.mech.ledger()
-        st.store.save_ledger(LedgerRecord(
-            round=st.round_no, columns=list(st.worker_types), rows=[list(r) for r in led.rows],
-            received=led.received.tolist(), totals=None if led.totals is None else led.totals.tolist(),
-            elapsed=led.elapsed))
+        try:
+            st.store.save_ledger(LedgerRecord(
+                round=st.round_no, columns=list(st.worker_types), rows=[list(r) for r in led.rows],
+                received=led.received.tolist(), totals=None if led.totals is None else led.totals.tolist(),
+                elapsed=led.elapsed))
+        except StoreError:     # the mechanism's memory; kept in memory, saved again next round
+            pass
 
     def _save_allocation(self, alloc: AllocationRows) -> None:
         """The allocation in force, for status: in the state and in the store."""
         st = self.state
         X = np.asarray(alloc.X, dtype=float).reshape(len(alloc.rows), len(st.worker_types))
         st.allocation = ([tuple(int(m) for m in r) for r in alloc.rows], X)
-        st.store.save_allocation(AllocationRecord(
-            round=st.round_no, worker_types=list(st.worker_types), rows=[[int(m) for m in r] for r in alloc.rows],
-            shares=X.tolist()))
+        try:
+            st.store.save_allocation(AllocationRecord(
+                round=st.round_no, worker_types=list(st.worker_types),
+                rows=[[int(m) for m in r] for r in alloc.rows], shares=X.tolist()))
+        except StoreError:     # shown by `status --state` only; saved again with the next allocation
+            pass

@@ -40,7 +40,7 @@ from .jobs import FINISHED, AttemptRef, DoneReport, JobState
 from .measured import MeasuredTable
 from .planner import DynamicPlanner
 from .state import ClusterState, Registration
-from .store import ClusterInfo, Store
+from .store import ClusterInfo, Store, StoreError
 
 log = logging.getLogger(__name__)
 TOKEN_FILE = "token"
@@ -57,6 +57,8 @@ def _rpc(method):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         except KeyError as exc:
             context.abort(grpc.StatusCode.NOT_FOUND, f"unknown job {exc.args[0]}")
+        except StoreError as exc:       # disk full, I/O error: nothing changed, the caller may retry
+            context.abort(grpc.StatusCode.UNAVAILABLE, f"{exc}; nothing was changed, try again later")
 
     return wrapper
 
@@ -270,8 +272,11 @@ class SchedulerService:
         return path.read_text().strip()
 
     def _solved(self, jobs: list[int], capacity, alloc, seconds: float) -> None:
-        self.store.event("solve", round_no=self.state.round_no, jobs=len(jobs), seconds=round(seconds, 4),
-                         capacity=capacity.tolist(), pairs=sum(len(r) == 2 for r in alloc.rows))
+        try:
+            self.store.event("solve", round_no=self.state.round_no, jobs=len(jobs), seconds=round(seconds, 4),
+                             capacity=capacity.tolist(), pairs=sum(len(r) == 2 for r in alloc.rows))
+        except StoreError:
+            pass                           # a record for people only; the store said why once
 
     def _topology_changed(self) -> None:
         if self.loop is not None:
@@ -295,6 +300,8 @@ class SchedulerService:
         while not self.stop_event.is_set():
             try:
                 self.loop.step()
+            except StoreError:             # the store logged it once; the round is tried again
+                self.stop_event.wait(1.0)
             except Exception:              # a bad round must not end the service
                 log.exception("round failed")
                 self.stop_event.wait(1.0)

@@ -192,9 +192,13 @@ class ClusterState:
             grace_over = time.monotonic() - self.started > 2 * self.config.worker_timeout
             for job in self.jobs.values():
                 att = job.live
-                if att is not None and att.restored and grace_over and not any(
-                        self.registry.is_alive(x) for x in att.workers):
+                if att is None:
+                    continue
+                if att.restored and grace_over and not any(self.registry.is_alive(x) for x in att.workers):
                     self.book.lose(att, "no worker claimed it after the restart")
+                elif not att.restored and any(not self.registry.is_alive(x) and x not in att.reports
+                                              for x in att.workers):
+                    self.book.lose(att, "its worker is gone")   # left live by a write that failed
         return kills
 
     def worker_lost(self, w: WorkerState, reason: str) -> list[Kill]:

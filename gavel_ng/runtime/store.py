@@ -2,15 +2,20 @@
 
 Jobs, attempts (one launch of a job), workers, measured throughputs, events and a few
 counters, plus the mechanism's ledger and the last allocation (JSON under meta keys).
-Every change is committed when it happens (WAL, autocommit), so a scheduler killed at
-any moment restarts from what it last decided; readers (tests, tools, `gavel-ng status
+Every change is committed when it happens (WAL, autocommit; `transaction()` groups the
+writes of one decision), so a scheduler killed at any moment restarts from what it last
+decided. A write that fails (disk full, I/O error) raises `StoreError` with SQLite's own
+reason, after rolling back what the failed transaction wrote: callers change their
+in-memory state only after the write returned. Readers (tests, tools, `gavel-ng status
 --state`) may open the file while the scheduler runs: `StateReader` reads it read-only.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
+import math
 import sqlite3
 import threading
 import time
@@ -26,6 +31,7 @@ DB_NAME = "gavel.sqlite"
 LEDGER_KEY = "ledger"
 ALLOCATION_KEY = "allocation"
 CLUSTER_KEY = "cluster"
+SAY_AGAIN_AFTER = 60.0      # seconds: a store failing again within this is not said again
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
     job_id INTEGER PRIMARY KEY, spec TEXT NOT NULL, status TEXT NOT NULL, steps_done INTEGER NOT NULL,
@@ -219,26 +225,113 @@ class _Reads:
         return data if isinstance(data, dict) else None
 
 
+class StoreError(RuntimeError):
+    """A write the state store could not make (disk full, I/O error, read-only file system).
+    Nothing of the failed transaction was kept; `full` says whether space ran out."""
+
+    def __init__(self, path: Path, exc: BaseException):
+        code = getattr(exc, "sqlite_errorcode", None)
+        self.full = code == sqlite3.SQLITE_FULL or (isinstance(exc, OSError) and exc.errno == errno.ENOSPC)
+        self.reason = str(exc.strerror if isinstance(exc, OSError) and exc.strerror else exc)
+        super().__init__(f"state store {path}: {self.reason}")
+
+
 class Store(_Reads):
-    """Thread-safe: one connection, one lock; every method is a short transaction."""
+    """Thread-safe: one connection, one (re-entrant) lock; every method is a short transaction,
+    or part of the caller's `transaction()`."""
 
     def __init__(self, state_dir: str | Path):
         self.dir = Path(state_dir)
-        self.dir.mkdir(parents=True, exist_ok=True)
         self.path = self.dir / DB_NAME
-        self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(SCHEMA)
+        self._lock = threading.RLock()
+        self._depth = 0                       # nesting of transaction()
+        self._failing: tuple[float, int, bool] | None = None   # (since, refused writes, said) while failing
+        self._said = -math.inf                # when a failure was last said in the log
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(SCHEMA)
+        except (sqlite3.Error, OSError) as exc:
+            raise StoreError(self.path, exc) from None
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
 
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """The writes inside happen all or not at all; a failure raises StoreError after the
+        rollback (SQLite may already have rolled back by itself: then there is nothing to undo)."""
+        with self._lock:
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield
+                finally:
+                    self._depth -= 1
+                return
+            self._depth = 1
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                yield
+                self._db.execute("COMMIT")
+            except (sqlite3.Error, StoreError) as exc:
+                self._rollback()
+                raise self._failed(exc) from None
+            except BaseException:
+                self._rollback()
+                raise
+            finally:
+                self._depth = 0
+            self._succeeded()
+
+    def _rollback(self) -> None:
+        if not self._db.in_transaction:
+            return
+        try:
+            self._db.execute("ROLLBACK")
+        except sqlite3.Error as exc:      # the real error is the one being raised
+            log.warning("state store %s: rollback failed (%s)", self.path, exc)
+
     def _exec(self, sql: str, args: tuple = ()) -> sqlite3.Cursor:
         with self._lock:
-            return self._db.execute(sql, args)
+            try:
+                cur = self._db.execute(sql, args)
+            except sqlite3.Error as exc:
+                raise (self._failed(exc) if not self._depth else StoreError(self.path, exc)) from None
+            if not self._depth:
+                self._succeeded()
+            return cur
+
+    def _failed(self, exc: BaseException) -> StoreError:
+        """The error to raise; said in the log once per outage (lock held)."""
+        err = exc if isinstance(exc, StoreError) else StoreError(self.path, exc)
+        now = time.monotonic()
+        if self._failing is None:
+            said = now - self._said > SAY_AGAIN_AFTER     # a store that flaps is not said every time
+            if said:
+                log.error("%s: scheduling decisions wait until it can be written again; status is still served",
+                          err)
+                self._said = now
+            self._failing = (now, 0, said)
+        since, n, said = self._failing
+        self._failing = (since, n + 1, said)
+        return err
+
+    def _succeeded(self) -> None:
+        if self._failing is not None:
+            since, n, said = self._failing
+            self._failing = None
+            if said:
+                log.warning("state store %s writable again after %.1fs (%d writes refused meanwhile)", self.path,
+                            time.monotonic() - since, n)
+
+    @property
+    def failing(self) -> bool:
+        """True while the last write failed (disk full, I/O error)."""
+        return self._failing is not None
 
     def _all(self, sql: str, args: tuple = ()) -> list[tuple]:
         with self._lock:
@@ -248,18 +341,11 @@ class Store(_Reads):
     def add_jobs(self, specs: list[JobSpec], submitted: float) -> list[int]:
         """Insert in one transaction so a batch is all-or-nothing."""
         ids = []
-        with self._lock:
-            self._db.execute("BEGIN")
-            try:
-                for spec in specs:
-                    cur = self._db.execute(
-                        "INSERT INTO jobs (spec, status, steps_done, submitted) VALUES (?, 'queued', 0, ?)",
-                        (json.dumps(spec.to_dict()), submitted))
-                    ids.append(int(cur.lastrowid))
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+        with self.transaction():
+            for spec in specs:
+                cur = self._exec("INSERT INTO jobs (spec, status, steps_done, submitted) VALUES (?, 'queued', 0, ?)",
+                                 (json.dumps(spec.to_dict()), submitted))
+                ids.append(int(cur.lastrowid))
         return ids
 
     def update_job(self, job_id: int, **cols) -> None:

@@ -51,17 +51,19 @@ class WorkerRegistry:
         """A worker registers: new, back after it was declared dead, or at a new address (then
         `connect(address)` gives the (channel, stub) to reach it); otherwise it is only seen."""
         w = self.workers.get(worker_id)
-        if w is None or not w.alive or w.address != address or w.labels != labels:
+        new = w is None or not w.alive or w.address != address or w.labels != labels
+        with self.store.transaction():       # recorded first: StoreError changes nothing here
+            if new:
+                self.store.event("worker_up", worker_id=worker_id, address=address, gpu_type=gpu_type, gpus=gpus)
+            self.store.upsert_worker(worker_id, address, gpu_type, gpus, time.time(), True)
+        if new:
             order = w.order if w is not None else len(self.workers)
             channel, stub = connect(address)
             w = WorkerState(worker_id, address, gpu_type, gpus, order, time.monotonic(), stub=stub, channel=channel,
                             labels=frozenset(labels))
             self.workers[worker_id] = w
             self.version += 1
-            self.store.event("worker_up", worker_id=w.worker_id, address=w.address, gpu_type=w.gpu_type,
-                             gpus=w.gpus)
         w.last_seen = time.monotonic()
-        self.store.upsert_worker(w.worker_id, w.address, w.gpu_type, w.gpus, time.time(), True)
         return w
 
     def live(self, worker_id: str) -> WorkerState | None:
@@ -75,10 +77,11 @@ class WorkerRegistry:
         """Declare a worker dead; False if it already was."""
         if not w.alive:
             return False
+        with self.store.transaction():       # recorded first: StoreError leaves it alive, to retry
+            self.store.set_worker_alive(w.worker_id, False, time.time())
+            self.store.event("worker_down", worker_id=w.worker_id, reason=reason)
         w.alive = False
         self.version += 1
-        self.store.set_worker_alive(w.worker_id, False, time.time())
-        self.store.event("worker_down", worker_id=w.worker_id, reason=reason)
         return True
 
     def overdue(self, timeout: float) -> list[WorkerState]:
