@@ -129,6 +129,7 @@ class PolicyAllocator:
         self.entities = dict(entities or {})  # the hierarchical policy's entities, by name
         self.on_solve = on_solve
         self.warnings = 0                     # solves that came back with warnings (e.g. a solver fallback)
+        self.failures = 0                     # solves that raised: an equal-share allocation was used instead
         # warm max-min LP only for single-job rows on plain columns, with fixed capacity and throughputs
         self.session = PolicySession(name, self.column_capacity(), warm=warm and not live and not self.packed
                                      and not placement_sensitive and throughputs.fixed)
@@ -177,13 +178,19 @@ class PolicyAllocator:
         if not ids:
             return AllocationRows([], np.zeros((0, len(self.columns))), np.zeros(0))
         start = time.perf_counter()
-        problem = SchedulingProblem.build(
-            [str(m) for m in ids], self.columns, cap, T, scale_factors=data.scale_factors, weights=data.weights,
-            steps_remaining=data.steps_remaining, steps_total=data.steps_total,
-            time_since_arrival=np.maximum(0.0, now - data.arrival), slo_s=data.slo_s, prices=self.prices,
-            pairs=pairs, pools=self.pools, limits=limits, entities=entities, entity_specs=self.entities,
-            soft_preferences=preferences)
-        sol = self.session.solve(problem)
+        try:
+            problem = SchedulingProblem.build(
+                [str(m) for m in ids], self.columns, cap, T, scale_factors=data.scale_factors, weights=data.weights,
+                steps_remaining=data.steps_remaining, steps_total=data.steps_total,
+                time_since_arrival=np.maximum(0.0, now - data.arrival), slo_s=data.slo_s, prices=self.prices,
+                pairs=pairs, pools=self.pools, limits=limits, entities=entities, entity_specs=self.entities,
+                soft_preferences=preferences)
+            sol = self.session.solve(problem)
+        except Exception as exc:    # a bad input or a solver fault must not stop every later round
+            return self._fallback(ids, data.scale_factors, T, cap, exc)
+        if self.failures:
+            log.info("policy %s solves again after %d failed solves", self.spec.name, self.failures)
+            self.failures = 0
         if sol.warnings:   # each already logged where it arose (repeats collapsed, see gavel_ng.logs)
             self.warnings += 1
             log.debug("solve at t=%.0f: %s", now, "; ".join(sol.warnings))
@@ -194,3 +201,21 @@ class PolicyAllocator:
         if self.on_solve is not None:
             self.on_solve(ids, cap, out, time.perf_counter() - start)
         return out
+
+    def _fallback(self, ids: list[int], sf: np.ndarray, T: np.ndarray, cap: np.ndarray,
+                  exc: Exception) -> AllocationRows:
+        """Equal shares while the policy cannot solve: each job an equal part of its time on every column it can
+        run on (T not 0, enough GPUs), each column scaled to its capacity. Said once per streak, then counted."""
+        self.failures += 1
+        if self.failures == 1:
+            log.warning("policy %s failed to solve (%s: %s): equal-share allocation until it solves again "
+                        "(repeats counted)", self.spec.name, type(exc).__name__, exc)
+        else:
+            log.debug("solve failed again (%d in a row): %s", self.failures, exc)
+        sf = np.asarray(sf, dtype=float)
+        ok = (np.asarray(T) != 0) & (sf[:, None] <= cap[None, :])
+        ok[:, len(self.worker_types):] = False      # twin columns share their type's GPUs: only the types
+        per_job = ok / np.maximum(ok.sum(axis=1, keepdims=True), 1)
+        used = (sf[:, None] * per_job).sum(axis=0)
+        scale = np.minimum(1.0, np.divide(cap, used, out=np.ones_like(cap), where=used > 0))
+        return AllocationRows([(m,) for m in ids], per_job * scale[None, :], sf.copy())

@@ -190,7 +190,7 @@ class JobBook:
             self.store.end_attempt(rep.job_id, rep.attempt, "late", time.time(), rep.steps, rep.steps_run,
                                    rep.compute_seconds, rep.wall_seconds)
         job.steps_done = steps
-        if rep.done and job.status not in FINISHED and job.live is None:
+        if rep.done and steps >= job.spec.steps and job.status not in FINISHED and job.live is None:
             self.finish(job, "done")
 
     def _end_attempt(self, job: JobState, att: Attempt) -> None:

@@ -12,6 +12,7 @@ type next to a partner type replaces the table's fraction of its isolated rate.
 
 from __future__ import annotations
 
+import logging
 import math
 
 import numpy as np
@@ -19,7 +20,13 @@ import numpy as np
 from ..pairs import PairTable
 from ..throughputs import JobKey, ThroughputTable
 
+log = logging.getLogger(__name__)
 MIN_WEIGHT = 0.3     # weight of a new sample once a few are in (exponential moving average)
+
+
+def sane(value) -> bool:
+    """A rate the policy can use: a finite number > 0 (inf or NaN in the table stops every solve)."""
+    return isinstance(value, (int, float)) and math.isfinite(value) and value > 0
 
 
 class MeasuredTable:
@@ -32,22 +39,46 @@ class MeasuredTable:
         # (job key, partner key, worker type) -> (steps/s of the job while sharing, samples)
         self.pairs: dict[tuple[JobKey, JobKey, str], tuple[float, int]] = {}
         self._cache: dict[JobKey, np.ndarray] = {}
+        self.refused = 0                 # samples that were not a sane rate (logged once, then counted)
 
-    def load(self, rows: list[tuple[str, int, str, bool, float, int]]) -> None:
+    def load(self, rows: list[tuple[str, int, str, bool, float, int]]) -> list[tuple[str, int, str, bool]]:
+        """The stored measurements; returns the keys of those dropped as not sane (e.g. written by an old
+        version), for the caller to delete."""
+        bad = []
         for job_type, sf, w, cons, value, n in rows:
-            self.values[(job_type, sf, w, cons)] = (value, n)
+            if sane(value):
+                self.values[(job_type, sf, w, cons)] = (float(value), n)
+            else:
+                bad.append((job_type, sf, w, cons))
+        if bad:
+            log.warning("dropped %d stored throughputs that were not finite rates > 0: %s", len(bad),
+                        ", ".join(f"{t}|{sf}|{w}{'' if c else '|unconsolidated'}" for t, sf, w, c in bad))
         self._cache.clear()
+        return bad
+
+    def refuse(self, what: str, value) -> None:
+        self.refused += 1
+        if self.refused == 1:
+            log.warning("throughput sample %s=%r is not a finite rate > 0: not recorded (repeats are counted in "
+                        "MeasuredTable.refused)", what, value)
 
     def record(self, job_type: str, sf: int, worker_type: str, consolidated: bool,
-               steps_per_s: float) -> tuple[float, int]:
-        """Fold in one measurement; returns the new (value, samples) to persist."""
+               steps_per_s: float) -> tuple[float, int] | None:
+        """Fold in one measurement; returns the new (value, samples) to persist (None: not a sane rate)."""
+        if not sane(steps_per_s):
+            self.refuse(f"{job_type}|{worker_type}", steps_per_s)
+            return None
         key = (job_type, sf, worker_type, consolidated)
         self.values[key] = _fold(self.values.get(key), steps_per_s)
         self._cache.pop((job_type, sf), None)
         return self.values[key]
 
-    def record_pair(self, key: JobKey, partner: JobKey, worker_type: str, steps_per_s: float) -> tuple[float, int]:
+    def record_pair(self, key: JobKey, partner: JobKey, worker_type: str,
+                    steps_per_s: float) -> tuple[float, int] | None:
         """Fold in one in-pair rate of `key` while it shared a GPU with a job of `partner`."""
+        if not sane(steps_per_s):
+            self.refuse(f"{key[0]}|{worker_type}|with {partner[0]}", steps_per_s)
+            return None
         k = (key, partner, worker_type)
         self.pairs[k] = _fold(self.pairs.get(k), steps_per_s)
         return self.pairs[k]

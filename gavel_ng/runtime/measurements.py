@@ -14,6 +14,7 @@ ThroughputSource (gavel_ng.allocator), answering for job ids.
 from __future__ import annotations
 
 import logging
+import math
 
 import numpy as np
 
@@ -21,8 +22,9 @@ from ..estimator import Measurement, ThroughputEstimator
 from ..estimator.columns import isolated_columns, pair_table
 from ..pairs import PairTable
 from ..throughputs import UNCONSOLIDATED, JobKey
+from .checks import RATE_FACTOR, plausible_rate
 from .jobs import FINISHED, Attempt, JobState
-from .measured import MeasuredTable
+from .measured import MeasuredTable, sane
 from .store import Store
 
 log = logging.getLogger(__name__)
@@ -55,7 +57,11 @@ class MeasuredThroughputs:
                partner: tuple[int, JobKey] | None = None) -> tuple[float, int] | None:
         """Fold in `steps` in `seconds` on `worker_type` (`_unconsolidated` when split), alone or
         next to `partner` (job id, key). Returns the table's new isolated (value, samples) to
-        persist, or None when the table's isolated entries did not change."""
+        persist, or None when the table's isolated entries did not change (or the sample is not a sane rate)."""
+        rate = steps / seconds if sane(seconds) else math.nan
+        if not (sane(steps) and sane(rate)):      # neither the table nor the estimator takes it
+            self.table.refuse(f"{key[0]}|{worker_type}", rate)
+            return None
         base, consolidated = worker_type.removesuffix(UNCONSOLIDATED), not worker_type.endswith(UNCONSOLIDATED)
         out = None
         if partner is None:
@@ -80,6 +86,8 @@ class MeasuredThroughputs:
             if job_id not in keys or (partner is None and not followed) or (
                     partner is not None and partner not in keys):
                 continue
+            if not (sane(d.get("seconds")) and sane(d.get("steps"))):
+                continue                  # an old version's bad sample: the table never takes it
             if partner is None:
                 if d["worker_type"] in self.estimator.workers:
                     self.estimator.record(Measurement(job_id, d["worker_type"], d["seconds"], d["steps"]))
@@ -118,10 +126,13 @@ class Measurements:
         self.jobs = jobs
         self.throughputs = throughputs
         self.store = store
+        self.implausible = 0          # measured rates far off the table: not recorded (logged once, then counted)
 
     def restore(self) -> None:
         """Measured rates and the jobs the policy follows, from the store (after a restart)."""
-        self.throughputs.table.load(self.store.load_throughputs())
+        bad = self.throughputs.table.load(self.store.load_throughputs())
+        if bad:
+            self.store.delete_throughputs(bad)
         for job in self.jobs.values():
             if job.status not in FINISHED:
                 self.throughputs.add_job(job.job_id, job.key)
@@ -183,6 +194,13 @@ class Measurements:
         valid = not att.mixed and att.sharing == now_with
         with_, att.sharing, att.mixed = att.sharing, now_with, now_mixed
         if not valid:
+            return
+        if not plausible_rate(self.throughputs.table.base, job.key, att.worker_type, d_steps / d_secs):
+            self.implausible += 1
+            if self.implausible == 1:
+                log.warning("job %d measured %.4g steps/s on %s, not within %gx of the table: not recorded "
+                            "(repeats counted in Measurements.implausible)", job.job_id, d_steps / d_secs,
+                            att.worker_type, RATE_FACTOR, extra={"jobs": [job.job_id]})
             return
         worker_type = att.worker_type
         if not att.consolidated and job.spec.scale_factor > 1:

@@ -33,6 +33,7 @@ from ..protocol.protos import gavel_pb2 as pb
 from ..protocol.rpc import Security, Stub, authenticate, make_server, new_token, open_channel
 from ..rules import AdmissionControl, RuleCompiler, ServerRules, check_entity
 from .adaptive import AdaptiveReport
+from .checks import Checks
 from .config import RUNTIME_ELASTIC, ClusterConfig, validate_submission
 from .elastic import RuntimeGoodput
 from .executor import DeployExecutor, Lease
@@ -41,6 +42,7 @@ from .measured import MeasuredTable
 from .planner import DynamicPlanner
 from .state import ClusterState, Registration
 from .store import ClusterInfo, Store, StoreError
+from .workers import WorkerConflict
 
 log = logging.getLogger(__name__)
 TOKEN_FILE = "token"
@@ -57,6 +59,8 @@ def _rpc(method):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         except KeyError as exc:
             context.abort(grpc.StatusCode.NOT_FOUND, f"unknown job {exc.args[0]}")
+        except WorkerConflict as exc:
+            context.abort(grpc.StatusCode.ALREADY_EXISTS, str(exc))
         except StoreError as exc:       # disk full, I/O error: nothing changed, the caller may retry
             context.abort(grpc.StatusCode.UNAVAILABLE, f"{exc}; nothing was changed, try again later")
 
@@ -79,7 +83,7 @@ class SchedulerServicer:
             raise InputError("worker_id" if not req.worker_id else "address", "", "required")
         labels = frozenset(list(req.labels) + list(self.state.config.worker_labels.get(req.worker_id, [])))
         reg = Registration(req.worker_id, req.address, req.gpu_type, req.gpus, [_ref(r) for r in req.running],
-                           [_done(r) for r in req.pending], labels)
+                           self.svc.checks.pending(req.worker_id, [_done(r) for r in req.pending]), labels)
         kills = self.state.register(reg, self.svc.worker_stub)
         self.svc.executor.send_kills(kills)
         cfg = self.state.config
@@ -97,7 +101,9 @@ class SchedulerServicer:
 
     @_rpc
     def ReportDone(self, req, context):
-        self.state.report(_done(req))
+        rep = _done(req)
+        self.svc.checks.report(rep)
+        self.state.report(rep)
         return pb.Empty()
 
     def _job_caller(self, context, method: str, job_id: int, attempt: int) -> None:
@@ -108,12 +114,14 @@ class SchedulerServicer:
     @_rpc
     def InitJob(self, req, context):
         self._job_caller(context, "InitJob", req.job_id, req.attempt)
+        self.svc.checks.checkpoint(req.job_id, req.attempt, req.checkpoint_step)
         return _lease(self.svc.executor.init_job(req.job_id, req.attempt, req.checkpoint_step))
 
     @_rpc
     def UpdateLease(self, req, context):
         self._job_caller(context, "UpdateLease", req.job_id, req.attempt)
         report = AdaptiveReport.from_proto(req.report, "", time.time()) if req.HasField("report") else None
+        self.svc.checks.progress(req.job_id, req.attempt, req.steps, req.compute_seconds)
         return _lease(self.svc.executor.update_lease(req.job_id, req.attempt, req.steps, req.compute_seconds, report))
 
     @_rpc
@@ -169,6 +177,7 @@ class SchedulerService:
         estimator = ThroughputEstimator(base) if config.estimator else None
         self.state = ClusterState(config, self.store, self.table, self.secret, estimator)
         self.state.restore()
+        self.checks = Checks(self.state, base)       # what jobs and workers report, before it is stored
         self.stop_event = threading.Event()
         root = config.checkpoint_root
         self.checkpoint_root = Path(root) if root else self.state_dir / "checkpoints"

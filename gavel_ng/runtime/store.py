@@ -388,6 +388,12 @@ class Store(_Reads):
         self._exec("INSERT OR REPLACE INTO throughputs VALUES (?, ?, ?, ?, ?, ?, ?)",
                    (job_type, sf, worker_type, int(consolidated), value, samples, time.time()))
 
+    def delete_throughputs(self, keys: list[tuple[str, int, str, bool]]) -> None:
+        """Drop measured rows (the ones load found not sane)."""
+        for job_type, sf, w, cons in keys:
+            self._exec("DELETE FROM throughputs WHERE job_type = ? AND scale_factor = ? AND worker_type = ? AND "
+                       "consolidated = ?", (job_type, sf, w, int(cons)))
+
     # ----- events and counters -----------------------------------------------------------
     def event(self, kind: str, job_id: int | None = None, worker_id: str | None = None,
               round_no: int | None = None, **detail) -> None:

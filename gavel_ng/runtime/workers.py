@@ -30,6 +30,10 @@ class WorkerState:
     labels: frozenset = frozenset()  # server labels (worker flags and cluster config), for gavel_ng.rules
 
 
+class WorkerConflict(Exception):
+    """A registration under the id of a live worker at another address (the service answers ALREADY_EXISTS)."""
+
+
 @dataclass(frozen=True)
 class Kill:
     """An order for a worker: stop its share of this attempt."""
@@ -51,6 +55,9 @@ class WorkerRegistry:
         """A worker registers: new, back after it was declared dead, or at a new address (then
         `connect(address)` gives the (channel, stub) to reach it); otherwise it is only seen."""
         w = self.workers.get(worker_id)
+        if w is not None and w.alive and w.address != address:
+            raise WorkerConflict(f"worker_id {worker_id!r} is held by the live worker at {w.address} "
+                                 f"(not {address}); it is free again once that one is declared dead")
         new = w is None or not w.alive or w.address != address or w.labels != labels
         with self.store.transaction():       # recorded first: StoreError changes nothing here
             if new:

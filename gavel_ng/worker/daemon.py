@@ -323,7 +323,13 @@ class WorkerDaemon:
                 if not self.pending:
                     return
                 rep = self.pending[0]
-            self.stub.ReportDone(rep)
+            try:
+                self.stub.ReportDone(rep)
+            except grpc.RpcError as exc:
+                if exc.code() != grpc.StatusCode.INVALID_ARGUMENT:
+                    raise
+                log.error("scheduler refused the end of job %d attempt %d, dropped: %s", rep.job_id, rep.attempt,
+                          exc.details())   # kept, it would block every later report and heartbeat
             with self.lock:
                 self.pending.remove(rep)
 
