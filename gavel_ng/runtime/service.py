@@ -112,7 +112,8 @@ class SchedulerServicer:
     def UpdateLease(self, req, context):
         self._job_caller(context, "UpdateLease", req.job_id, req.attempt)
         report = AdaptiveReport.from_proto(req.report, "", time.time()) if req.HasField("report") else None
-        return _lease(self.svc.executor.update_lease(req.job_id, req.attempt, req.steps, req.compute_seconds, report))
+        return _lease(self.svc.executor.update_lease(req.job_id, req.attempt, req.steps, req.compute_seconds, report,
+                                                     req.checkpoint_step))
 
     @_rpc
     def SubmitJobs(self, req, context):
@@ -359,4 +360,4 @@ def _done(m: pb.DoneReport) -> DoneReport:
 
 def _lease(lease: Lease) -> pb.Lease:
     return pb.Lease(steps_total=lease.steps_total, seconds_left=lease.seconds_left, renew_in=lease.renew_in,
-                    renewed=lease.renewed, round_seconds=lease.round_seconds)
+                    renewed=lease.renewed, round_seconds=lease.round_seconds, stop=lease.stop)
