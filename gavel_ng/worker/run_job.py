@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     def checksum() -> float:
         return float(sum(p.detach().double().sum() for p in core.parameters()))
 
-    save_delay = float(os.environ.get("GAVEL_NG_TEST_SAVE_DELAY") or 0)   # tests: a slow save
+    save_delay = float(os.environ.get("RUN_JOB_SAVE_DELAY") or 0)   # tests: a slow save
 
     def save_checkpoint(path: Path) -> None:
         if save_delay:

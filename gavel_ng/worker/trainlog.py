@@ -3,7 +3,7 @@
 The built-in runner and the adaptive example write one line per step and per checkpoint
 load and save; the loopback tests read them to see that restores are real and that the
 loss falls. Lines are kept in memory and appended about once a second and at exit, off
-the training path (a job killed with -9 loses at most the last second of its record).
+the training path (a job killed with -9 loses at most its last half second).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import os
 import time
 from pathlib import Path
 
-FLUSH_SECONDS = 1.0
+FLUSH_SECONDS = 0.5
 
 
 class TrainLog:
@@ -37,6 +37,7 @@ class TrainLog:
     def flush(self) -> None:
         self._flushed = time.monotonic()
         if self.path is not None and self.lines:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
             with open(self.path, "a") as f:
                 f.write("".join(line + "\n" for line in self.lines))
             self.lines = []
