@@ -46,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from gavel_ng.iterator import GavelIterator, init_distributed
     from gavel_ng.iterator.adaptive import AdaptiveTraining
+    from gavel_ng.iterator.checkpoint import step_of
     from gavel_ng.worker.trainlog import TrainLog
 
     rank, _ = init_distributed("gloo")       # this toy model trains on the CPU, also on a GPU server
@@ -74,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         ada.load_state_dict(state["adaptive"])                                                       # adaptive
-        record(event="load", step=int(path.name.split("-")[-1]), batch=ada.batch, gpus=ada.gpus)
+        record(event="load", step=step_of(path), batch=ada.batch, gpus=ada.gpus)
 
     it = GavelIterator(loader, load_checkpoint, save_checkpoint, max_steps=args.steps,
                        checkpoint_dir=args.checkpoint_dir, adaptive=ada)                            # adaptive

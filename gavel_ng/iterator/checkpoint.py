@@ -1,9 +1,14 @@
-"""Atomic checkpoint directories: the job's progress is whatever the last committed one says.
+"""Atomic checkpoint directories: the job's progress is whatever the newest committed one says.
 
 The user's save_checkpoint writes into a fresh temporary directory; the iterator adds a
 small `gavel.json` (the step) and renames the directory into place. A job killed while
 saving leaves only a temporary directory, never a half-written checkpoint, so the step
 recorded and the weights always agree.
+
+Each attempt commits under its own name, `ckpt-{step:012d}-a{attempt}`, so two attempts
+of a job (a written-off one still running beside its relaunch) never write the same
+files; the newest committed one wins (highest step, ties: highest attempt). Directories
+named `ckpt-{step:012d}` (attempt 0: standalone runs, older versions) are read alike.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shutil
 import time
 from pathlib import Path
@@ -19,41 +25,58 @@ log = logging.getLogger(__name__)
 META = "gavel.json"
 PREFIX = "ckpt-"
 KEEP = 2
+_NAME = re.compile(r"^ckpt-(\d+)(?:-a(\d+))?$")
 
 
-def checkpoint_path(root: Path, step: int) -> Path:
-    return root / f"{PREFIX}{step:012d}"
+def checkpoint_path(root: Path, step: int, attempt: int = 0) -> Path:
+    return root / (f"{PREFIX}{step:012d}-a{attempt}" if attempt else f"{PREFIX}{step:012d}")
+
+
+def _key(p: Path) -> tuple[int, int] | None:
+    """(step, attempt) of a committed checkpoint directory, None for anything else."""
+    m = _NAME.match(p.name)
+    if m is None or not (p / META).is_file():
+        return None
+    return int(m[1]), int(m[2] or 0)
+
+
+def committed(root: Path | None) -> list[tuple[int, int, Path]]:
+    """(step, attempt, path) of every committed checkpoint under root, oldest first."""
+    if root is None or not root.is_dir():
+        return []
+    out = [(*k, p) for p in root.iterdir() if (k := _key(p)) is not None]
+    return sorted(out, key=lambda x: x[:2])
 
 
 def latest(root: Path | None) -> tuple[int, Path] | None:
     """(step, path) of the newest committed checkpoint under root, or None."""
-    if root is None or not root.is_dir():
-        return None
-    best = None
-    for p in root.iterdir():
-        if p.name.startswith(PREFIX) and (p / META).is_file():
-            try:
-                step = int(json.loads((p / META).read_text())["step"])
-            except (OSError, ValueError, KeyError):
-                continue
-            if best is None or step > best[0]:
-                best = (step, p)
-    return best
+    found = committed(root)
+    return (found[-1][0], found[-1][2]) if found else None
 
 
-def begin(root: Path, step: int) -> Path:
+def step_of(path: Path) -> int:
+    """The step a checkpoint directory holds (for load_checkpoint callbacks)."""
+    return int(json.loads((Path(path) / META).read_text())["step"])
+
+
+def attempt_of(path: Path) -> int:
+    m = _NAME.match(Path(path).name)
+    return int(m[2] or 0) if m else 0
+
+
+def begin(root: Path, step: int, attempt: int = 0) -> Path:
     """A fresh directory for the user's save_checkpoint to write into."""
     root.mkdir(parents=True, exist_ok=True)
-    tmp = root / f".tmp-{step}-{os.getpid()}-{time.monotonic_ns()}"
+    tmp = root / f".tmp-a{attempt}-{step}-{os.getpid()}-{time.monotonic_ns()}"
     tmp.mkdir()
     return tmp
 
 
-def commit(root: Path, tmp: Path, step: int, extra: dict | None = None) -> Path:
-    """Make `tmp` the checkpoint of `step` in one rename; prune old ones."""
-    (tmp / META).write_text(json.dumps({"step": step, "time": time.time(), **(extra or {})}))
-    final = checkpoint_path(root, step)
-    if final.exists():                      # a re-run of the same step (e.g. after a lost report)
+def commit(root: Path, tmp: Path, step: int, extra: dict | None = None, attempt: int = 0) -> Path:
+    """Make `tmp` this attempt's checkpoint of `step` in one rename; prune old ones."""
+    (tmp / META).write_text(json.dumps({"step": step, "attempt": attempt, "time": time.time(), **(extra or {})}))
+    final = checkpoint_path(root, step, attempt)
+    if final.exists():                      # this attempt re-ran the same step (e.g. after a lost report)
         shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
     _fsync_dir(root)
@@ -62,12 +85,17 @@ def commit(root: Path, tmp: Path, step: int, extra: dict | None = None) -> Path:
 
 
 def prune(root: Path, keep: int = KEEP) -> None:
-    done = sorted((p for p in root.iterdir() if p.name.startswith(PREFIX) and (p / META).is_file()),
-                  key=lambda p: p.name)
-    for p in done[:-keep]:
+    """Remove all but the `keep` newest committed checkpoints. Only committed directories and
+    temporary ones untouched for an hour go: another attempt's save in progress is neither."""
+    done = committed(root)
+    for _, _, p in done[:-max(keep, 1)]:
         shutil.rmtree(p, ignore_errors=True)
     for p in root.iterdir():
-        if p.name.startswith(".tmp-") and time.time() - p.stat().st_mtime > 3600:
+        try:
+            old = p.name.startswith(".tmp-") and time.time() - p.stat().st_mtime > 3600
+        except OSError:                     # committed or removed meanwhile
+            continue
+        if old:
             shutil.rmtree(p, ignore_errors=True)
 
 

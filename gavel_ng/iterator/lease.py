@@ -33,6 +33,8 @@ class JobEnv:
     world_size: int
     adaptive: str = ""             # the job spec's adaptive block (JSON) when the job is adaptive
     servers: int = 1               # workers the attempt spans
+    grace: float = 0.0             # the worker kills the job this long after its lease (0: unknown)
+    checkpoint_every_rounds: int = 0   # with renewals: checkpoint at least this often (0: only at the end)
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> JobEnv | None:
@@ -45,7 +47,8 @@ class JobEnv:
                    int(env["GAVEL_NG_STEPS"]), float(env["GAVEL_NG_LEASE_DEADLINE"]),
                    Path(env["GAVEL_NG_RESULT_FILE"]) if env.get("GAVEL_NG_RESULT_FILE") else None,
                    env.get("GAVEL_NG_TLS_CA") or None, int(env.get("RANK", "0")), int(env.get("WORLD_SIZE", "1")),
-                   env.get("GAVEL_NG_ADAPTIVE", ""), int(env.get("GAVEL_NG_SERVERS", "1")))
+                   env.get("GAVEL_NG_ADAPTIVE", ""), int(env.get("GAVEL_NG_SERVERS", "1")),
+                   float(env.get("GAVEL_NG_GRACE_SECONDS") or 0), int(env.get("GAVEL_NG_CHECKPOINT_EVERY_ROUNDS") or 0))
 
 
 class LeaseClient:
@@ -61,6 +64,9 @@ class LeaseClient:
         self.deadline = time.monotonic() + (env.lease_deadline - time.time())
         self.renew_at: float | None = None
         self.renewals = 0
+        self.round_seconds = 0.0
+        self.stale = False                 # the scheduler wrote this attempt off: stop, commit nothing
+        self.checkpoint_step = 0           # newest checkpoint this attempt committed, sent with renewals
         sec = Security(env.token or "-", tls_ca=env.tls_ca)
         self.channel = open_channel(env.scheduler, sec)
         self.stub = Stub(self.channel, "Scheduler", env.token, timeout=10.0)
@@ -75,10 +81,12 @@ class LeaseClient:
             log.warning("InitJob failed (%s): running to the worker's lease", exc)
             return
         self.steps_total = int(lease.steps_total) or self.steps_total
+        self.round_seconds = float(lease.round_seconds)
         self._apply(lease)
 
     def _apply(self, lease) -> None:
         now = time.monotonic()
+        self.stale = self.stale or lease.stop
         with self._lock:
             if lease.seconds_left >= 0:
                 self.deadline = now + lease.seconds_left
@@ -95,7 +103,7 @@ class LeaseClient:
                 return
             self.renew_at = None
         req = self.pb.UpdateLeaseRequest(job_id=self.env.job_id, attempt=self.env.attempt, steps=steps,
-                                         compute_seconds=compute_seconds)
+                                         compute_seconds=compute_seconds, checkpoint_step=self.checkpoint_step)
         if report is not None:
             from gavel_ng.protocol.reports import encode_report
 
@@ -115,6 +123,13 @@ class LeaseClient:
         t = self._pending
         if t is not None and t.is_alive():
             t.join(timeout=max(0.0, until - time.monotonic()))
+
+    def may_commit(self) -> bool:
+        """A checkpoint may be committed only within the lease plus grace: past that the
+        scheduler may have relaunched the job (its fence ran out), and this run is stale."""
+        if self.stale:
+            return False
+        return self.env.grace <= 0 or time.monotonic() <= self.deadline + self.env.grace
 
     def close(self) -> None:
         self.channel.close()

@@ -82,8 +82,10 @@ class Checks:
         att = job.live
         return job, (att if att is not None and att.attempt == attempt else None)
 
-    def progress(self, job_id: int, attempt: int, steps: int, compute_seconds: float, now: float | None = None) -> None:
-        """UpdateLease: `steps` (absolute) after `compute_seconds` of training in this attempt."""
+    def progress(self, job_id: int, attempt: int, steps: int, compute_seconds: float, checkpoint_step: int = 0,
+                 now: float | None = None) -> None:
+        """UpdateLease: `steps` (absolute) after `compute_seconds` of training in this attempt, the
+        newest checkpoint it committed at `checkpoint_step` (0: none yet)."""
         now = time.time() if now is None else now
         with self.state.lock:
             job, att = self._live(job_id, attempt)
@@ -92,6 +94,7 @@ class Checks:
             wall = _wall(att.launched, now)
             _number("compute_seconds", compute_seconds, 0.0, wall, " (the attempt's wall time since launch)")
             _number("steps", steps, att.steps_start, job.spec.steps, " (the attempt's first step .. the job's total)")
+            _number("checkpoint_step", checkpoint_step, 0, steps, " (the steps this attempt reports)")
             run = steps - att.steps_start
             if run > _fastest(self.base, job.key) * wall:
                 raise InputError("steps", steps, f"{run} steps in {wall:.0f} s is more than the lease allows")

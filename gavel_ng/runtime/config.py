@@ -64,6 +64,7 @@ class ClusterConfig:
     plugins: tuple[str, ...] = ()            # policy plugins (FILE.py relative to the config, or MODULE)
     round_seconds: float = 360.0
     lease_renewals: bool = True
+    checkpoint_every_rounds: int = 1         # with renewals a job still checkpoints this often: at most K rounds lost
     grace_seconds: float | None = None       # None: a quarter round, between 2 and 60 s
     heartbeat_seconds: float = 2.0
     worker_timeout_seconds: float | None = None   # None: 3 heartbeats + 1 s
@@ -128,6 +129,8 @@ class ClusterConfig:
                     "must be true or false")
         require(is_int(self.max_failures) and self.max_failures >= 1, "cluster-config.max_failures",
                 self.max_failures, "must be an integer >= 1")
+        require(is_int(self.checkpoint_every_rounds) and self.checkpoint_every_rounds >= 1,
+                "cluster-config.checkpoint_every_rounds", self.checkpoint_every_rounds, "must be an integer >= 1")
         require(is_number(self.realloc_delay_seconds) and self.realloc_delay_seconds >= 0,
                 "cluster-config.realloc_delay_seconds", self.realloc_delay_seconds, "must be a number of seconds >= 0")
         self._check_elastic()

@@ -47,14 +47,16 @@ RPC_TIMEOUT = 5.0
 
 @dataclass(frozen=True)
 class Lease:
-    """What a job's iterator is told: run until `seconds_left` (-1: stop now, a stale attempt) and
-    ask for a renewal in `renew_in` seconds (-1: do not ask again)."""
+    """What a job's iterator is told: run until `seconds_left` (-1: keep the lease you have) and
+    ask for a renewal in `renew_in` seconds (-1: do not ask again). `stop`: the attempt was
+    written off (fenced), so stop at once and commit nothing."""
 
     steps_total: int
     seconds_left: float
     renew_in: float
     renewed: bool = False
     round_seconds: float = 0.0
+    stop: bool = False
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,7 @@ class DeployExecutor:
         cfg = state.config
         self.L = float(cfg.round_seconds)
         self.renewals = cfg.lease_renewals
+        self.checkpoint_every = cfg.checkpoint_every_rounds if self.renewals else 0
         self.plan_margin = min(0.3 * self.L, 30.0)
         self.renew_margin = self.plan_margin / 2
         self.round_start: float | None = None
@@ -205,6 +208,8 @@ class DeployExecutor:
             job = st.jobs.get(m)
             if job is None or job.status in FINISHED or job.live is not None or job.blocked_round == st.round_no:
                 continue
+            if job.fenced(now):               # a written-off attempt may still run: not beside it
+                continue
             allowed = {a.partner} if a.partner is not None else set()
             if any(not self._alive(w) for w, _ in a.placement) or any(
                     not held.get(p, set()) <= allowed for p in a.placement):
@@ -262,7 +267,8 @@ class DeployExecutor:
                                    rank_offset=rank, world_size=len(att.placement), dist_init=dist_init,
                                    lease_seconds=att.lease_end - time.time(), checkpoint_dir=str(ckpt),
                                    job_token=job_token(st.secret, job.job_id, att.attempt),
-                                   share_with=att.partner or 0, servers=len(workers))
+                                   share_with=att.partner or 0, servers=len(workers),
+                                   checkpoint_every_rounds=self.checkpoint_every)
             rank += len(gpus)
             w = st.workers.get(wid)
             try:
@@ -294,11 +300,12 @@ class DeployExecutor:
 
     # ----- leases (called from gRPC threads) --------------------------------------------------
     def _attempt(self, job_id: int, attempt: int):
-        """The job and its live attempt, or a lease telling a stale attempt to stop (seconds_left -1)."""
+        """The job and its live attempt, or a lease telling a stale attempt to stop (fenced: `stop`)."""
         job = self.state.jobs[job_id]
         att = job.live
         if att is None or att.attempt != attempt:
-            return job, att, Lease(steps_total=job.spec.steps, seconds_left=-1, renew_in=-1, round_seconds=self.L)
+            return job, att, Lease(steps_total=job.spec.steps, seconds_left=-1, renew_in=-1, round_seconds=self.L,
+                                   stop=True)
         return job, att, None
 
     def init_job(self, job_id: int, attempt: int, checkpoint_step: int) -> Lease:
@@ -318,13 +325,18 @@ class DeployExecutor:
             return self._lease(job, att, False)
 
     def update_lease(self, job_id: int, attempt: int, steps: int, compute_seconds: float,
-                     report: AdaptiveReport | None = None) -> Lease:
-        """Renewed iff the job runs on exactly the same GPUs in the round its lease ends into."""
+                     report: AdaptiveReport | None = None, checkpoint_step: int = 0) -> Lease:
+        """Renewed iff the job runs on exactly the same GPUs in the round its lease ends into.
+        `checkpoint_step`: the attempt's newest committed checkpoint, the job's progress so far."""
         st = self.state
         with st.cv:
             job, att, stale = self._attempt(job_id, attempt)
             if stale is not None:
                 return stale
+            step = min(int(checkpoint_step), job.spec.steps)
+            if step > job.steps_done:
+                st.store.update_job(job.job_id, steps_done=step)
+                job.steps_done = step
             st.progress(job, att, steps, compute_seconds, report)
             if not self.renewals:
                 return self._lease(job, att, False)

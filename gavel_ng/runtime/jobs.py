@@ -4,6 +4,11 @@ An attempt is one launch of a job on a placement (the executor starts it); it li
 every worker of it reported its end, or until it is lost (its worker died, nobody claimed
 it after a restart). `JobBook` keeps that lifecycle and its record in the Store; it is
 called with ClusterState's lock held and wakes the lock's waiters when a job changes.
+
+A lost attempt may still run (a frozen or partitioned worker), so losing it fences the
+job: no relaunch until every worker of it confirmed it gone (a DoneReport, or a
+registration or heartbeat without it) or its lease plus grace ran out, by when the worker
+kills it and the iterator commits nothing more. Two attempts never train side by side.
 """
 
 from __future__ import annotations
@@ -71,6 +76,15 @@ class Attempt:
 
 
 @dataclass
+class Fence:
+    """A written-off attempt that may still run: the job waits for `workers` to confirm or `until`."""
+
+    attempt: int
+    workers: set[str]
+    until: float                        # time.time(): lease end + grace
+
+
+@dataclass
 class JobState:
     job_id: int
     spec: JobSpec
@@ -88,6 +102,12 @@ class JobState:
     report: object | None = None        # adaptive jobs: the last AdaptiveReport (runtime.adaptive)
     resizes: int = 0                    # adaptive jobs: launches on another (worker type, GPUs) than the last
     last_config: tuple[str, int] | None = None
+    fence: Fence | None = None          # a lost attempt not yet known dead: no relaunch meanwhile
+
+    def fenced(self, now: float) -> bool:
+        if self.fence is not None and (not self.fence.workers or now >= self.fence.until):
+            self.fence = None
+        return self.fence is not None
 
     @property
     def key(self) -> tuple[str, int]:
@@ -105,8 +125,10 @@ class Measuring(Protocol):
 
 class JobBook:
     def __init__(self, jobs: dict[int, JobState], store: Store, cv: threading.Condition, measurements: Measuring,
-                 max_failures: int, worker_alive: Callable[[str], bool], current_round: Callable[[], int]):
+                 max_failures: int, worker_alive: Callable[[str], bool], current_round: Callable[[], int],
+                 grace: float = 0.0):
         self.jobs = jobs
+        self.grace = grace                   # workers kill a job this long after its lease ended
         self.store = store
         self.cv = cv
         self.measurements = measurements
@@ -190,6 +212,7 @@ class JobBook:
             self.store.end_attempt(rep.job_id, rep.attempt, "late", time.time(), rep.steps, rep.steps_run,
                                    rep.compute_seconds, rep.wall_seconds)
         job.steps_done = steps
+        self.confirm_gone(job, rep.attempt, rep.worker_id)
         if rep.done and steps >= job.spec.steps and job.status not in FINISHED and job.live is None:
             self.finish(job, "done")
 
@@ -251,11 +274,25 @@ class JobBook:
     def lose(self, att: Attempt, reason: str) -> None:
         """The attempt is gone without its reports (worker lost, nobody claimed it after a restart)."""
         job = self.jobs[att.job_id]
+        fence = Fence(att.attempt, set(att.workers) - set(att.reports), att.lease_end + self.grace)
         with self.store.transaction():          # recorded first: StoreError leaves the attempt live
             self.store.end_attempt(att.job_id, att.attempt, "lost", time.time(), job.steps_done)
-            self.store.event("lost", job_id=att.job_id, attempt=att.attempt, reason=reason, steps=job.steps_done)
+            self.store.event("lost", job_id=att.job_id, attempt=att.attempt, reason=reason, steps=job.steps_done,
+                             fenced_until=fence.until)
         self.measurements.attempt_gone(att)
         job.live = None
+        job.fence = fence
         if job.status not in FINISHED:
             job.status = "queued"
         self.cv.notify_all()
+
+    def confirm_gone(self, job: JobState, attempt: int, worker_id: str) -> None:
+        """A worker says a written-off attempt no longer runs there: lift the fence once all did."""
+        f = job.fence
+        if f is None or f.attempt != attempt or worker_id not in f.workers:
+            return
+        f.workers.discard(worker_id)
+        if not f.workers:
+            job.fence = None
+            self.store.event("unfenced", job_id=job.job_id, attempt=attempt, worker_id=worker_id)
+            self.cv.notify_all()

@@ -121,8 +121,9 @@ class SchedulerServicer:
     def UpdateLease(self, req, context):
         self._job_caller(context, "UpdateLease", req.job_id, req.attempt)
         report = AdaptiveReport.from_proto(req.report, "", time.time()) if req.HasField("report") else None
-        self.svc.checks.progress(req.job_id, req.attempt, req.steps, req.compute_seconds)
-        return _lease(self.svc.executor.update_lease(req.job_id, req.attempt, req.steps, req.compute_seconds, report))
+        self.svc.checks.progress(req.job_id, req.attempt, req.steps, req.compute_seconds, req.checkpoint_step)
+        return _lease(self.svc.executor.update_lease(req.job_id, req.attempt, req.steps, req.compute_seconds, report,
+                                                     req.checkpoint_step))
 
     @_rpc
     def SubmitJobs(self, req, context):
@@ -375,4 +376,4 @@ def _done(m: pb.DoneReport) -> DoneReport:
 
 def _lease(lease: Lease) -> pb.Lease:
     return pb.Lease(steps_total=lease.steps_total, seconds_left=lease.seconds_left, renew_in=lease.renew_in,
-                    renewed=lease.renewed, round_seconds=lease.round_seconds)
+                    renewed=lease.renewed, round_seconds=lease.round_seconds, stop=lease.stop)

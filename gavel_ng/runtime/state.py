@@ -78,7 +78,7 @@ class ClusterState:
         self.throughputs = MeasuredThroughputs(table, estimator)
         self.measurements = Measurements(self.jobs, self.throughputs, store)
         self.book = JobBook(self.jobs, store, self.cv, self.measurements, config.max_failures,
-                            self.registry.is_alive, lambda: self.round_no)
+                            self.registry.is_alive, lambda: self.round_no, config.grace)
         self.allocation: tuple[list[tuple[int, ...]], np.ndarray] = ([], np.zeros((0, len(self.worker_types))))
         self.started = time.monotonic()
         self.round_no = int(store.get_meta("round", "0"))
@@ -165,11 +165,11 @@ class ClusterState:
 
     def _reconcile_running(self, w: WorkerState, running, registering: bool) -> list[Kill]:
         """Attempts a worker runs that are not live here are strays (e.g. declared lost): stop them.
-        On registration, live attempts the worker no longer runs (and did not report) are lost."""
+        On registration, live attempts the worker no longer runs (and did not report) are lost.
+        A fenced attempt the worker does not list is confirmed gone there."""
         kills = []
-        seen = set()
+        seen = {(ref.job_id, ref.attempt) for ref in running}
         for ref in running:
-            seen.add((ref.job_id, ref.attempt))
             job = self.jobs.get(ref.job_id)
             att = job.live if job is not None else None
             if att is None or att.attempt != ref.attempt or w.worker_id not in att.workers:
@@ -180,6 +180,9 @@ class ClusterState:
                 if att is not None and w.worker_id in att.workers and w.worker_id not in att.reports \
                         and (att.job_id, att.attempt) not in seen:
                     self.book.lose(att, f"worker {w.worker_id} does not run it")
+        for job in self.jobs.values():
+            if job.fence is not None and (job.job_id, job.fence.attempt) not in seen:
+                self.book.confirm_gone(job, job.fence.attempt, w.worker_id)
         return kills
 
     def check_workers(self) -> list[Kill]:

@@ -31,7 +31,6 @@ from .standby import StandbyPool
 
 log = logging.getLogger(__name__)
 TICK = 0.05
-KILL_AFTER = 3.0          # SIGTERM, then SIGKILL this much later
 
 
 @dataclass
@@ -44,7 +43,7 @@ class Task:
     results: list[Path] = field(default_factory=list)
     started: float | None = None
     stop_reason: str | None = None       # killed | killed-lease
-    term_sent: float | None = None
+    term_sent: float | None = None       # SIGTERM (the iterator checkpoints), SIGKILL a grace period later
 
     @property
     def ref(self) -> tuple[int, int]:
@@ -204,7 +203,7 @@ class WorkerDaemon:
                         t.term_sent = now
                         for p in t.procs:
                             signal_group(p, signal.SIGTERM)
-                    elif now - t.term_sent > KILL_AFTER:
+                    elif now - t.term_sent > self.grace:
                         for p in t.procs:
                             signal_group(p, signal.SIGKILL)
 
@@ -221,6 +220,8 @@ class WorkerDaemon:
             "GAVEL_NG_CHECKPOINT_DIR": str(ckpt), "GAVEL_NG_STEPS": str(spec.steps),
             "GAVEL_NG_LEASE_DEADLINE": repr(t.deadline), "GAVEL_NG_WORKER_TYPE": self.gpu_type,
             "WORLD_SIZE": str(req.world_size), "LOCAL_WORLD_SIZE": str(len(req.gpus)),
+            "GAVEL_NG_GRACE_SECONDS": repr(self.grace),
+            "GAVEL_NG_CHECKPOINT_EVERY_ROUNDS": str(req.checkpoint_every_rounds),
         })
         base.pop("GAVEL_NG_TOKEN", None)                 # jobs get only their own token
         base.pop("GAVEL_NG_ADAPTIVE", None)

@@ -18,6 +18,7 @@ import argparse
 import logging
 import os
 import sys
+import time
 from pathlib import Path
 
 
@@ -36,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from gavel_ng.iterator import GavelIterator, init_distributed
+    from gavel_ng.iterator import checkpoint as ckpt
     from gavel_ng.worker.trainlog import TrainLog
     from gavel_ng.workloads import get_workload, parse_job_type
 
@@ -59,7 +61,11 @@ def main(argv: list[str] | None = None) -> int:
     def checksum() -> float:
         return float(sum(p.detach().double().sum() for p in core.parameters()))
 
+    save_delay = float(os.environ.get("RUN_JOB_SAVE_DELAY") or 0)   # tests: a slow save
+
     def save_checkpoint(path: Path) -> None:
+        if save_delay:
+            time.sleep(save_delay)
         torch.save({"model": core.state_dict(), "optimizer": optimizer.state_dict()}, path / "model.pt")
         record(event="save", step=it.step, checksum=checksum())
 
@@ -67,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         state = torch.load(path / "model.pt", weights_only=True, map_location=device)
         core.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
-        record(event="load", step=int(path.name.split("-")[-1]), checksum=checksum())
+        record(event="load", step=ckpt.step_of(path), checksum=checksum())
 
     it = GavelIterator(loader, load_checkpoint, save_checkpoint, max_steps=args.steps,
                        checkpoint_dir=args.checkpoint_dir)

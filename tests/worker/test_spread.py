@@ -16,6 +16,8 @@ import signal
 
 from loopback_cluster import LocalCluster, check_training, wait_for, worker_name
 
+from gavel_ng.iterator.checkpoint import step_of
+
 SPREAD = {"job_type": "ResNet-18 (batch size 16)", "steps": 60, "size": "tiny", "scale_factor": 2, "name": "x2"}
 # A 1-GPU job submitted once the spread job trains takes one of its GPUs from the next round on (a job never
 # served ranks first): the spread job checkpoints after at most 1.3 rounds of training (some 700 steps on an
@@ -107,7 +109,7 @@ def test_kill9_of_one_worker_stops_the_other_rank_and_resumes(cluster_factory):
         wait_for(lambda: any(e["job_id"] == job_id and e["attempt"] == attempt for e in cl.events("lost")), 30,
                  "the attempt was not written off")
         latest = max(ckpt_dir.glob(f"job-{job_id}/ckpt-*"))
-        assert int(latest.name.split("-")[-1]) == lost_at, "a rank of the lost attempt wrote a checkpoint"
+        assert step_of(latest) == lost_at, "a rank of the lost attempt wrote a checkpoint"
 
         cl.start_worker("w-c", "v100", 1)          # a replacement, so that the job fits again
         jobs = c.wait([job_id, other_id], timeout=180)
