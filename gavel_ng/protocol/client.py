@@ -174,7 +174,7 @@ class SchedulerClient:
         except grpc.RpcError as exc:
             raise SchedulerError(exc.code().name, exc.details() or "") from None
 
-    def submit(self, jobs: JobSpec | dict | list, key: str | None = None, retries: int = 6,
+    def submit(self, jobs: JobSpec | dict | list, key: str | None = None, retries: int = 8,
                timeout: float = 300.0) -> list[int]:
         """Submit one job or several (JobSpec or job-file dicts); returns their ids.
 
