@@ -111,7 +111,7 @@ def _jobs(st, show_all: bool) -> list[str]:
     counts = st.job_counts or dict(Counter(j.status for j in st.jobs))
     out = [f"\njobs ({st.jobs_total} submitted, {counts.get('done', 0)} done)"]
     if counts:
-        out.append("  " + ", ".join(f"{n} {state}" for state, n in sorted(counts.items())))
+        out.append("  by state: " + ", ".join(f"{n} {state}" for state, n in sorted(counts.items())))
     unfinished = sum(n for state, n in counts.items() if state not in ("done", "cancelled", "failed"))
     shown = sum(show_all or not j.finished for j in st.jobs)
     if shown < (st.jobs_total if show_all else unfinished):

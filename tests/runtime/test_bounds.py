@@ -17,11 +17,22 @@ from gavel_ng.runtime.store import StateReader
 GOOD = pb.JobSpec(job_type="ResNet-18 (batch size 32)", steps=10, size="tiny")
 
 
+def _start(tmp_path, **config):
+    svc = SchedulerService(ClusterConfig(round_seconds=1.0, **config), tmp_path / "state", port=0, bind="127.0.0.1")
+    svc.start()
+    return svc
+
+
 @pytest.fixture
 def service(tmp_path):
-    svc = SchedulerService(ClusterConfig(round_seconds=1.0, max_queue=30), tmp_path / "state", port=0,
-                           bind="127.0.0.1")
-    svc.start()
+    svc = _start(tmp_path)
+    yield svc
+    svc.stop(grace=0.1)
+
+
+@pytest.fixture
+def small_queue(tmp_path):
+    svc = _start(tmp_path, max_queue=30)
     yield svc
     svc.stop(grace=0.1)
 
@@ -79,7 +90,8 @@ def test_jobs_per_call_are_bounded(service):
     assert details.startswith("jobs=") and "at most 10000 per SubmitJobs call" in details
 
 
-def test_max_queue_refuses_with_resource_exhausted(service):
+def test_max_queue_refuses_with_resource_exhausted(small_queue):
+    service = small_queue
     stub = _stub(service)
     ids = stub.SubmitJobs(pb.SubmitJobsRequest(jobs=[GOOD] * 25)).job_ids
     with pytest.raises(grpc.RpcError) as err:
