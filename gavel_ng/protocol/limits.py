@@ -26,7 +26,8 @@ class Caps:
     pool: int
     per_job: int = 2          # one job attempt (its job token); its ranks renew one lease each
     per_client: int = 4       # one client connection on the cluster token (submit, status, cancel)
-    per_worker: int = 8       # one worker connection (heartbeat, register, report)
+    # worker calls (heartbeat, register, report; RunJob/KillJob on a worker) are not capped: the
+    # caps above keep threads free for them, and a refused RunJob would write the worker off
 
     @property
     def jobs(self) -> int:    # every job call together: half the pool
@@ -52,16 +53,15 @@ class CallLimiter:
             return "job", job if job is not None else peer
         return ("worker" if method in WORKER_METHODS else "client"), peer
 
-    def _caps(self, cls: str) -> tuple[int, int | None]:
+    def _caps(self, cls: str) -> tuple[int | None, int | None]:
         c = self.caps
-        return {"job": (c.per_job, c.jobs), "client": (c.per_client, c.clients),
-                "worker": (c.per_worker, None)}[cls]
+        return {"job": (c.per_job, c.jobs), "client": (c.per_client, c.clients), "worker": (None, None)}[cls]
 
     def enter(self, cls: str, caller: object) -> str | None:
         """None when the call may run (then `leave` it), else why not."""
         per_caller, per_class = self._caps(cls)
         with self._lock:
-            if self._by_caller[(cls, caller)] >= per_caller:
+            if per_caller is not None and self._by_caller[(cls, caller)] >= per_caller:
                 return f"at most {per_caller} {cls} calls in flight per caller"
             if per_class is not None and self._by_class[cls] >= per_class:
                 return f"at most {per_class} {cls} calls in flight in all"
