@@ -11,6 +11,7 @@ import dataclasses
 import json
 import sqlite3
 import sys
+from collections import Counter
 from pathlib import Path
 
 from ..errors import InputError
@@ -26,19 +27,27 @@ def add_parser(sub) -> None:
                    help="read the scheduler's state directory instead of asking it (works while it runs, "
                         "after it stopped or crashed); connection options are then ignored")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--all", action="store_true", help="include finished jobs in the table")
+    p.add_argument("--all", action="store_true",
+                   help="list every job, finished ones included (fetched page by page); default: job counts by "
+                        "state and the first --limit unfinished jobs")
+    p.add_argument("--limit", type=int, default=100, metavar="N",
+                   help="jobs listed without --all (default 100, at most 1000)")
     p.set_defaults(run=run)
 
 
 def run(args) -> int:
+    if not 1 <= args.limit <= 1000:
+        raise InputError("--limit", args.limit, "must be between 1 and 1000")
     if args.state is not None:
-        st = read_state(args.state)
+        st = read_state(args.state, None if args.all else args.limit)
     else:
         from ..protocol.client import SchedulerError
 
         with client_from_args(args) as client:
             try:
-                st = client.status()
+                st = client.status(args.limit)
+                if args.all:
+                    st = dataclasses.replace(st, jobs=client.jobs())
             except SchedulerError as exc:
                 print(f"gavel-ng status: error: {exc}", file=sys.stderr)
                 return 2
@@ -49,7 +58,7 @@ def run(args) -> int:
     return 0
 
 
-def read_state(state_dir: str):
+def read_state(state_dir: str, job_limit: int | None = None):
     """The status recorded under a state directory; InputError (exit 2) naming --state if it is none."""
     from ..runtime.status import read_state_dir
     from ..runtime.store import NotAStateDir
@@ -60,7 +69,7 @@ def read_state(state_dir: str):
     if not path.is_dir():
         raise InputError("--state", state_dir, "not a directory")
     try:
-        return read_state_dir(path)
+        return read_state_dir(path, job_limit=job_limit)
     except NotAStateDir as exc:
         raise InputError("--state", state_dir, f"not a scheduler state directory: {exc}") from None
     except sqlite3.Error as exc:
@@ -99,9 +108,16 @@ def _workers(st) -> list[str]:
 
 
 def _jobs(st, show_all: bool) -> list[str]:
-    done = sum(j.status == "done" for j in st.jobs)
-    out = [f"\njobs ({len(st.jobs)} submitted, {done} done)",
-           f"  {'id':>4}  {'job type':<34}{'gpus':>4}  {'status':<10}{'progress':>18}  {'tries':>5}  placement"]
+    counts = st.job_counts or dict(Counter(j.status for j in st.jobs))
+    out = [f"\njobs ({st.jobs_total} submitted, {counts.get('done', 0)} done)"]
+    if counts:
+        out.append("  by state: " + ", ".join(f"{n} {state}" for state, n in sorted(counts.items())))
+    unfinished = sum(n for state, n in counts.items() if state not in ("done", "cancelled", "failed"))
+    shown = sum(show_all or not j.finished for j in st.jobs)
+    if shown < (st.jobs_total if show_all else unfinished):
+        out.append(f"  listing {shown} of {st.jobs_total if show_all else unfinished} "
+                   f"{'jobs' if show_all else 'unfinished jobs'} (status --all lists every job)")
+    out += [f"  {'id':>4}  {'job type':<34}{'gpus':>4}  {'status':<10}{'progress':>18}  {'tries':>5}  placement"]
     for j in (j for j in st.jobs if show_all or not j.finished):
         pct = 100.0 * j.steps_live / j.steps_total if j.steps_total else 0.0
         prog = f"{j.steps_live}/{j.steps_total} {pct:3.0f}%"

@@ -36,6 +36,9 @@ def add_parser(sub) -> None:
     add_connection_args(p)
     p.add_argument("--wait", action="store_true", help="wait until every submitted job finished")
     p.add_argument("--json", action="store_true", help="print the ids as a JSON list")
+    p.add_argument("--idempotency-key", metavar="KEY",
+                   help="submit at most once under KEY: a rerun with the same KEY and JOBFILE prints the same ids "
+                        "(default: a new key; either way an unanswered call is retried with its key)")
     p.set_defaults(run=run)
 
     c = sub.add_parser("cancel", help="cancel jobs",
@@ -53,7 +56,7 @@ def run(args) -> int:
     specs = load_job_file(args.jobfile)
     with client_from_args(args) as client:
         try:
-            ids = client.submit(specs)
+            ids = client.submit(specs, key=args.idempotency_key)
         except SchedulerError as exc:
             print(f"gavel-ng submit: error: {exc}", file=sys.stderr)
             return 2

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import threading
 import time
 from dataclasses import dataclass
@@ -74,9 +75,9 @@ class LeaseClient:
         self._lock = threading.Lock()
 
     def init(self, checkpoint_step: int) -> None:
+        req = self.pb.InitJobRequest(job_id=self.env.job_id, attempt=self.env.attempt, checkpoint_step=checkpoint_step)
         try:
-            lease = self.stub.InitJob(self.pb.InitJobRequest(job_id=self.env.job_id, attempt=self.env.attempt,
-                                                             checkpoint_step=checkpoint_step), timeout=10.0)
+            lease = self._busy_retried(self.stub.InitJob, req, 10.0, time.monotonic() + 30.0)
         except Exception as exc:      # grpc.RpcError and friends: fall back to the worker's lease
             log.warning("InitJob failed (%s): running to the worker's lease", exc)
             return
@@ -114,9 +115,25 @@ class LeaseClient:
     def _renew(self, req) -> None:
         timeout = max(1.0, self.deadline - time.monotonic() + 1.0)
         try:
-            self._apply(self.stub.UpdateLease(req, timeout=timeout))
+            self._apply(self._busy_retried(self.stub.UpdateLease, req, timeout, self.deadline - 1.0))
         except Exception as exc:
             log.info("lease renewal failed (%s): stopping at the lease end", exc)
+
+    @staticmethod
+    def _busy_retried(call, req, timeout: float, give_up: float):
+        """A call the scheduler refused as busy (RESOURCE_EXHAUSTED: over this job's share of its
+        threads, gavel_ng.protocol.limits) is asked again after a short jittered pause, until `give_up`."""
+        import grpc
+
+        delay = 0.2
+        while True:
+            try:
+                return call(req, timeout=timeout)
+            except grpc.RpcError as exc:
+                if exc.code() != grpc.StatusCode.RESOURCE_EXHAUSTED or time.monotonic() + 2 * delay >= give_up:
+                    raise
+            time.sleep(delay * random.uniform(1.0, 2.0))
+            delay = min(2.0, 2 * delay)
 
     def wait_pending(self, until: float) -> None:
         """Give an in-flight renewal until `until` (monotonic) to answer."""

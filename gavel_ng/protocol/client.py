@@ -12,8 +12,10 @@
 
 from __future__ import annotations
 
+import logging
 import time
-from dataclasses import dataclass
+import uuid
+from dataclasses import dataclass, field
 
 import grpc
 
@@ -21,6 +23,10 @@ from .jobspec import JobSpec, rules_from_json
 from .protos import gavel_pb2 as pb
 from .reports import decode_report
 from .rpc import Security, Stub, open_channel, read_token
+
+log = logging.getLogger(__name__)
+JOBS_PER_CALL = 10_000          # the scheduler's limit per SubmitJobs call (runtime.listing)
+RETRIED = ("UNAVAILABLE", "DEADLINE_EXCEEDED")   # the call may or may not have happened: retry with its key
 
 
 class SchedulerError(RuntimeError):
@@ -117,6 +123,12 @@ class ClusterStatus:
     launches: int
     throughputs: dict[str, float]
     source: str = "scheduler"
+    job_counts: dict[str, int] = field(default_factory=dict)   # status -> jobs, over every job
+
+    @property
+    def jobs_total(self) -> int:
+        """Every job the scheduler holds (`jobs` may list only some)."""
+        return sum(self.job_counts.values()) if self.job_counts else len(self.jobs)
 
     @property
     def live(self) -> bool:
@@ -128,7 +140,8 @@ class ClusterStatus:
                                 tuple(w.running_jobs)) for w in m.workers]
         alloc = [(tuple(r.jobs), dict(r.share)) for r in m.allocation]
         return cls(workers, [JobStatus.from_proto(j) for j in m.jobs], alloc, list(m.worker_types), m.policy,
-                   m.round, m.round_seconds, m.round_ends_in, m.renewals, m.launches, dict(m.throughputs))
+                   m.round, m.round_seconds, m.round_ends_in, m.renewals, m.launches, dict(m.throughputs),
+                   job_counts=dict(m.job_counts))
 
 
 def placement_label(worker_type: str, placement: list[tuple[str, int]]) -> str:
@@ -155,38 +168,72 @@ class SchedulerClient:
     def close(self) -> None:
         self.channel.close()
 
-    def _call(self, method: str, request):
+    def _call(self, method: str, request, timeout: float | None = None):
         try:
-            return getattr(self.stub, method)(request)
+            return getattr(self.stub, method)(request, timeout=timeout)
         except grpc.RpcError as exc:
             raise SchedulerError(exc.code().name, exc.details() or "") from None
 
-    def submit(self, jobs: JobSpec | dict | list) -> list[int]:
-        """Submit one job or several (JobSpec or job-file dicts); returns their ids."""
+    def submit(self, jobs: JobSpec | dict | list, key: str | None = None, retries: int = 8,
+               timeout: float = 300.0) -> list[int]:
+        """Submit one job or several (JobSpec or job-file dicts); returns their ids.
+
+        Exactly once: each call carries an idempotency key (`key`, else a random one), and a call
+        that may or may not have reached the scheduler (UNAVAILABLE, DEADLINE_EXCEEDED) is retried
+        with it, at most `retries` times with backoff; the scheduler answers a retry with the ids it
+        gave first. More than JOBS_PER_CALL jobs go in several calls, keyed KEY/1, KEY/2, ...
+        """
         items = jobs if isinstance(jobs, list) else [jobs]
         specs = [j if isinstance(j, JobSpec) else JobSpec.from_dict(j, f"jobs[{i}]") for i, j in enumerate(items)]
-        reply = self._call("SubmitJobs", pb.SubmitJobsRequest(jobs=[s.to_proto() for s in specs]))
-        return list(reply.job_ids)
+        key = key or uuid.uuid4().hex
+        chunks = [specs[i:i + JOBS_PER_CALL] for i in range(0, len(specs), JOBS_PER_CALL)] or [[]]
+        ids: list[int] = []
+        for n, chunk in enumerate(chunks):
+            req = pb.SubmitJobsRequest(jobs=[s.to_proto() for s in chunk],
+                                       idempotency_key=key if len(chunks) == 1 else f"{key}/{n + 1}")
+            ids += self._retried("SubmitJobs", req, retries, timeout).job_ids
+        return ids
+
+    def _retried(self, method: str, request, retries: int, timeout: float):
+        for attempt in range(retries + 1):
+            try:
+                return self._call(method, request, timeout)
+            except SchedulerError as exc:
+                if exc.code not in RETRIED or attempt == retries:
+                    raise
+                delay = min(8.0, 0.5 * 2 ** attempt)
+                log.warning("%s: %s; retrying in %.1fs (%d of %d)", method, exc.code, delay, attempt + 1, retries)
+                time.sleep(delay)
+        raise AssertionError("unreachable")
 
     def cancel(self, job_id: int) -> str:
         return self._call("CancelJob", pb.CancelJobRequest(job_id=job_id)).status
 
-    def jobs(self, include_finished: bool = True) -> list[JobStatus]:
-        reply = self._call("ListJobs", pb.ListJobsRequest(include_finished=include_finished))
-        return [JobStatus.from_proto(j) for j in reply.jobs]
+    def jobs(self, include_finished: bool = True, ids: list[int] | None = None) -> list[JobStatus]:
+        """Every job (or those of `ids`), fetched page by page (ListJobs)."""
+        out, token = [], ""
+        while True:
+            reply = self._call("ListJobs", pb.ListJobsRequest(include_finished=include_finished, page_token=token,
+                                                              job_ids=ids or []))
+            out += [JobStatus.from_proto(j) for j in reply.jobs]
+            token = reply.next_page_token
+            if not token:
+                return out
 
-    def status(self) -> ClusterStatus:
-        return ClusterStatus.from_proto(self._call("GetStatus", pb.Empty()))
+    def status(self, job_limit: int = 0) -> ClusterStatus:
+        """Workers, allocation, job counts and the first `job_limit` jobs (0: the scheduler's default, 100)."""
+        return ClusterStatus.from_proto(self._call("GetStatus", pb.StatusRequest(job_limit=job_limit)))
 
     def wait(self, job_ids: list[int], timeout: float = 3600.0, poll: float = 0.5) -> list[JobStatus]:
         """Poll until every job finished; raises TimeoutError with the stragglers named."""
         end = time.monotonic() + timeout
         wanted = set(job_ids)
-        while True:
-            jobs = [j for j in self.jobs() if j.job_id in wanted]
+        while wanted:
+            jobs = self.jobs(ids=sorted(wanted))
             if len(jobs) == len(wanted) and all(j.finished for j in jobs):
                 return sorted(jobs, key=lambda j: j.job_id)
             if time.monotonic() > end:
                 left = [j.job_id for j in jobs if not j.finished]
                 raise TimeoutError(f"jobs {left} not finished after {timeout:.0f}s")
             time.sleep(poll)
+        return []

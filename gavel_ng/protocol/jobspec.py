@@ -26,6 +26,12 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 RESERVED_ENV = ("CUDA_VISIBLE_DEVICES", "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
                 "MASTER_PORT")
 MAX_STEPS = 10**12
+# Size limits per job: a job's spec is kept in memory, in the store and in every status reply.
+MAX_TEXT = 200                    # job_type, name: characters
+MAX_PATH = 4096                   # working_dir: characters
+MAX_ARGS, MAX_COMMAND_BYTES = 256, 16384       # command: argv entries, and bytes of them all (UTF-8)
+MAX_ENV, MAX_ENV_BYTES = 64, 16384             # env: entries, and bytes of names and values (UTF-8)
+MAX_RULES_BYTES, MAX_ADAPTIVE_BYTES = 16384, 4096   # rules, adaptive: bytes of their JSON
 
 
 @dataclass(frozen=True)
@@ -82,12 +88,29 @@ class JobSpec:
         require(is_number(self.weight) and self.weight > 0, f"{where}.weight", self.weight, "must be a positive number")
         if self.slo_s is not None:
             require(is_number(self.slo_s) and self.slo_s > 0, f"{where}.slo_s", self.slo_s, "must be positive seconds")
-        require(len(self.name) <= 200, f"{where}.name", self.name, "at most 200 characters")
+        self._check_sizes(where)
         require(self.size in SIZES, f"{where}.size", self.size, f"must be one of {', '.join(SIZES)}")
         for key in self.env:
             require(bool(_ENV_NAME.match(key)), f"{where}.env", key, "not an environment variable name")
             require(key not in RESERVED_ENV and not key.startswith("GAVEL_NG_"), f"{where}.env", key,
                     "reserved: the worker sets it")
+
+    def _check_sizes(self, where: str) -> None:
+        """Every field bounded, so that a queue of jobs fits in memory and its status in a reply."""
+        for key, limit in (("job_type", MAX_TEXT), ("name", MAX_TEXT), ("working_dir", MAX_PATH)):
+            value = getattr(self, key)
+            require(len(value) <= limit, f"{where}.{key}", _clip(value), f"at most {limit} characters")
+        require(len(self.command) <= MAX_ARGS, f"{where}.command", f"{len(self.command)} arguments",
+                f"at most {MAX_ARGS} arguments")
+        size = sum(len(c.encode()) for c in self.command)
+        require(size <= MAX_COMMAND_BYTES, f"{where}.command", f"{size} bytes", f"at most {MAX_COMMAND_BYTES} bytes")
+        require(len(self.env) <= MAX_ENV, f"{where}.env", f"{len(self.env)} variables", f"at most {MAX_ENV} variables")
+        size = sum(len(k.encode()) + len(v.encode()) for k, v in self.env.items())
+        require(size <= MAX_ENV_BYTES, f"{where}.env", f"{size} bytes", f"at most {MAX_ENV_BYTES} bytes")
+        for key, value, limit in (("rules", self.rules, MAX_RULES_BYTES), ("adaptive", self.adaptive,
+                                                                            MAX_ADAPTIVE_BYTES)):
+            size = len(json.dumps(value.to_dict()).encode()) if value is not None else 0
+            require(size <= limit, f"{where}.{key}", f"{size} bytes of JSON", f"at most {limit} bytes")
 
     def to_proto(self) -> pb.JobSpec:
         return pb.JobSpec(name=self.name, job_type=self.job_type, scale_factor=self.scale_factor, steps=self.steps,
@@ -112,6 +135,10 @@ class JobSpec:
                 **({"adaptive": self.adaptive.to_dict()} if self.adaptive is not None else {})}
 
 
+def _clip(text: str) -> str:
+    return text if len(text) <= 80 else f"{text[:60]}... ({len(text)} characters)"
+
+
 def load_job_file(path: str | Path) -> list[JobSpec]:
     """A JSON job file: one job object, a list of them, or {"jobs": [...]}."""
     path = Path(path)
@@ -134,12 +161,14 @@ def rules_from_json(text: str, where: str) -> JobRules | None:
     """A JobSpec's rules as they travel in the proto (a JSON object; empty: none)."""
     if not text:
         return None
+    require(len(text) <= MAX_RULES_BYTES, where, f"{len(text)} bytes", f"at most {MAX_RULES_BYTES} bytes")
     data = _json(text, where)
     return parse_job_rules(data, where) if isinstance(data, dict) else JobRules.from_dict(data, where)
 
 
 def adaptive_from_json(text: str, job_type: str, where: str) -> AdaptiveSpec | None:
     """A JobSpec's adaptive block as it travels in the proto and the store (a JSON object; empty: none)."""
+    require(len(text) <= MAX_ADAPTIVE_BYTES, where, f"{len(text)} bytes", f"at most {MAX_ADAPTIVE_BYTES} bytes")
     return _adaptive(_json(text, where), job_type, where) if text else None
 
 

@@ -23,11 +23,11 @@ from pathlib import Path
 import grpc
 
 from ..errors import InputError
+from .limits import JOB_METHODS, CallLimiter, Caps  # JOB_METHODS: what a job-scoped token may call
 from .protos import gavel_pb2 as pb
 
 log = logging.getLogger(__name__)
 TOKEN_ENV = "GAVEL_NG_TOKEN"
-JOB_METHODS = frozenset({"InitJob", "UpdateLease"})   # what a job-scoped token may call
 _JOB_PREFIX = "job:"
 
 
@@ -112,8 +112,11 @@ def authenticate(secret: str, metadata, method: str) -> Principal | None:
 
 
 class _AuthInterceptor(grpc.ServerInterceptor):
-    def __init__(self, secret: str):
+    """Refuses unauthenticated calls, and calls over the caller's share of handler threads (limits.py)."""
+
+    def __init__(self, secret: str, limiter: CallLimiter):
         self.secret = secret
+        self.limiter = limiter
 
         def deny(request, context):
             context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or invalid token")
@@ -122,10 +125,28 @@ class _AuthInterceptor(grpc.ServerInterceptor):
 
     def intercept_service(self, continuation, details):
         method = details.method.rsplit("/", 1)[-1]
-        if authenticate(self.secret, details.invocation_metadata, method) is None:
+        who = authenticate(self.secret, details.invocation_metadata, method)
+        if who is None:
             log.warning("refused %s: missing or invalid token", details.method)
             return self._deny
-        return continuation(details)
+        handler = continuation(details)
+        if handler is None or handler.unary_unary is None:
+            return handler
+        return grpc.unary_unary_rpc_method_handler(
+            partial(self._limited, handler.unary_unary, method, who.job),
+            request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer)
+
+    def _limited(self, behaviour, method: str, job, request, context):
+        """Run the handler while holding one of the caller's slots; RESOURCE_EXHAUSTED when it has none."""
+        cls, caller = self.limiter.classify(method, job, context.peer())
+        refusal = self.limiter.enter(cls, caller)
+        if refusal is not None:
+            log.debug("refused %s from %s: %s", method, caller, refusal)
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, f"{method}: {refusal}; retry later")
+        try:
+            return behaviour(request, context)
+        finally:
+            self.limiter.leave(cls, caller)
 
 
 def _service(name: str):
@@ -135,8 +156,9 @@ def _service(name: str):
 def make_server(bind: str, port: int, services: dict[str, object], security: Security,
                 max_workers: int = 32) -> tuple[grpc.Server, int]:
     """Start a server for `services` ({"Scheduler": impl}); returns it and the bound port."""
+    limiter = CallLimiter(Caps(max_workers))
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="grpc"),
-                         interceptors=[_AuthInterceptor(security.token)],
+                         interceptors=[_AuthInterceptor(security.token, limiter)],
                          options=[("grpc.so_reuseport", 0)])
     for name, impl in services.items():
         desc = _service(name)

@@ -157,12 +157,9 @@ class JobBook:
             job.status = "running"
 
     # ----- jobs ---------------------------------------------------------------------------
-    def add(self, specs: list[JobSpec], now: float) -> list[int]:
-        with self.store.transaction():       # the jobs and their events, all or nothing
-            ids = self.store.add_jobs(specs, now)
-            for i, spec in zip(ids, specs):
-                self.store.event("submit", job_id=i, job_type=spec.job_type, steps=spec.steps,
-                                 scale_factor=spec.scale_factor)
+    def add(self, specs: list[JobSpec], now: float, key: str = "", digest: str = "") -> list[int]:
+        """Jobs, submit events and idempotency key are stored in one transaction (Store.add_jobs)."""
+        ids = self.store.add_jobs(specs, now, key, digest)
         for i, spec in zip(ids, specs):
             self.jobs[i] = JobState(i, spec, now)
             self.measurements.add_job(self.jobs[i])

@@ -38,6 +38,7 @@ from .config import RUNTIME_ELASTIC, ClusterConfig, validate_submission
 from .elastic import RuntimeGoodput
 from .executor import DeployExecutor, Lease
 from .jobs import FINISHED, AttemptRef, DoneReport, JobState
+from .listing import LimitReached, check_queue, check_submission, digest, list_page, slim, status_page
 from .measured import MeasuredTable
 from .planner import DynamicPlanner
 from .state import ClusterState, Registration
@@ -55,6 +56,8 @@ def _rpc(method):
     def wrapper(self, request, context):
         try:
             return method(self, request, context)
+        except LimitReached as exc:
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
         except InputError as exc:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         except KeyError as exc:
@@ -127,20 +130,28 @@ class SchedulerServicer:
 
     @_rpc
     def SubmitJobs(self, req, context):
-        if not req.jobs:
-            raise InputError("jobs", [], "no jobs given")
+        check_submission(req)
         specs = []
         for i, m in enumerate(req.jobs):
             spec = JobSpec.from_proto(m)
             validate_submission(spec, self.svc.table.base, self.state.worker_types, f"jobs[{i}]",
                                 estimated=self.state.throughputs.estimator is not None)
             specs.append(spec)
+        key = req.idempotency_key
+        bound = digest(specs) if key else ""
         with self.state.lock:   # rules and admission: refused as a whole, naming the job and the rule
+            done = self.svc.store.find_submission(key) if key else None
+            if done is not None:   # a retry of a submission already stored: its ids, nothing added
+                if done[0] != bound:
+                    raise InputError("idempotency_key", key, "already used for a submission of other jobs")
+                log.info("submission %s retried: jobs %d-%d already accepted", key, done[1][0], done[1][-1])
+                return pb.SubmitJobsReply(job_ids=done[1])
+            check_queue(self.state.jobs, len(specs), self.svc.config.max_queue)
             self.svc.check_rules(specs)
-            ids = self.state.submit(specs)
+            ids = self.state.submit(specs, key, bound)
             for m, spec in zip(ids, specs):
                 self.svc.admission.admit(m, getattr(spec.rules, "user", None), spec.scale_factor)
-        log.info("accepted jobs %s", ids)
+        log.info("accepted %d jobs (%d-%d)", len(ids), ids[0], ids[-1])
         return pb.SubmitJobsReply(job_ids=ids)
 
     @_rpc
@@ -152,13 +163,11 @@ class SchedulerServicer:
     @_rpc
     def ListJobs(self, req, context):
         with self.state.lock:
-            jobs = [self.svc.job_info(j) for j in self.state.jobs.values()
-                    if req.include_finished or j.status not in FINISHED]
-        return pb.ListJobsReply(jobs=jobs)
+            return list_page(self.state.jobs, req, self.svc.job_info)
 
     @_rpc
     def GetStatus(self, req, context):
-        return self.svc.status()
+        return self.svc.status(req.job_limit)
 
 
 class SchedulerService:
@@ -344,20 +353,26 @@ class SchedulerService:
             info.report.CopyFrom(j.report.to_proto())
         return info
 
-    def status(self) -> pb.StatusReply:
+    def status(self, job_limit: int = 0) -> pb.StatusReply:
+        """Workers, allocation, job counts by status and a page of jobs (listing.status_page)."""
         st = self.state
         now = time.monotonic()
         with st.lock:
+            counts, page = status_page(st.jobs, job_limit)
+            running: dict[str, list[int]] = {}
+            for j in st.jobs.values():
+                for wid in j.live.workers if j.live is not None else ():
+                    running.setdefault(wid, []).append(j.job_id)
             reply = pb.StatusReply(worker_types=st.worker_types, policy=self.policy_name, round=st.round_no,
                                    round_seconds=self.config.round_seconds,
                                    round_ends_in=self.executor.round_ends_in(),
                                    renewals=st.stats["renewals"], launches=st.stats["launches"],
-                                   throughputs=self.table.measured())
+                                   throughputs=self.table.measured(), job_counts=counts)
             for w in sorted(st.workers.values(), key=lambda w: w.order):
-                running = [j.job_id for j in st.jobs.values() if j.live is not None and w.worker_id in j.live.workers]
                 reply.workers.add(worker_id=w.worker_id, address=w.address, gpu_type=w.gpu_type, gpus=w.gpus,
-                                  alive=w.alive, last_seen_ago=now - w.last_seen, running_jobs=running)
-            reply.jobs.extend(self.job_info(j) for j in st.jobs.values())
+                                  alive=w.alive, last_seen_ago=now - w.last_seen,
+                                  running_jobs=running.get(w.worker_id, []))
+            reply.jobs.extend(slim(self.job_info(j)) for j in page)
             rows, X = st.allocation
             for r, row in enumerate(rows):
                 reply.allocation.add(jobs=list(row), share={w: float(X[r, k]) for k, w in enumerate(st.worker_types)})

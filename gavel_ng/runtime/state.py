@@ -102,9 +102,9 @@ class ClusterState:
             log.info("restored %d jobs (%d attempts still out) from %s", len(self.jobs), live, self.store.path)
 
     # ----- jobs ---------------------------------------------------------------------------
-    def submit(self, specs: list[JobSpec]) -> list[int]:
+    def submit(self, specs: list[JobSpec], key: str = "", digest: str = "") -> list[int]:
         with self.lock:
-            ids = self.book.add(specs, time.time())
+            ids = self.book.add(specs, time.time(), key, digest)
             self.wake = True
             self.cv.notify_all()
         return ids

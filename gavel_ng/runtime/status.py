@@ -14,13 +14,15 @@ from ..protocol.client import AdaptiveStatus, ClusterStatus, JobStatus, WorkerSt
 from .store import JobRow, StateReader
 
 
-def read_state_dir(state_dir: str | Path, now: float | None = None) -> ClusterStatus:
-    """Read a scheduler's state directory read-only, in one short read transaction.
+def read_state_dir(state_dir: str | Path, now: float | None = None, job_limit: int | None = None) -> ClusterStatus:
+    """Read a scheduler's state directory read-only, in one short read transaction: every job, or with
+    `job_limit` the page a live scheduler's status lists (unfinished first). Job counts cover every job.
     Raises store.NotAStateDir when it holds no scheduler state."""
     now = time.time() if now is None else now
     with StateReader(state_dir) as rd, rd.snapshot():
         info = rd.load_cluster_info()
-        jobs = rd.load_jobs()
+        counts = rd.job_counts()
+        jobs = rd.load_jobs() if job_limit is None else rd.job_page(job_limit)
         running = rd.running_attempts()
         workers = rd.load_workers()
         alloc = rd.load_allocation()
@@ -39,7 +41,7 @@ def read_state_dir(state_dir: str | Path, now: float | None = None) -> ClusterSt
     thr = {f"{t}|{sf}|{w}": v for t, sf, w, cons, v, _ in sorted(measured) if cons}
     return ClusterStatus(ws, js, shares, list(types), info.policy if info is not None else "?", meta["round"],
                          info.round_seconds if info is not None else 0.0, None, meta["renewals"], meta["launches"],
-                         thr, source=str(state_dir))
+                         thr, source=str(state_dir), job_counts=counts)
 
 
 def _job_status(r: JobRow, live, adaptive: tuple[dict | None, int]) -> JobStatus:

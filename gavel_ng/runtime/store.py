@@ -53,6 +53,8 @@ CREATE TABLE IF NOT EXISTS events (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, ts REAL NOT NULL, round INTEGER, kind TEXT NOT NULL,
     job_id INTEGER, worker_id TEXT, detail TEXT);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS submissions (
+    key TEXT PRIMARY KEY, digest TEXT NOT NULL, job_ids TEXT NOT NULL, submitted REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS adaptive (
     job_id INTEGER PRIMARY KEY, report TEXT, resizes INTEGER NOT NULL DEFAULT 0, last_type TEXT, last_gpus INTEGER);
 """
@@ -132,10 +134,21 @@ class _Reads:
     def _dicts(self, sql: str, args: tuple) -> list[dict]:
         raise NotImplementedError
 
-    def load_jobs(self) -> list[JobRow]:
+    def load_jobs(self, where: str = "", args: tuple = ()) -> list[JobRow]:
+        """Every job by id, or those that `where` (SQL after WHERE, with ORDER BY/LIMIT if any) selects."""
         rows = self._all("SELECT job_id, spec, status, steps_done, submitted, finished, attempts, failures, renewals "
-                         "FROM jobs ORDER BY job_id")
+                         "FROM jobs " + (f"WHERE {where}" if where else "ORDER BY job_id"), args)
         return [JobRow(r[0], JobSpec(**_spec_args(json.loads(r[1]))), *r[2:]) for r in rows]
+
+    def job_counts(self) -> dict[str, int]:
+        return dict(self._all("SELECT status, COUNT(*) FROM jobs GROUP BY status"))
+
+    def job_page(self, limit: int) -> list[JobRow]:
+        """Up to `limit` jobs as status lists them: unfinished by id, then the latest finished (in id order)."""
+        done = "status IN ('done', 'cancelled', 'failed')"
+        page = self.load_jobs(f"NOT {done} ORDER BY job_id LIMIT ?", (limit,))
+        page += self.load_jobs(f"{done} ORDER BY job_id DESC LIMIT ?", (limit - len(page),))
+        return sorted(page, key=lambda r: r.job_id)
 
     def running_attempts(self) -> list[AttemptRow]:
         rows = self._all("SELECT job_id, attempt, placement, worker_type, launched, status FROM attempts "
@@ -338,15 +351,28 @@ class Store(_Reads):
             return self._db.execute(sql, args).fetchall()
 
     # ----- jobs ------------------------------------------------------------------------
-    def add_jobs(self, specs: list[JobSpec], submitted: float) -> list[int]:
-        """Insert in one transaction so a batch is all-or-nothing."""
+    def add_jobs(self, specs: list[JobSpec], submitted: float, key: str = "", digest: str = "") -> list[int]:
+        """Insert the jobs, their submit events and the submission's idempotency key (if any) in one
+        transaction: a batch is all-or-nothing, and a retry after a crash finds either all of it or none."""
         ids = []
         with self.transaction():
             for spec in specs:
                 cur = self._exec("INSERT INTO jobs (spec, status, steps_done, submitted) VALUES (?, 'queued', 0, ?)",
                                  (json.dumps(spec.to_dict()), submitted))
                 ids.append(int(cur.lastrowid))
+            now = time.time()
+            self._db.executemany(
+                "INSERT INTO events (ts, kind, job_id, detail) VALUES (?, 'submit', ?, ?)",
+                [(now, i, json.dumps({"job_type": s.job_type, "steps": s.steps, "scale_factor": s.scale_factor}))
+                 for i, s in zip(ids, specs)])
+            if key:
+                self._exec("INSERT INTO submissions VALUES (?, ?, ?, ?)", (key, digest, json.dumps(ids), submitted))
         return ids
+
+    def find_submission(self, key: str) -> tuple[str, list[int]] | None:
+        """(request digest, job ids) of the submission made with idempotency `key`, if any."""
+        rows = self._all("SELECT digest, job_ids FROM submissions WHERE key = ?", (key,))
+        return (rows[0][0], json.loads(rows[0][1])) if rows else None
 
     def update_job(self, job_id: int, **cols) -> None:
         names = ", ".join(f"{k} = ?" for k in cols)
