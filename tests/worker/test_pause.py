@@ -50,12 +50,15 @@ def test_scheduler_paused_past_worker_timeout_loses_nothing(cluster_factory):
         seen = len(cl.events("renew"))
         wait_for(lambda: len(cl.events("renew")) > seen, 60, "no renewal", poll=0.05)
         before = {j.job_id: max(j.steps_live, j.steps_done) for j in c.jobs() if j.status == "running"}
+        live = {(e["job_id"], e["attempt"]) for e in cl.events("launch")} - {
+            (e["job_id"], e["attempt"]) for e in cl.events("end")}
         paused_at = time.time()
         cl.scheduler.send_signal(signal.SIGSTOP)
         try:
             time.sleep(pause)
         finally:
             cl.scheduler.send_signal(signal.SIGCONT)
+        resumed_at = time.time()
         jobs = c.wait(ids, timeout=400)
     # steps trained before the pause that a later attempt trained again (at least: progress is
     # known only as of each job's last renewal request)
@@ -64,10 +67,15 @@ def test_scheduler_paused_past_worker_timeout_loses_nothing(cluster_factory):
         if e["ts"] > paused_at and e["job_id"] in before:
             relaunch.setdefault(e["job_id"], e["steps"])
     lost_steps = sum(max(0, before[m] - relaunch.get(m, before[m])) for m in before)
+    # what a pause costs otherwise: attempts that stopped at their lease end while it lasted (their
+    # GPUs idle until the scheduler runs again), and how soon after it resumed it launched again
+    stopped = [e for e in cl.events("end") if (e["job_id"], e["attempt"]) in live and e["status"] != "done"]
+    relaunched = [e["ts"] - resumed_at for e in cl.events("launch") if e["ts"] > paused_at]
     down, lost = cl.events("worker_down"), cl.events("lost")
     print(f"\npause {pause:g}s: worker_down {len(down)}, lost attempts {len(lost)}, steps lost >= {lost_steps}, "
           f"killed at a renewed lease end {len(_killed_renewed(cl))}, pause events "
-          f"{[e['seconds'] for e in cl.events('pause')]}")
+          f"{[e['seconds'] for e in cl.events('pause')]}, attempts stopped at their lease end {len(stopped)}, "
+          f"relaunched {min(relaunched, default=float('nan')):.2f}s after resuming")
     assert not down and not lost, (down, lost)
     assert not _killed_renewed(cl)
     for j, spec in zip(jobs, JOBS):
