@@ -11,8 +11,12 @@ from __future__ import annotations
 import os
 import signal
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from loopback_cluster import check_training, wait_for
+
+from gavel_ng.protocol.protos import gavel_pb2 as pb
+from gavel_ng.protocol.rpc import Stub, job_token, open_channel
 
 # one job per GPU, pinned: each is renewed round after round, so a pause finds both mid-lease
 # (and a rotating plan's start-ups did not fit in 6 s rounds on a loaded 2-core machine)
@@ -100,3 +104,33 @@ def test_renewed_lease_outlives_the_deadline_the_worker_was_given(cluster_factor
     assert not _killed_renewed(cl), ends
     assert job.status == "done" and job.steps_done == spec["steps"], job
     check_training(cl, job_id, spec["steps"])
+
+
+def test_renewals_waiting_for_a_plan_leave_heartbeats_served(cluster_factory):
+    """100 renewals asked long before the next round's plan exists (more than the scheduler's 64
+    handler threads) are answered at once, so heartbeats go on being served."""
+    cl = cluster_factory(round_seconds=6.0, heartbeat_seconds=0.3, worker_timeout_seconds=2.0)
+    cl.start_scheduler()
+    cl.start_worker("w-k80", "k80", 1)
+    cl.wait_workers(1)
+    spec = {"job_type": "Recommendation (batch size 512)", "steps": 20000, "size": "tiny", "name": "rec"}
+    with cl.client() as c:
+        (job_id,) = c.submit([spec])
+    wait_for(lambda: cl.events("renew"), 120, "the job was never renewed")
+    attempt = cl.events("renew")[-1]["attempt"]
+    rounds = len(cl.events("round"))
+    wait_for(lambda: len(cl.events("round")) > rounds, 30, "no next round", poll=0.05)
+    # the lease now ends with this round, whose successor is planned only ~4 s from now
+    channel = open_channel(f"127.0.0.1:{cl.port}", None)
+    stub = Stub(channel, "Scheduler", job_token(cl.token, job_id, attempt), timeout=30.0)
+    req = pb.UpdateLeaseRequest(job_id=job_id, attempt=attempt, steps=0, compute_seconds=0.0)
+    try:
+        with ThreadPoolExecutor(100) as pool:
+            replies = list(pool.map(lambda _: stub.UpdateLease(req), range(100)))
+    finally:
+        channel.close()
+    time.sleep(1.0)                          # a starved heartbeat would show by now
+    waited = [r for r in replies if not r.renewed and r.renew_in > 0.5]
+    print(f"\n100 renewals: {sum(r.renewed for r in replies)} renewed, {len(waited)} told to wait over 0.5 s")
+    assert not cl.events("worker_down") and not cl.events("lost")
+    assert not waited
