@@ -16,6 +16,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from gavel_ng.protocol import leasefile
+
 log = logging.getLogger(__name__)
 
 
@@ -36,6 +38,7 @@ class JobEnv:
     servers: int = 1               # workers the attempt spans
     grace: float = 0.0             # the worker kills the job this long after its lease (0: unknown)
     checkpoint_every_rounds: int = 0   # with renewals: checkpoint at least this often (0: only at the end)
+    lease_file: Path | None = None  # where rank 0 writes the signed lease ends it is granted, for the worker
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> JobEnv | None:
@@ -49,7 +52,8 @@ class JobEnv:
                    Path(env["GAVEL_NG_RESULT_FILE"]) if env.get("GAVEL_NG_RESULT_FILE") else None,
                    env.get("GAVEL_NG_TLS_CA") or None, int(env.get("RANK", "0")), int(env.get("WORLD_SIZE", "1")),
                    env.get("GAVEL_NG_ADAPTIVE", ""), int(env.get("GAVEL_NG_SERVERS", "1")),
-                   float(env.get("GAVEL_NG_GRACE_SECONDS") or 0), int(env.get("GAVEL_NG_CHECKPOINT_EVERY_ROUNDS") or 0))
+                   float(env.get("GAVEL_NG_GRACE_SECONDS") or 0), int(env.get("GAVEL_NG_CHECKPOINT_EVERY_ROUNDS") or 0),
+                   Path(env[leasefile.ENV]) if env.get(leasefile.ENV) else None)
 
 
 class LeaseClient:
@@ -72,6 +76,7 @@ class LeaseClient:
         self.channel = open_channel(env.scheduler, sec)
         self.stub = Stub(self.channel, "Scheduler", env.token, timeout=10.0)
         self._pending: threading.Thread | None = None
+        self._last_req = None
         self._lock = threading.Lock()
 
     def init(self, checkpoint_step: int) -> None:
@@ -94,6 +99,12 @@ class LeaseClient:
             self.renew_at = now + lease.renew_in if lease.renew_in >= 0 and lease.seconds_left >= 0 else None
             if lease.renewed:
                 self.renewals += 1
+        if lease.lease_mac and self.env.lease_file is not None:
+            try:
+                leasefile.write(self.env.lease_file, leasefile.LeaseRecord(self.env.job_id, self.env.attempt,
+                                                                           lease.lease_end, lease.lease_mac))
+            except OSError as exc:
+                log.info("cannot write the lease file (%s): the worker learns the lease by heartbeat", exc)
 
     def maybe_renew(self, steps: int, compute_seconds: float, report=None) -> None:
         """Start a renewal request if one is due and none is in flight. `report()`, when given,
@@ -109,6 +120,10 @@ class LeaseClient:
             from gavel_ng.protocol.reports import encode_report
 
             req.report.CopyFrom(encode_report(report()))
+        self._last_req = req
+        self._ask(req)
+
+    def _ask(self, req) -> None:
         self._pending = threading.Thread(target=self._renew, args=(req,), name="lease", daemon=True)
         self._pending.start()
 
@@ -136,10 +151,19 @@ class LeaseClient:
             delay = min(2.0, 2 * delay)
 
     def wait_pending(self, until: float) -> None:
-        """Give an in-flight renewal until `until` (monotonic) to answer."""
-        t = self._pending
-        if t is not None and t.is_alive():
-            t.join(timeout=max(0.0, until - time.monotonic()))
+        """Give a renewal until `until` (monotonic) to land: wait for the request in flight, and ask
+        again whenever the scheduler says so (renew_in: its decision was not made yet)."""
+        while True:
+            t = self._pending
+            if t is not None and t.is_alive():
+                t.join(timeout=max(0.0, until - time.monotonic()))
+            with self._lock:
+                at = self.renew_at
+                if at is None or at >= until or self._last_req is None or time.monotonic() >= until:
+                    return
+                self.renew_at = None
+            time.sleep(max(0.0, at - time.monotonic()))
+            self._ask(self._last_req)
 
     def may_commit(self) -> bool:
         """A checkpoint may be committed only within the lease plus grace: past that the

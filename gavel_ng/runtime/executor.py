@@ -32,6 +32,7 @@ import grpc
 import numpy as np
 
 from ..mechanism import JobView, RoundPlan, RoundResult
+from ..protocol.leasefile import lease_mac
 from ..protocol.protos import gavel_pb2 as pb
 from ..protocol.rpc import job_token
 from .adaptive import AdaptiveReport, note_launch
@@ -43,6 +44,7 @@ from .workers import Kill, WorkerState
 log = logging.getLogger(__name__)
 TICK = 0.05
 RPC_TIMEOUT = 5.0
+RETRY = 0.3               # renew_in while the plan a renewal depends on is not made yet
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,8 @@ class Lease:
     renewed: bool = False
     round_seconds: float = 0.0
     stop: bool = False
+    lease_end: float = 0.0         # unix seconds; with lease_mac, what the job passes to its worker
+    lease_mac: str = ""
 
 
 @dataclass(frozen=True)
@@ -343,20 +347,18 @@ class DeployExecutor:
             return self._renew(job, att)
 
     def _renew(self, job: JobState, att: Attempt) -> Lease:
-        """Lock held. Waits (releasing it) for the plan of the round the lease ends into."""
+        """Lock held; answers at once. Until the plan of the round the lease ends into exists, the
+        current lease and a short renew_in: a handler waiting for the plan would hold a server
+        thread, and enough waiting renewals leave none for the heartbeats."""
         st = self.state
-        while True:
-            if self.round_end is not None and att.lease_end > self.round_end + 1e-6:
-                return self._lease(job, att, True)          # already renewed
-            target = self._target(att)
-            if target is not None:
-                break
+        if self.round_end is not None and att.lease_end > self.round_end + 1e-6:
+            return self._lease(job, att, True)          # already renewed
+        target = self._target(att)
+        if target is None:
             left = att.lease_end - time.time()
             if left <= 0 or self.stop.is_set():
                 return self._lease(job, att, False, final=True)
-            st.cv.wait(min(left, 0.5))
-            if job.live is not att:
-                return Lease(steps_total=job.spec.steps, seconds_left=-1, renew_in=-1)
+            return self._lease(job, att, False, retry=min(RETRY, left / 2))
         a = target.get(job.job_id)
         if a is None or a.placement != tuple(att.placement) or job.status in FINISHED:
             return self._lease(job, att, False, final=True)
@@ -379,12 +381,17 @@ class DeployExecutor:
             return self.current
         return self.next
 
-    def _lease(self, job: JobState, att: Attempt, renewed: bool, final: bool = False) -> Lease:
-        """`final`: the lease will not be renewed, so the iterator should not ask again."""
+    def _lease(self, job: JobState, att: Attempt, renewed: bool, final: bool = False,
+               retry: float | None = None) -> Lease:
+        """`final`: the lease will not be renewed, so the iterator should not ask again; `retry`: ask
+        again this soon (the decision is not made yet). lease_end and its MAC are for the worker."""
         now = time.time()
         renew_in = max(att.lease_end - self.renew_margin - now, 0.0) if self.renewals and not final else -1.0
+        if retry is not None:
+            renew_in = retry
         return Lease(steps_total=job.spec.steps, seconds_left=max(att.lease_end - now, 0.0), renew_in=renew_in,
-                     renewed=renewed, round_seconds=self.L)
+                     renewed=renewed, round_seconds=self.L, lease_end=att.lease_end,
+                     lease_mac=lease_mac(self.state.secret, job.job_id, att.attempt, att.lease_end))
 
     def round_ends_in(self) -> float:
         return max(0.0, self.round_end - time.time()) if self.round_end is not None else 0.0

@@ -90,7 +90,8 @@ class SchedulerServicer:
         kills = self.state.register(reg, self.svc.worker_stub)
         self.svc.executor.send_kills(kills)
         cfg = self.state.config
-        return pb.RegisterWorkerReply(heartbeat_seconds=cfg.heartbeat_seconds, grace_seconds=cfg.grace)
+        return pb.RegisterWorkerReply(heartbeat_seconds=cfg.heartbeat_seconds, grace_seconds=cfg.grace,
+                                      round_seconds=cfg.round_seconds)
 
     @_rpc
     def Heartbeat(self, req, context):
@@ -391,4 +392,5 @@ def _done(m: pb.DoneReport) -> DoneReport:
 
 def _lease(lease: Lease) -> pb.Lease:
     return pb.Lease(steps_total=lease.steps_total, seconds_left=lease.seconds_left, renew_in=lease.renew_in,
-                    renewed=lease.renewed, round_seconds=lease.round_seconds, stop=lease.stop)
+                    renewed=lease.renewed, round_seconds=lease.round_seconds, lease_end=lease.lease_end,
+                    lease_mac=lease.lease_mac, stop=lease.stop)

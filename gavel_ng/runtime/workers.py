@@ -6,6 +6,7 @@ worker joining or leaving means for the attempts it runs.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,6 +15,9 @@ import numpy as np
 
 from ..mechanism import Topology
 from .store import Store
+
+log = logging.getLogger(__name__)
+PAUSE_GAP = 1.0        # seconds between liveness checks (normally 0.05) that mean the process was stopped
 
 
 @dataclass
@@ -49,6 +53,7 @@ class WorkerRegistry:
         self.store = store
         self.workers: dict[str, WorkerState] = {}
         self.version = 0               # grows whenever a worker joins or leaves: the topology changed
+        self._checked: float | None = None   # time.monotonic() of the last overdue() check
 
     def join(self, worker_id: str, address: str, gpu_type: str, gpus: int,
              connect: Callable[[str], tuple[object, object]], labels: frozenset = frozenset()) -> WorkerState:
@@ -92,8 +97,23 @@ class WorkerRegistry:
         return True
 
     def overdue(self, timeout: float) -> list[WorkerState]:
-        """Live workers not heard from for more than `timeout` seconds."""
+        """Live workers not heard from for more than `timeout` seconds.
+
+        A gap since the last check far above the loop's tick means this process was stopped
+        (SIGSTOP, a VM pause, swapping): the heartbeats sent meanwhile wait unserved in the
+        socket, so every live worker gets `timeout` again from now to be heard."""
         now = time.monotonic()
+        gap = now - self._checked if self._checked is not None else 0.0
+        self._checked = now
+        if gap > max(PAUSE_GAP, timeout / 2):
+            live = [w for w in self.workers.values() if w.alive]
+            for w in live:
+                w.last_seen = max(w.last_seen, now)
+            if live:
+                log.warning("the scheduler did not run for %.1fs (paused?): %d worker(s) get %.3gs from now to "
+                            "heartbeat", gap, len(live), timeout)
+                self.store.event("pause", seconds=round(gap, 3), workers=len(live))
+            return []
         return [w for w in self.workers.values() if w.alive and now - w.last_seen > timeout]
 
     # ----- what the live workers form ----------------------------------------------------------

@@ -1,7 +1,8 @@
 """The worker daemon: one per server, owns its GPUs, runs what the scheduler sends.
 
 Threads: the gRPC server (RunJob / KillJob only queue work), `monitor` (starts queued
-tasks once their GPUs are free, watches processes, enforces leases) and `reporter`
+tasks once their GPUs are free, watches processes, enforces leases: their ends come with
+heartbeats and, signed, in the lease files jobs write) and `reporter`
 (registers, heartbeats, delivers end-of-attempt reports, re-registers after a scheduler
 restart and keeps reports until the scheduler has taken them).
 """
@@ -24,6 +25,7 @@ from pathlib import Path
 import grpc
 
 from ..errors import InputError
+from ..protocol import leasefile
 from ..protocol.protos import gavel_pb2 as pb
 from ..protocol.rpc import Security, Stub, make_server, open_channel
 from .proc import RankResult, builtin_command, clear_stale_rendezvous, free_port, signal_group, spawn
@@ -44,6 +46,9 @@ class Task:
     started: float | None = None
     stop_reason: str | None = None       # killed | killed-lease
     term_sent: float | None = None       # SIGTERM (the iterator checkpoints), SIGKILL a grace period later
+    lease_file: Path | None = None       # where the job writes the renewals it was granted (leasefile)
+    lease_seen: tuple = ()               # that file's (inode, mtime, size) when last read
+    bad_leases: int = 0                  # lease files ignored: not signed for this attempt, or too far ahead
 
     @property
     def ref(self) -> tuple[int, int]:
@@ -91,6 +96,7 @@ class WorkerDaemon:
         self.work_dir = Path(work_dir or tempfile.mkdtemp(prefix="gavel-worker-"))
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.heartbeat_seconds, self.grace = 2.0, 30.0
+        self.round_seconds = 0.0                 # from the scheduler; 0: lease files are not read
         self.standby = StandbyPool(1 if standby is None else standby, python, self.work_dir)
         self.lock = threading.Lock()
         self.queued: list[Task] = []
@@ -188,6 +194,7 @@ class WorkerDaemon:
                         busy.setdefault(g, set()).add(t.req.job_id)
                     self._start(t)
             for t in list(self.running):
+                self._read_lease(t, now)
                 codes = [p.poll() for p in t.procs]
                 if all(c is not None for c in codes):
                     self.running.remove(t)
@@ -207,18 +214,44 @@ class WorkerDaemon:
                         for p in t.procs:
                             signal_group(p, signal.SIGKILL)
 
+    def _read_lease(self, t: Task, now: float) -> None:
+        """Move t's deadline to the end of a renewal the scheduler granted and the job wrote down
+        (protocol.leasefile): heartbeats may not bring it in time, e.g. while the scheduler is paused.
+        Lock held."""
+        if t.lease_file is None or self.round_seconds <= 0:
+            return
+        try:
+            st = t.lease_file.stat()
+        except OSError:
+            return
+        key = (st.st_ino, st.st_mtime_ns, st.st_size)
+        if key == t.lease_seen:
+            return
+        t.lease_seen = key
+        rec = leasefile.read(t.lease_file)
+        if rec is not None and (rec.job_id, rec.attempt) == t.ref and rec.valid(self.security.token) \
+                and rec.lease_end <= now + 2 * self.round_seconds + self.grace:
+            t.deadline = max(t.deadline, rec.lease_end)
+            return
+        t.bad_leases += 1
+        if t.bad_leases == 1:
+            log.warning("job %d attempt %d: ignoring its lease file (not a lease the scheduler signed for it, or "
+                        "too far ahead)", *t.ref)
+
     def _start(self, t: Task) -> None:
         req = t.req
         spec = req.spec
         argv = list(spec.command) or builtin_command(spec.job_type, spec.size, self.python)
         ckpt = Path(req.checkpoint_dir)
         ckpt.mkdir(parents=True, exist_ok=True)
+        t.lease_file = self.work_dir / f"job{req.job_id}-a{req.attempt}.lease"
         base = {**os.environ, **dict(spec.env)}
         base.update({
             "GAVEL_NG_SCHEDULER": self.scheduler, "GAVEL_NG_JOB_ID": str(req.job_id),
             "GAVEL_NG_ATTEMPT": str(req.attempt), "GAVEL_NG_JOB_TOKEN": req.job_token,
             "GAVEL_NG_CHECKPOINT_DIR": str(ckpt), "GAVEL_NG_STEPS": str(spec.steps),
             "GAVEL_NG_LEASE_DEADLINE": repr(t.deadline), "GAVEL_NG_WORKER_TYPE": self.gpu_type,
+            leasefile.ENV: str(t.lease_file),
             "WORLD_SIZE": str(req.world_size), "LOCAL_WORLD_SIZE": str(len(req.gpus)),
             "GAVEL_NG_GRACE_SECONDS": repr(self.grace),
             "GAVEL_NG_CHECKPOINT_EVERY_ROUNDS": str(req.checkpoint_every_rounds),
@@ -239,6 +272,7 @@ class WorkerDaemon:
                 base.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())})
                 base["GAVEL_NG_DIST_INIT"] = "env://"
         t.started = time.time()
+        t.lease_file.unlink(missing_ok=True)
         for local, gpu in enumerate(req.gpus):
             rank = req.rank_offset + local
             result = self.work_dir / f"job{req.job_id}-a{req.attempt}-r{rank}.json"
@@ -274,6 +308,10 @@ class WorkerDaemon:
                             reason="launch-failed" if not t.procs and t.started else reason)
         for p in t.results:
             p.unlink(missing_ok=True)
+        if t.lease_file is not None:
+            t.lease_file.unlink(missing_ok=True)
+        if t.bad_leases > 1:
+            log.warning("job %d attempt %d: %d lease files ignored in all", *t.ref, t.bad_leases)
         self.pending.append(rep)
         self.report_event.set()
         log.info("job %d attempt %d ended (%s, exit %d) at step %d", rep.job_id, rep.attempt, rep.reason,
@@ -312,6 +350,7 @@ class WorkerDaemon:
                                        pending=pending, labels=self.labels)
         reply = self.stub.RegisterWorker(req)
         self.heartbeat_seconds, self.grace = reply.heartbeat_seconds or 2.0, reply.grace_seconds or 30.0
+        self.round_seconds = reply.round_seconds
         with self.lock:
             self.pending = [r for r in self.pending if r not in pending]
         self.registered.set()
