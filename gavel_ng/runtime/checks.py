@@ -64,6 +64,13 @@ def _number(field: str, value, lo: float, hi: float, why: str = "") -> None:
         raise InputError(field, value, f"must be in [{lo:g}, {hi:g}]{why}")
 
 
+def _total(job: JobState) -> int:
+    """The most steps a job may report: its total; an adaptive job counts steps at its initial
+    batch, and its last optimizer step may pass the total by up to max_batch / init_batch."""
+    a = job.spec.adaptive
+    return job.spec.steps + (0 if a is None else math.ceil(a.max_batch / a.init_batch))
+
+
 def _wall(launched: float, now: float) -> float:
     """Seconds an attempt can have run by now, with slack for timers and the network."""
     elapsed = max(now - launched, 0.0)
@@ -93,7 +100,7 @@ class Checks:
                 return                            # a stale attempt: told to stop, nothing stored
             wall = _wall(att.launched, now)
             _number("compute_seconds", compute_seconds, 0.0, wall, " (the attempt's wall time since launch)")
-            _number("steps", steps, att.steps_start, job.spec.steps, " (the attempt's first step .. the job's total)")
+            _number("steps", steps, att.steps_start, _total(job), " (the attempt's first step .. the job's total)")
             _number("checkpoint_step", checkpoint_step, 0, steps, " (the steps this attempt reports)")
             run = steps - att.steps_start
             if run > _fastest(self.base, job.key) * wall:
@@ -114,7 +121,7 @@ class Checks:
             job, att = self._live(job_id, attempt)
             if att is None:
                 return
-            _number("checkpoint_step", step, 0, job.spec.steps, " (the job's total steps)")
+            _number("checkpoint_step", step, 0, _total(job), " (the job's total steps)")
             known = max(job.steps_done, job.steps_live)
             ran = sum((r["ended"] or now) - r["launched"] for r in self.state.store.attempts(job_id)
                       if r["attempt"] != attempt)
@@ -134,8 +141,8 @@ class Checks:
                                                              f"{rep.attempt}")
             wall = _wall(launched, now)
             _number("exit_code", rep.exit_code, *EXIT_CODES)
-            _number("steps", rep.steps, -1, job.spec.steps, " (-1: unknown, else at most the job's total)")
-            _number("steps_run", rep.steps_run, 0, min(job.spec.steps, _fastest(self.base, job.key) * wall),
+            _number("steps", rep.steps, -1, _total(job), " (-1: unknown, else at most the job's total)")
+            _number("steps_run", rep.steps_run, 0, min(_total(job), _fastest(self.base, job.key) * wall),
                     " (the job's total, and what the lease allows)")
             _number("compute_seconds", rep.compute_seconds, 0.0, wall, " (the attempt's wall time since launch)")
             _number("wall_seconds", rep.wall_seconds, 0.0, wall, " (the attempt's wall time since launch)")

@@ -105,8 +105,11 @@ class WorkerRegistry:
         now = time.monotonic()
         gap = now - self._checked if self._checked is not None else 0.0
         self._checked = now
-        if gap > max(PAUSE_GAP, timeout / 2):
-            live = [w for w in self.workers.values() if w.alive]
+        live = [w for w in self.workers.values() if w.alive]
+        # a long solve also leaves a gap, but heartbeats were served meanwhile (some worker was
+        # heard in the middle of it); a stopped process serves none until it resumes
+        heard = any(now - 0.75 * gap < w.last_seen < now - 0.25 * gap for w in live)
+        if gap > max(PAUSE_GAP, timeout / 2) and not heard:
             for w in live:
                 w.last_seen = max(w.last_seen, now)
             if live:

@@ -368,8 +368,22 @@ class WorkerDaemon:
             except grpc.RpcError as exc:
                 if exc.code() != grpc.StatusCode.INVALID_ARGUMENT:
                     raise
-                log.error("scheduler refused the end of job %d attempt %d, dropped: %s", rep.job_id, rep.attempt,
-                          exc.details())   # kept, it would block every later report and heartbeat
+                if rep.steps == -1 and rep.steps_run == 0 and rep.compute_seconds == 0 and rep.wall_seconds == 0:
+                    log.error("scheduler refused the end of job %d attempt %d, dropped: %s", rep.job_id,
+                              rep.attempt, exc.details())    # not an attempt of ours as it knows them
+                    with self.lock:
+                        self.pending.remove(rep)
+                    continue
+                # kept, it would block every later report and heartbeat; dropped, the attempt would
+                # stay live in the scheduler: say only that it ended (progress unknown: the next
+                # attempt restores the newest checkpoint and InitJob tells its step)
+                log.error("scheduler refused the end of job %d attempt %d (%s): reporting it without progress",
+                          rep.job_id, rep.attempt, exc.details())
+                bare = pb.DoneReport(worker_id=rep.worker_id, job_id=rep.job_id, attempt=rep.attempt,
+                                     exit_code=max(-255, min(255, rep.exit_code)), steps=-1, reason=rep.reason)
+                with self.lock:
+                    self.pending[self.pending.index(rep)] = bare
+                continue
             with self.lock:
                 self.pending.remove(rep)
 

@@ -100,7 +100,10 @@ def test_disk_fills_while_running_and_work_resumes_when_space_returns(tmp_path, 
             time.sleep(0.5)
         accepted_before = len(c.jobs())
         filler.unlink()                        # space returns: everything goes on by itself
+        back = time.monotonic()
         more = wait_for(lambda: _try_submit(c), 30, "submits still refused after space returned")
+        print(f"disk full for {back - t_full + 0.0:.1f}s; space back -> a submit accepted in "
+              f"{time.monotonic() - back:.2f}s")
         jobs = c.wait(first + more, timeout=240)
     assert all(j.status == "done" and j.steps_done == j.steps_total for j in jobs), jobs
     assert len(jobs) == accepted_before + 1
