@@ -74,7 +74,7 @@ class ClusterConfig:
     space_sharing: bool = False              # the policy's NAME_packed variant: pairs share GPUs
     estimator: bool = False                  # the policy sees gavel_ng.estimator, fed by measurements
     max_failures: int = 3
-    max_queue: int = 100_000                 # unfinished jobs the scheduler holds; more are refused
+    max_unfinished_jobs: int = 100_000       # unfinished jobs the scheduler holds; more are refused
     tls_cert: str | None = None
     tls_key: str | None = None
     tls_ca: str | None = None
@@ -132,7 +132,8 @@ class ClusterConfig:
                 self.max_failures, "must be an integer >= 1")
         require(is_int(self.checkpoint_every_rounds) and self.checkpoint_every_rounds >= 1,
                 "cluster-config.checkpoint_every_rounds", self.checkpoint_every_rounds, "must be an integer >= 1")
-        require(is_int(self.max_queue) and self.max_queue >= 1, "cluster-config.max_queue", self.max_queue,
+        require(is_int(self.max_unfinished_jobs) and self.max_unfinished_jobs >= 1,
+                "cluster-config.max_unfinished_jobs", self.max_unfinished_jobs,
                 "must be an integer >= 1")
         require(is_number(self.realloc_delay_seconds) and self.realloc_delay_seconds >= 0,
                 "cluster-config.realloc_delay_seconds", self.realloc_delay_seconds, "must be a number of seconds >= 0")

@@ -3,7 +3,7 @@
 A reply must fit the client's 4 MiB message limit at any queue size, so status carries
 counts by state and a bounded page of jobs (without the spec's command and env), and
 ListJobs pages by job id, each page bounded by a count and by bytes. A submission is
-bounded too: jobs per call, and the unfinished jobs a cluster holds (max_queue).
+bounded too: jobs per call, and the unfinished jobs a cluster holds (max_unfinished_jobs).
 """
 
 from __future__ import annotations
@@ -92,11 +92,11 @@ def check_submission(req: pb.SubmitJobsRequest) -> None:
     require(len(key) <= MAX_KEY, "idempotency_key", key[:40] + "...", f"at most {MAX_KEY} characters")
 
 
-def check_queue(jobs: dict[int, JobState], adding: int, max_queue: int) -> None:
-    """LimitReached naming max_queue when `adding` more jobs would exceed it (lock held)."""
+def check_queue(jobs: dict[int, JobState], adding: int, limit: int) -> None:
+    """LimitReached naming max_unfinished_jobs when `adding` more jobs would exceed it (lock held)."""
     unfinished = sum(j.status not in FINISHED for j in jobs.values())
-    if unfinished + adding > max_queue:
-        raise LimitReached("cluster-config.max_queue", max_queue,
+    if unfinished + adding > limit:
+        raise LimitReached("cluster-config.max_unfinished_jobs", limit,
                            f"{unfinished} unfinished jobs; {adding} more would exceed it (retry when jobs finish)")
 
 

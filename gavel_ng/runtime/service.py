@@ -147,7 +147,7 @@ class SchedulerServicer:
                     raise InputError("idempotency_key", key, "already used for a submission of other jobs")
                 log.info("submission %s retried: jobs %d-%d already accepted", key, done[1][0], done[1][-1])
                 return pb.SubmitJobsReply(job_ids=done[1])
-            check_queue(self.state.jobs, len(specs), self.svc.config.max_queue)
+            check_queue(self.state.jobs, len(specs), self.svc.config.max_unfinished_jobs)
             self.svc.check_rules(specs)
             ids = self.state.submit(specs, key, bound)
             for m, spec in zip(ids, specs):

@@ -1,5 +1,5 @@
 """Bounds on what a submission may hold: sizes per job field, jobs per call, unfinished jobs
-(max_queue), and idempotency keys. Each refusal names the field and the limit; nothing is stored."""
+(max_unfinished_jobs), and idempotency keys. Each refusal names the field and the limit; nothing is stored."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def service(tmp_path):
 
 @pytest.fixture
 def small_queue(tmp_path):
-    svc = _start(tmp_path, max_queue=30)
+    svc = _start(tmp_path, max_unfinished_jobs=30)
     yield svc
     svc.stop(grace=0.1)
 
@@ -90,29 +90,29 @@ def test_jobs_per_call_are_bounded(service):
     assert details.startswith("jobs=") and "at most 10000 per SubmitJobs call" in details
 
 
-def test_max_queue_refuses_with_resource_exhausted(small_queue):
+def test_max_unfinished_jobs_refuses_with_resource_exhausted(small_queue):
     service = small_queue
     stub = _stub(service)
     ids = stub.SubmitJobs(pb.SubmitJobsRequest(jobs=[GOOD] * 25)).job_ids
     with pytest.raises(grpc.RpcError) as err:
         stub.SubmitJobs(pb.SubmitJobsRequest(jobs=[GOOD] * 6))
     assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-    assert "cluster-config.max_queue=30" in err.value.details() and "25 unfinished" in err.value.details()
+    assert "cluster-config.max_unfinished_jobs=30" in err.value.details() and "25 unfinished" in err.value.details()
     assert len(stub.ListJobs(pb.ListJobsRequest(include_finished=True)).jobs) == 25   # nothing added
     with SchedulerClient(f"127.0.0.1:{service.port}", token=service.secret) as c:
         c.cancel(ids[0])
         assert len(c.submit([JobSpec.from_proto(GOOD)] * 6)) == 6           # room again once one ended
 
 
-def test_max_queue_in_the_config_file_is_checked(tmp_path):
+def test_max_unfinished_jobs_in_the_config_file_is_checked(tmp_path):
     from gavel_ng.errors import InputError
 
     path = tmp_path / "cluster.json"
-    path.write_text('{"max_queue": 0}')
+    path.write_text('{"max_unfinished_jobs": 0}')
     with pytest.raises(InputError) as err:
         ClusterConfig.load(path)
-    assert err.value.field == "cluster-config.max_queue"
-    assert ClusterConfig().max_queue == 100_000
+    assert err.value.field == "cluster-config.max_unfinished_jobs"
+    assert ClusterConfig().max_unfinished_jobs == 100_000
 
 
 def test_an_idempotency_key_returns_the_first_ids_and_binds_the_jobs(service):

@@ -14,16 +14,6 @@ from gavel_ng.iterator.lease import LeaseClient
 from gavel_ng.protocol.client import SchedulerClient
 from gavel_ng.protocol.protos import gavel_pb2 as pb
 from gavel_ng.protocol.rpc import Stub, job_token, open_channel
-from gavel_ng.runtime.config import ClusterConfig
-from gavel_ng.runtime.service import SchedulerService
-
-
-@pytest.fixture
-def service(tmp_path):
-    svc = SchedulerService(ClusterConfig(round_seconds=1.0), tmp_path / "state", port=0, bind="127.0.0.1")
-    svc.start()
-    yield svc
-    svc.stop(grace=0.1)
 
 
 def test_a_job_gets_two_calls_in_flight_and_its_iterator_retries(service, tmp_path):

@@ -17,14 +17,6 @@ from gavel_ng.runtime.service import SchedulerService
 GOOD = {"job_type": "ResNet-18 (batch size 32)", "steps": 10, "size": "tiny"}
 
 
-@pytest.fixture
-def service(tmp_path):
-    svc = SchedulerService(ClusterConfig(round_seconds=1.0), tmp_path / "state", port=0, bind="127.0.0.1")
-    svc.start()
-    yield svc
-    svc.stop(grace=0.1)
-
-
 def _stub(svc, token):
     return Stub(open_channel(f"127.0.0.1:{svc.port}", None), "Scheduler", token, timeout=5)
 

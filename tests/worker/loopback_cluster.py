@@ -74,6 +74,13 @@ class LocalCluster:
         self.workers[name] = proc
         _read_port(proc, log)
 
+    def start(self, *workers: tuple[str, str, int]) -> None:
+        """The scheduler, then each (name, GPU type, GPUs) worker; returns once all registered."""
+        self.start_scheduler()
+        for name, gpu_type, gpus in workers:
+            self.start_worker(name, gpu_type, gpus)
+        self.wait_workers(len(workers))
+
     def client(self) -> SchedulerClient:
         return SchedulerClient(f"127.0.0.1:{self.port}", token=self.token)
 

@@ -29,9 +29,7 @@ def _on_two_gpus(c, job_id, after_step):
 
 def test_adaptive_job_grows_keeps_learning_and_survives_kill9(cluster_factory):
     cl = cluster_factory(round_seconds=8.0, worker_types=["v100"], policy="goodput", realloc_delay_seconds=1.0)
-    cl.start_scheduler()
-    cl.start_worker("w1", "v100", 2)
-    cl.wait_workers(1)
+    cl.start(("w1", "v100", 2))
     with cl.client() as c:
         ada, fixed = c.submit([ADAPTIVE, FIXED])
 

@@ -24,11 +24,7 @@ JOBS = [
 
 def test_four_jobs_on_three_workers_finish_exactly(cluster_factory):
     cl = cluster_factory(round_seconds=6.0)
-    cl.start_scheduler()
-    cl.start_worker("w-v100", "v100", 2)
-    cl.start_worker("w-p100", "p100", 1)
-    cl.start_worker("w-k80", "k80", 1)
-    cl.wait_workers(3)
+    cl.start(("w-v100", "v100", 2), ("w-p100", "p100", 1), ("w-k80", "k80", 1))
     with cl.client() as c:
         ids = c.submit(JOBS)
         jobs = c.wait(ids, timeout=150)

@@ -35,9 +35,7 @@ def _overlapping(launches: list[dict], ends: dict[tuple[int, int], float]) -> bo
 
 def test_pairs_share_a_gpu_and_the_estimator_learns(cluster_factory):
     cl = cluster_factory(round_seconds=6.0, space_sharing=True, estimator=True)
-    cl.start_scheduler()
-    cl.start_worker("w-v100", "v100", 1)
-    cl.wait_workers(1)
+    cl.start(("w-v100", "v100", 1))
     with cl.client() as c:
         ids = c.submit([CUSTOM, KNOWN])
         jobs = c.wait(ids, timeout=150)

@@ -77,9 +77,7 @@ JOBS = [{"job_type": "ResNet-18 (batch size 32)", "steps": 200, "size": "tiny", 
 def test_disk_fills_while_running_and_work_resumes_when_space_returns(tmp_path, small_fs, cluster_factory):
     small_fs("24m")
     cl = cluster_factory(round_seconds=10.0, grace_seconds=5.0, checkpoint_root=str(tmp_path / "ckpt"))
-    cl.start_scheduler()
-    cl.start_worker("w", "v100", 1)
-    cl.wait_workers(1)
+    cl.start(("w", "v100", 1))
     with cl.client() as c:
         first = c.submit(JOBS)
         wait_for(lambda: any(j.status == "running" for j in c.jobs()), 60, "nothing ran")

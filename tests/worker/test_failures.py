@@ -25,10 +25,7 @@ def _running_with_checkpoint(cl, c, worker_id):
 
 def test_worker_kill9_and_scheduler_restart_lose_nothing(cluster_factory):
     cl = cluster_factory(round_seconds=6.0)
-    cl.start_scheduler()
-    cl.start_worker("w-v100", "v100", 1)
-    cl.start_worker("w-k80", "k80", 1)
-    cl.wait_workers(2)
+    cl.start(("w-v100", "v100", 1), ("w-k80", "k80", 1))
     with cl.client() as c:
         ids = c.submit(JOBS)
 

@@ -33,10 +33,7 @@ def _steps(cl, job_id, attempt):
 def test_a_frozen_workers_job_stops_before_its_relaunch_starts(cluster_factory):
     # a 3 s save: before fencing, the frozen worker's job committed it beside its relaunch
     cl = cluster_factory(round_seconds=4.0, checkpoint_every_rounds=50, grace_seconds=8.0)
-    cl.start_scheduler()
-    cl.start_worker("w-a", "v100", 1)
-    cl.start_worker("w-b", "v100", 1)
-    cl.wait_workers(2)
+    cl.start(("w-a", "v100", 1), ("w-b", "v100", 1))
     with cl.client() as c:
         [job_id] = c.submit([{**JOB, "steps": 3000, "env": {"RUN_JOB_SAVE_DELAY": "3"}}])
         first = wait_for(lambda: _training(cl, job_id, 50), 120, "the job never trained")
@@ -73,10 +70,7 @@ def test_a_frozen_workers_job_stops_before_its_relaunch_starts(cluster_factory):
 def test_kill9_of_a_worker_loses_at_most_one_round(cluster_factory):
     L = 5.0
     cl = cluster_factory(round_seconds=L, checkpoint_every_rounds=1, grace_seconds=8.0)
-    cl.start_scheduler()
-    cl.start_worker("w-a", "v100", 1)
-    cl.start_worker("w-b", "v100", 1)
-    cl.wait_workers(2)
+    cl.start(("w-a", "v100", 1), ("w-b", "v100", 1))
     with cl.client() as c:
         [job_id] = c.submit([{**JOB, "steps": 100000}])
         first = wait_for(lambda: _training(cl, job_id, 0), 120, "the job never trained")

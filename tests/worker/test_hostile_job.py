@@ -36,10 +36,7 @@ def test_hostile_job_is_refused_and_the_cluster_keeps_scheduling(cluster_factory
     script, out = tmp_path / "hostile.py", tmp_path / "hostile.out"
     script.write_text(HOSTILE)
     cl = cluster_factory(round_seconds=10.0)
-    cl.start_scheduler()
-    cl.start_worker("w-v100", "v100", 1)
-    cl.start_worker("w-p100", "p100", 1)
-    cl.wait_workers(2)
+    cl.start(("w-v100", "v100", 1), ("w-p100", "p100", 1))
     with cl.client() as c:
         [bad] = c.submit({"job_type": "ResNet-18 (batch size 32)", "steps": 100, "allowed_types": ["v100"],
                           "command": [sys.executable, str(script), str(out)]})

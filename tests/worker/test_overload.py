@@ -23,10 +23,7 @@ SLEEPER = {"job_type": "ResNet-18 (batch size 32)", "steps": 1000, "name": "slee
 
 def test_a_job_flooding_update_lease_does_not_starve_heartbeats(cluster_factory):
     cl = cluster_factory(round_seconds=60.0, heartbeat_seconds=0.3, worker_timeout_seconds=2.0)
-    cl.start_scheduler()
-    cl.start_worker("w-v100", "v100", 1)
-    cl.start_worker("w-k80", "k80", 1)
-    cl.wait_workers(2)
+    cl.start(("w-v100", "v100", 1), ("w-k80", "k80", 1))
     with cl.client() as c:
         [job] = c.submit(SLEEPER)
         launch = wait_for(lambda: next((e for e in cl.events("launch") if e["job_id"] == job), None), 60,

@@ -43,10 +43,7 @@ def _killed_renewed(cl) -> list[dict]:
 def test_scheduler_paused_past_worker_timeout_loses_nothing(cluster_factory):
     pause = float(os.environ.get("GAVEL_NG_PAUSE_SECONDS", "5"))
     cl = cluster_factory(round_seconds=6.0, heartbeat_seconds=0.5, worker_timeout_seconds=2.0)
-    cl.start_scheduler()
-    cl.start_worker("w-v100", "v100", 1)
-    cl.start_worker("w-k80", "k80", 1)
-    cl.wait_workers(2)
+    cl.start(("w-v100", "v100", 1), ("w-k80", "k80", 1))
     with cl.client() as c:
         ids = c.submit(JOBS)
         wait_for(lambda: len({e["job_id"] for e in cl.events("renew")}) == 2, 180, "no job was renewed")
@@ -90,9 +87,7 @@ def test_scheduler_paused_past_worker_timeout_loses_nothing(cluster_factory):
 def test_renewed_lease_outlives_the_deadline_the_worker_was_given(cluster_factory):
     """Heartbeats 30 s apart never tell the worker of a renewal in time: the job's lease file must."""
     cl = cluster_factory(round_seconds=6.0, heartbeat_seconds=30.0, worker_timeout_seconds=120.0)
-    cl.start_scheduler()
-    cl.start_worker("w-k80", "k80", 1)
-    cl.wait_workers(1)
+    cl.start(("w-k80", "k80", 1))
     spec = {"job_type": "Recommendation (batch size 512)", "steps": 8000, "size": "tiny", "name": "long"}
     with cl.client() as c:
         (job_id,) = c.submit([spec])
@@ -110,9 +105,7 @@ def test_renewals_waiting_for_a_plan_leave_heartbeats_served(cluster_factory):
     """100 renewals asked long before the next round's plan exists (more than the scheduler's 64
     handler threads) are answered at once, so heartbeats go on being served."""
     cl = cluster_factory(round_seconds=6.0, heartbeat_seconds=0.3, worker_timeout_seconds=2.0)
-    cl.start_scheduler()
-    cl.start_worker("w-k80", "k80", 1)
-    cl.wait_workers(1)
+    cl.start(("w-k80", "k80", 1))
     spec = {"job_type": "Recommendation (batch size 512)", "steps": 20000, "size": "tiny", "name": "rec"}
     with cl.client() as c:
         (job_id,) = c.submit([spec])

@@ -28,10 +28,7 @@ OTHER = {"job_type": "ResNet-18 (batch size 32)", "steps": 100, "size": "tiny", 
 
 def _start(cluster_factory) -> LocalCluster:
     cl = cluster_factory(round_seconds=6.0, worker_types=["v100"])
-    cl.start_scheduler()
-    cl.start_worker("w-a", "v100", 1)
-    cl.start_worker("w-b", "v100", 1)
-    cl.wait_workers(2)
+    cl.start(("w-a", "v100", 1), ("w-b", "v100", 1))
     return cl
 
 
