@@ -1,8 +1,11 @@
 """One job flooding the scheduler with lease renewals must not starve the workers' heartbeats.
 
-A renewal may wait for the next round's plan, holding a handler thread meanwhile; a job
-firing 100 at once used to hold every thread, heartbeats queued past the worker timeout
-and healthy workers were declared dead. Calls are now capped per caller (protocol/limits.py).
+A renewal used to wait for the next round's plan, holding a handler thread meanwhile; a job
+firing 100 at once held every thread, heartbeats queued past the worker timeout and healthy
+workers were declared dead. Renewals now answer at once, and calls are capped per caller
+(protocol/limits.py; the cap itself is tested in tests/runtime/test_call_limits.py): how many
+of the flood's calls the cap refuses depends on how many overlap, so this test only asks that
+every call was answered, served or refused as busy, and that no worker was lost.
 """
 
 from __future__ import annotations
@@ -52,7 +55,7 @@ def test_a_job_flooding_update_lease_does_not_starve_heartbeats(cluster_factory)
     channel.close()
     print("UpdateLease answers during the flood:", codes)
     assert not cl.events("worker_down"), cl.events("worker_down")
-    assert codes.get("RESOURCE_EXHAUSTED", 0) > 0
+    assert set(codes) <= {"OK", "RESOURCE_EXHAUSTED"} and sum(codes.values()) > 100, codes
     with cl.client() as c:
         assert sum(w.alive for w in c.status().workers) == 2
         assert next(j for j in c.jobs(ids=[job])).status == "running"
