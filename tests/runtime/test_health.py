@@ -10,14 +10,13 @@ import threading
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from test_store_full import fill_up, room
 
 from gavel_ng.protocol.jobspec import JobSpec
 from gavel_ng.protocol.protos import gavel_pb2 as pb
 from gavel_ng.protocol.rpc import Security, Stub, open_channel
 from gavel_ng.runtime.store import StoreError
 from gavel_ng.worker.daemon import WorkerDaemon
-
-from test_store_full import fill_up, room
 
 SERVING, NOT_SERVING = health_pb2.HealthCheckResponse.SERVING, health_pb2.HealthCheckResponse.NOT_SERVING
 
