@@ -8,6 +8,7 @@ import sys
 
 from ..errors import InputError
 from . import (
+    logs_cmd,
     plot_cmd,
     policies_cmd,
     profiles_cmd,
@@ -21,10 +22,11 @@ from . import (
 )
 
 # top-level modules of optional dependencies -> the extra of pyproject.toml that installs them
-EXTRAS = {"grpc": "worker", "grpc_tools": "worker", "google": "worker", "torch": "worker", "ray": "sweep"}
+EXTRAS = {"grpc": "worker", "grpc_tools": "worker", "grpc_health": "worker", "google": "worker", "torch": "worker",
+          "prometheus_client": "worker", "ray": "sweep"}
 
 COMMANDS = (solve_cmd, policies_cmd, profiles_cmd, simulate_cmd, scheduler_cmd, worker_cmd, submit_cmd, status_cmd,
-            sweep_cmd, plot_cmd)
+            logs_cmd, sweep_cmd, plot_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import signal
 import sys
 
@@ -22,6 +23,9 @@ def add_parser(sub) -> None:
     p.add_argument("--state", required=True, metavar="DIR", help="state directory (SQLite, token, checkpoints)")
     p.add_argument("--port", type=int, default=50060, help="port to listen on (0: any free port; default 50060)")
     p.add_argument("--bind", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
+    p.add_argument("--metrics-port", type=int, metavar="PORT",
+                   help="serve Prometheus metrics at http://BIND:PORT/metrics (default: the config's metrics_port; "
+                        "0: off)")
     p.add_argument("--round-seconds", type=float, help="round length (default: the config's, else 360)")
     p.add_argument("--policy", help="scheduling policy (default: the config's, else las)")
     add_plugin_flag(p, "scheduling (in addition to the config's \"plugins\")")
@@ -46,6 +50,7 @@ def run(args) -> int:
     from ..runtime.service import SchedulerService
     from ..runtime.store import StoreError
 
+    show_events()
     config = ClusterConfig.load(args.cluster_config)
     changes = {}
     if args.round_seconds is not None:
@@ -54,6 +59,10 @@ def run(args) -> int:
         changes["policy"] = args.policy
     if args.plugin:
         changes["plugins"] = (*config.plugins, *args.plugin)
+    if args.metrics_port is not None:
+        if not 0 <= args.metrics_port < 65536:
+            raise InputError("--metrics-port", args.metrics_port, "must be a port number (0: no metrics)")
+        changes["metrics_port"] = args.metrics_port
     if args.no_lease_renewals:
         changes["lease_renewals"] = False
     for flag in ("space_sharing", "estimator"):
@@ -92,6 +101,15 @@ def run(args) -> int:
             print("warnings that repeated while the scheduler ran:", *format_warnings(repeated), sep="\n",
                   file=sys.stderr)
     return 0
+
+
+def show_events() -> None:
+    """The runtime's INFO lines (a worker registered or declared dead, a job launched, preempted, ended)
+    show without -v: one line per event, which is what a person watching a scheduler wants to see. The
+    rest of gavel_ng (the policies' and the mechanism's per-round chatter) keeps the chosen level."""
+    runtime = logging.getLogger("gavel_ng.runtime")
+    if runtime.getEffectiveLevel() > logging.INFO:
+        runtime.setLevel(logging.INFO)
 
 
 def announce(line: str) -> None:

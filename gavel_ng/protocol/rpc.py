@@ -21,12 +21,16 @@ from functools import partial
 from pathlib import Path
 
 import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from ..errors import InputError
 from .limits import JOB_METHODS, CallLimiter, Caps  # JOB_METHODS: what a job-scoped token may call
 from .protos import gavel_pb2 as pb
 
 log = logging.getLogger(__name__)
+# probes (Kubernetes' native gRPC probes send no token) may Check health unauthenticated; Watch holds a
+# handler thread for as long as it streams, so it needs the token like any other call
+OPEN_METHODS = frozenset({"/grpc.health.v1.Health/Check"})
 TOKEN_ENV = "GAVEL_NG_TOKEN"
 _JOB_PREFIX = "job:"
 
@@ -124,6 +128,8 @@ class _AuthInterceptor(grpc.ServerInterceptor):
         self._deny = grpc.unary_unary_rpc_method_handler(deny)
 
     def intercept_service(self, continuation, details):
+        if details.method in OPEN_METHODS:
+            return continuation(details)
         method = details.method.rsplit("/", 1)[-1]
         who = authenticate(self.secret, details.invocation_metadata, method)
         if who is None:
@@ -154,8 +160,10 @@ def _service(name: str):
 
 
 def make_server(bind: str, port: int, services: dict[str, object], security: Security,
-                max_workers: int = 32) -> tuple[grpc.Server, int]:
-    """Start a server for `services` ({"Scheduler": impl}); returns it and the bound port."""
+                max_workers: int = 32, health_servicer: health.HealthServicer | None = None) -> tuple[grpc.Server, int]:
+    """Start a server for `services` ({"Scheduler": impl}) and the standard gRPC health service
+    (grpc.health.v1.Health: SERVING for "" and each service's full name unless the caller, passing
+    its own `health_servicer`, says otherwise); returns the server and the bound port."""
     limiter = CallLimiter(Caps(max_workers))
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="grpc"),
                          interceptors=[_AuthInterceptor(security.token, limiter)],
@@ -169,6 +177,12 @@ def make_server(bind: str, port: int, services: dict[str, object], security: Sec
                 getattr(impl, m.name), request_deserializer=req.FromString,
                 response_serializer=resp.SerializeToString)
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(desc.full_name, methods),))
+    own = health_servicer is None
+    servicer = health.HealthServicer() if own else health_servicer
+    if own:
+        for name in ("", *(_service(n).full_name for n in services)):
+            servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
     address = f"{bind}:{port}"
     creds = security.server_credentials()
     bound = server.add_secure_port(address, creds) if creds else server.add_insecure_port(address)

@@ -82,6 +82,7 @@ class ClusterConfig:
     worker_labels: dict = field(default_factory=dict)   # worker id -> server labels, beside the workers' --label
     entities: dict = field(default_factory=dict)   # name -> {weight, policy}: the entities jobs belong to
     realloc_delay_seconds: float = 30.0      # goodput: what a resize costs a job (Pollux's restart factor)
+    metrics_port: int = 0                    # Prometheus text at http://BIND:PORT/metrics; 0: off
 
     @classmethod
     def load(cls, path: str | Path) -> ClusterConfig:
@@ -137,6 +138,8 @@ class ClusterConfig:
                 "must be an integer >= 1")
         require(is_number(self.realloc_delay_seconds) and self.realloc_delay_seconds >= 0,
                 "cluster-config.realloc_delay_seconds", self.realloc_delay_seconds, "must be a number of seconds >= 0")
+        require(is_int(self.metrics_port) and 0 <= self.metrics_port < 65536, "cluster-config.metrics_port",
+                self.metrics_port, "must be a port number (0: no metrics)")
         self._check_elastic()
         self.cluster_rules.check_types(list(self.worker_types), "cluster-config.rules")
         self.cluster_rules.check_entities(self.entity_specs, "cluster-config.rules", "cluster-config.entities")

@@ -32,6 +32,7 @@ import grpc
 import numpy as np
 
 from ..mechanism import JobView, RoundPlan, RoundResult
+from ..protocol.client import placement_label
 from ..protocol.leasefile import lease_mac
 from ..protocol.protos import gavel_pb2 as pb
 from ..protocol.rpc import job_token
@@ -247,6 +248,8 @@ class DeployExecutor:
             st.store.event("launch", job_id=job.job_id, round_no=st.round_no, attempt=att.attempt,
                            worker_type=a.worker_type, placement=[list(p) for p in a.placement],
                            steps=job.steps_done, partner=a.partner)
+        log.info("job %d attempt %d launched on %s", job.job_id, att.attempt,
+                 placement_label(a.worker_type, att.placement), extra={"jobs": [job.job_id]})
         job.attempts = att.attempt
         job.live = att
         st.attempt_started(att)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -136,6 +137,7 @@ class JobBook:
         self.worker_alive = worker_alive
         self.current_round = current_round
         self.finished: list[int] = []        # drained by the executor each round
+        self.tally: Counter = Counter()      # since start: preempted, crashed, lost, failed (metrics)
 
     # ----- restore ------------------------------------------------------------------------
     def restore_jobs(self) -> None:
@@ -179,6 +181,10 @@ class JobBook:
 
     def _apply_finish(self, job: JobState, status: str, steps: int, now: float) -> None:
         job.status, job.finished, job.steps_done = status, now, steps
+        if status == "failed":
+            self.tally["failed"] += 1
+        log.info("job %d %s at step %d of %d", job.job_id, "finished" if status == "done" else status, steps,
+                 job.spec.steps, extra={"jobs": [job.job_id]})
         self.measurements.remove_job(job)
         self.finished.append(job.job_id)
         self.cv.notify_all()
@@ -253,6 +259,7 @@ class JobBook:
                 self.measurements.measure(job, att, int(lead.steps_run), float(lead.compute_seconds))
             except StoreError:
                 pass                                  # one measurement lost; the store said why
+        self._say_end(job, att, reps, steps, crashed and not was_finished, failures, not was_finished and not done)
         if ends is not None:
             self._apply_finish(job, ends, steps, now)
         job.steps_done = steps
@@ -262,11 +269,23 @@ class JobBook:
         job.failures = failures
         if crashed and not was_finished and not done:
             job.blocked_round = round_no
-            log.warning("job %d attempt %d crashed (%d of %d allowed failures)", job.job_id, att.attempt,
-                        job.failures, self.max_failures, extra={"jobs": [job.job_id]})
         if job.status not in FINISHED:
             job.status = "queued"
         self.cv.notify_all()
+
+    def _say_end(self, job: JobState, att: Attempt, reps: list[DoneReport], steps: int, crashed: bool,
+                 failures: int, unfinished: bool) -> None:
+        """One line and one count for an attempt that crashed, or stopped short of the job's end
+        (at its lease end without a renewal, or killed): a preemption."""
+        if crashed:
+            self.tally["crashed"] += 1
+            codes = ",".join(str(r.exit_code) for r in reps if r.exit_code != 0)
+            log.info("job %d attempt %d crashed (exit %s; %d of %d allowed failures)", job.job_id, att.attempt,
+                     codes, failures, self.max_failures, extra={"jobs": [job.job_id]})
+        elif unfinished:
+            self.tally["preempted"] += 1
+            log.info("job %d attempt %d preempted at step %d (%s)", job.job_id, att.attempt, steps,
+                     ",".join(sorted({r.reason for r in reps})) or "no report", extra={"jobs": [job.job_id]})
 
     def lose(self, att: Attempt, reason: str) -> None:
         """The attempt is gone without its reports (worker lost, nobody claimed it after a restart)."""
@@ -277,6 +296,8 @@ class JobBook:
             self.store.event("lost", job_id=att.job_id, attempt=att.attempt, reason=reason, steps=job.steps_done,
                              fenced_until=fence.until)
         self.measurements.attempt_gone(att)
+        self.tally["lost"] += 1
+        log.info("job %d attempt %d lost: %s", att.job_id, att.attempt, reason, extra={"jobs": [att.job_id]})
         job.live = None
         job.fence = fence
         if job.status not in FINISHED:

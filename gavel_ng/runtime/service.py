@@ -19,6 +19,7 @@ from pathlib import Path
 
 import grpc
 import numpy as np
+from grpc_health.v1 import health, health_pb2
 
 from ..allocator import PolicyAllocator
 from ..cluster import resolve_prices
@@ -40,6 +41,7 @@ from .executor import DeployExecutor, Lease
 from .jobs import FINISHED, AttemptRef, DoneReport, JobState
 from .listing import LimitReached, check_queue, check_submission, digest, list_page, slim, status_page
 from .measured import MeasuredTable
+from .metrics import Metrics
 from .planner import DynamicPlanner
 from .state import ClusterState, Registration
 from .store import ClusterInfo, Store, StoreError
@@ -223,7 +225,8 @@ class SchedulerService:
             # the mechanism as the simulator builds it for this policy (a cost policy's is idle-aware)
             self.planner = DynamicPlanner(self.state, MechanismConfig().for_policy(self.allocator.spec))
             self.planner.mech.placer.rules = ServerRules(crules, self._job_rules, self._job_tags)
-        self.store.save_cluster_info(ClusterInfo(self.policy_name, config.round_seconds, list(config.worker_types)))
+        self.store.save_cluster_info(ClusterInfo(self.policy_name, config.round_seconds, list(config.worker_types),
+                                                 str(self.checkpoint_root.resolve())))
         self.planner.restore()
         self.loop: SchedulerLoop | None = None
         self.executor = DeployExecutor(self.state, self.planner.placement, self.checkpoint_root,
@@ -231,6 +234,11 @@ class SchedulerService:
         self.loop = SchedulerLoop(self.planner, self.allocator, self.executor, admission=self.admission,
                                   owner=self._owner)
         self.bind, self.port = bind, port
+        self.metrics = Metrics(self.state)
+        self.metrics_port = config.metrics_port
+        self.health = health.HealthServicer()     # readiness: NOT_SERVING while the store cannot be written
+        self._set_health(False)
+        self.store.on_failing = self._set_health
         self.server: grpc.Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -291,7 +299,13 @@ class SchedulerService:
             log.info("wrote a new cluster token to %s", path)
         return path.read_text().strip()
 
+    def _set_health(self, failing: bool) -> None:
+        status = health_pb2.HealthCheckResponse.NOT_SERVING if failing else health_pb2.HealthCheckResponse.SERVING
+        for name in ("", _service_name("Scheduler")):
+            self.health.set(name, status)
+
     def _solved(self, jobs: list[int], capacity, alloc, seconds: float) -> None:
+        self.metrics.solves.observe(seconds)
         try:
             self.store.event("solve", round_no=self.state.round_no, jobs=len(jobs), seconds=round(seconds, 4),
                              capacity=capacity.tolist(), pairs=sum(len(r) == 2 for r in alloc.rows))
@@ -308,8 +322,10 @@ class SchedulerService:
 
     # ----- lifecycle -------------------------------------------------------------------------
     def start(self) -> int:
+        if self.metrics_port:
+            self.metrics.serve(self.bind, self.metrics_port)
         self.server, self.port = make_server(self.bind, self.port, {"Scheduler": SchedulerServicer(self)},
-                                             self.security, max_workers=64)
+                                             self.security, max_workers=64, health_servicer=self.health)
         self._thread = threading.Thread(target=self._run_loop, name="rounds", daemon=True)
         self._thread.start()
         log.info("scheduler listening on %s:%d (policy %s, rounds of %gs, state %s)", self.bind, self.port,
@@ -319,7 +335,10 @@ class SchedulerService:
     def _run_loop(self) -> None:
         while not self.stop_event.is_set():
             try:
+                before, start = self.state.round_no, time.monotonic()
                 self.loop.step()
+                if self.state.round_no != before:     # a round ran (not an idle wait): its wall time
+                    self.metrics.rounds.observe(time.monotonic() - start)
             except StoreError:             # the store logged it once; the round is tried again
                 self.stop_event.wait(1.0)
             except Exception:              # a bad round must not end the service
@@ -328,8 +347,10 @@ class SchedulerService:
 
     def stop(self, grace: float = 1.0) -> None:
         self.stop_event.set()
+        self.health.enter_graceful_shutdown()
         with self.state.cv:
             self.state.cv.notify_all()
+        self.metrics.close()
         if self.server is not None:
             self.server.stop(grace).wait(grace + 1)
         if self._thread is not None:
@@ -381,6 +402,10 @@ class SchedulerService:
 
 
 # ----- protobuf <-> domain ----------------------------------------------------------------------
+def _service_name(name: str) -> str:
+    return pb.DESCRIPTOR.services_by_name[name].full_name
+
+
 def _ref(m: pb.AttemptRef) -> AttemptRef:
     return AttemptRef(m.job_id, m.attempt)
 

@@ -190,8 +190,7 @@ class ClusterState:
         kills = []
         with self.lock:
             for w in self.registry.overdue(self.config.worker_timeout):
-                log.warning("worker %s (%s) missed its heartbeats: declared dead", w.worker_id, w.address)
-                kills += self.worker_lost(w, "heartbeat timeout")
+                kills += self.worker_lost(w, f"no heartbeat for {self.config.worker_timeout:g}s")
             grace_over = time.monotonic() - self.started > 2 * self.config.worker_timeout
             for job in self.jobs.values():
                 att = job.live

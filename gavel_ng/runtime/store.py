@@ -19,7 +19,7 @@ import math
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -123,6 +123,7 @@ class ClusterInfo:
     policy: str
     round_seconds: float
     worker_types: list[str]
+    checkpoint_root: str | None = None     # where job checkpoints and logs live (`gavel-ng logs`)
 
 
 class _Reads:
@@ -222,7 +223,9 @@ class _Reads:
             return None
         try:
             types = [str(w) for w in data["worker_types"]]
-            return ClusterInfo(str(data["policy"]), float(data["round_seconds"]), types)
+            root = data.get("checkpoint_root")
+            return ClusterInfo(str(data["policy"]), float(data["round_seconds"]), types,
+                               str(root) if root is not None else None)
         except (KeyError, TypeError, ValueError):
             return None
 
@@ -260,6 +263,8 @@ class Store(_Reads):
         self._depth = 0                       # nesting of transaction()
         self._failing: tuple[float, int, bool] | None = None   # (since, refused writes, said) while failing
         self._said = -math.inf                # when a failure was last said in the log
+        self.write_failures = 0               # writes refused since start (metrics)
+        self.on_failing: Callable[[bool], None] | None = None   # told when writes start or stop failing
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
@@ -322,7 +327,10 @@ class Store(_Reads):
         """The error to raise; said in the log once per outage (lock held)."""
         err = exc if isinstance(exc, StoreError) else StoreError(self.path, exc)
         now = time.monotonic()
+        self.write_failures += 1
         if self._failing is None:
+            if self.on_failing is not None:
+                self.on_failing(True)
             said = now - self._said > SAY_AGAIN_AFTER     # a store that flaps is not said every time
             if said:
                 log.error("%s: scheduling decisions wait until it can be written again; status is still served",
@@ -337,6 +345,8 @@ class Store(_Reads):
         if self._failing is not None:
             since, n, said = self._failing
             self._failing = None
+            if self.on_failing is not None:
+                self.on_failing(False)
             if said:
                 log.warning("state store %s writable again after %.1fs (%d writes refused meanwhile)", self.path,
                             time.monotonic() - since, n)

@@ -75,6 +75,7 @@ class WorkerRegistry:
                             labels=frozenset(labels))
             self.workers[worker_id] = w
             self.version += 1
+            log.info("worker %s registered: %d x %s at %s", worker_id, gpus, gpu_type, address)
         w.last_seen = time.monotonic()
         return w
 
@@ -94,6 +95,7 @@ class WorkerRegistry:
             self.store.event("worker_down", worker_id=w.worker_id, reason=reason)
         w.alive = False
         self.version += 1
+        log.info("worker %s (%s) declared dead: %s", w.worker_id, w.address, reason)
         return True
 
     def overdue(self, timeout: float) -> list[WorkerState]:

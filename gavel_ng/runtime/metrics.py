@@ -1,0 +1,108 @@
+"""Prometheus metrics of the scheduler, served at http://BIND:PORT/metrics (`--metrics-port`).
+
+Most values are read from ClusterState when scraped (one short hold of its lock), so the
+scheduler's code keeps no second set of books: jobs by state, GPUs, workers, and the
+counters the state already keeps (launches, renewals, JobBook.tally, the store's refused
+writes). Only durations are observed as they happen: the rounds' wall time and the
+policy's solve time. Each service has its own CollectorRegistry, so several services in
+one process (tests) do not clash.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+
+from prometheus_client import CollectorRegistry, Histogram, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from ..errors import InputError
+from .jobs import FINISHED
+from .state import ClusterState
+
+log = logging.getLogger(__name__)
+STATES = ("queued", "running", *FINISHED)
+FAILURE_KINDS = ("crashed", "lost", "failed")   # attempts that crashed, attempts lost, jobs failed for good
+
+
+class StateCollector:
+    """What ClusterState knows, as metric families, read at scrape time."""
+
+    def __init__(self, state: ClusterState):
+        self.state = state
+
+    def collect(self):
+        st = self.state
+        with st.lock:
+            states = Counter(j.status for j in st.jobs.values())
+            busy = Counter()
+            for j in st.jobs.values():
+                if j.live is not None:
+                    busy[j.live.worker_type] += len(j.live.placement)
+            total = dict(zip(st.worker_types, st.registry.capacity()))
+            alive = sum(w.alive for w in st.workers.values())
+            stats, tally = dict(st.stats), Counter(st.book.tally)
+            round_no = st.round_no
+        store = st.store
+        jobs = GaugeMetricFamily("gavel_jobs", "Jobs by state", labels=["state"])
+        for s in sorted(set(STATES) | set(states)):
+            jobs.add_metric([s], states.get(s, 0))
+        yield jobs
+        yield GaugeMetricFamily("gavel_queue_length", "Jobs waiting for GPUs (state queued)",
+                                value=states.get("queued", 0))
+        gpus_busy = GaugeMetricFamily("gavel_gpus_busy", "GPUs held by live attempts, by worker type",
+                                      labels=["gpu_type"])
+        gpus_total = GaugeMetricFamily("gavel_gpus_total", "GPUs of live workers, by worker type", labels=["gpu_type"])
+        for w in st.worker_types:
+            gpus_busy.add_metric([w], busy.get(w, 0))
+            gpus_total.add_metric([w], float(total[w]))
+        yield gpus_busy
+        yield gpus_total
+        yield GaugeMetricFamily("gavel_workers_alive", "Registered workers not declared dead", value=alive)
+        yield GaugeMetricFamily("gavel_round", "The current round's number", value=round_no)
+        yield CounterMetricFamily("gavel_launches", "Attempts launched", value=stats["launches"])
+        yield CounterMetricFamily("gavel_lease_renewals", "Leases renewed (a job kept its GPUs into the next round)",
+                                  value=stats["renewals"])
+        yield CounterMetricFamily("gavel_preemptions", "Attempts that stopped short of their job's end: at their "
+                                                       "lease end without a renewal, or killed",
+                                  value=tally["preempted"])
+        failures = CounterMetricFamily("gavel_failures", "Attempts crashed, attempts lost, jobs failed for good",
+                                       labels=["kind"])
+        for kind in FAILURE_KINDS:
+            failures.add_metric([kind], tally[kind])
+        yield failures
+        yield CounterMetricFamily("gavel_store_write_failures", "Writes the state store refused (disk full, I/O)",
+                                  value=store.write_failures)
+        yield GaugeMetricFamily("gavel_store_failing", "1 while the state store cannot be written",
+                                value=int(store.failing))
+
+
+class Metrics:
+    """The registry of one scheduler service, and its HTTP server once `serve()` was called."""
+
+    def __init__(self, state: ClusterState):
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(StateCollector(state))
+        self.rounds = Histogram("gavel_round_duration_seconds", "Wall time of each round", registry=self.registry,
+                                buckets=(1, 5, 15, 30, 60, 120, 240, 360, 600, 1200, 3600))
+        self.solves = Histogram("gavel_solve_duration_seconds", "Seconds the policy took to solve an allocation",
+                                registry=self.registry,
+                                buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120))
+        self._server = None
+
+    def serve(self, bind: str, port: int) -> int:
+        """Serve /metrics on bind:port; an InputError naming --metrics-port when it cannot listen."""
+        try:
+            self._server, _ = start_http_server(port, addr=bind, registry=self.registry)
+        except OSError as exc:
+            raise InputError("--metrics-port", port, f"cannot listen on {bind}:{port} ({exc.strerror or exc})") \
+                from None
+        port = self._server.server_address[1]
+        log.info("metrics at http://%s:%d/metrics", bind, port)
+        return port
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
