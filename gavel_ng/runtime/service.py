@@ -387,7 +387,9 @@ class SchedulerService:
     def _round_note(self, counts: dict[str, int]) -> str:
         """What the round display says instead of a countdown: idle, or planning past the round's end."""
         ex = self.executor
-        if ex.idle or ex.round_end is None:
+        if ex.round_end is None and not ex.idle:
+            return "starting: no round planned yet"
+        if ex.idle:
             queued = counts.get("queued", 0)
             return "idle: nothing to run" + (f" ({queued} queued job{'s' if queued != 1 else ''} cannot run now: "
                                             f"see their reasons)" if queued else " (no queued jobs)")
