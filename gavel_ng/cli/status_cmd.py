@@ -88,7 +88,7 @@ def format_status(st, show_all: bool = False) -> str:
 
 def _header(st) -> str:
     if st.live:
-        when = f"{st.round_seconds:g}s, ends in {st.round_ends_in:.1f}s"
+        when = f"{st.round_seconds:g}s, " + (st.round_note or f"ends in {st.round_ends_in:.1f}s")
         return (f"policy {st.policy}, round {st.round} ({when}), {st.launches} launches, "
                 f"{st.renewals} lease renewals")
     return (f"state read from {st.source} (no scheduler asked: workers and jobs as last recorded)\n"
@@ -125,6 +125,8 @@ def _jobs(st, show_all: bool) -> list[str]:
         gpus = str(j.scale_factor) if j.adaptive is None else str(j.gpus or "-")   # adaptive: what it holds now
         out.append(f"  {j.job_id:>4}  {label[:33]:<34}{gpus:>4}  {j.status:<10}{prog:>18}  "
                    f"{j.attempts:>5}  {j.placement or '-'}" + (f"  entity {j.entity}" if j.entity else ""))
+        if j.reason:
+            out.append(f"        waiting: {j.reason}")
     return out + _adaptive(st, show_all)
 
 

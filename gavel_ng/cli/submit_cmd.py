@@ -36,6 +36,9 @@ def add_parser(sub) -> None:
     add_connection_args(p)
     p.add_argument("--wait", action="store_true", help="wait until every submitted job finished")
     p.add_argument("--json", action="store_true", help="print the ids as a JSON list")
+    p.add_argument("--strict", action="store_true",
+                   help="refuse the whole file (nothing submitted, exit 2) if a job no current worker can run; "
+                        "default: submit it and warn")
     p.add_argument("--idempotency-key", metavar="KEY",
                    help="submit at most once under KEY: a rerun with the same KEY and JOBFILE prints the same ids "
                         "(default: a new key; either way an unanswered call is retried with its key)")
@@ -56,10 +59,12 @@ def run(args) -> int:
     specs = load_job_file(args.jobfile)
     with client_from_args(args) as client:
         try:
-            ids = client.submit(specs, key=args.idempotency_key)
+            ids, warnings = client.submit_checked(specs, key=args.idempotency_key, strict=args.strict)
         except SchedulerError as exc:
             print(f"gavel-ng submit: error: {exc}", file=sys.stderr)
             return 2
+        for line in warnings:
+            print(f"gavel-ng submit: warning: {line} (it stays queued; --strict refuses such jobs)", file=sys.stderr)
         print(json.dumps(ids) if args.json else " ".join(str(i) for i in ids))
         sys.stdout.flush()
         if args.wait:

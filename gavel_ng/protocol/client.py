@@ -77,6 +77,7 @@ class JobStatus:
     adaptive: AdaptiveStatus | None = None    # adaptive jobs only
     entity: str | None = None                 # the entity its rules name (hierarchical policies, quotas)
     gpus: int = 0                             # GPUs its running attempt holds (adaptive jobs: changes)
+    reason: str = ""                          # queued jobs: why it waits (gavel_ng.runtime.waiting)
 
     @classmethod
     def from_proto(cls, m: pb.JobInfo) -> JobStatus:
@@ -86,7 +87,7 @@ class JobStatus:
             ada = AdaptiveStatus.from_report(m.resizes, decode_report(m.report) if m.HasField("report") else None)
         rules = rules_from_json(s.rules, "spec.rules")
         return cls(m.job_id, s.name, s.job_type, s.scale_factor, m.status, m.steps_done, s.steps, m.steps_live,
-                   m.attempts, m.renewals, m.placement, ada, getattr(rules, "entity", None), m.gpus)
+                   m.attempts, m.renewals, m.placement, ada, getattr(rules, "entity", None), m.gpus, m.reason)
 
     @property
     def finished(self) -> bool:
@@ -124,6 +125,7 @@ class ClusterStatus:
     throughputs: dict[str, float]
     source: str = "scheduler"
     job_counts: dict[str, int] = field(default_factory=dict)   # status -> jobs, over every job
+    round_note: str = ""           # instead of a countdown: "idle: nothing to run (...)", "planning the next round"
 
     @property
     def jobs_total(self) -> int:
@@ -141,7 +143,7 @@ class ClusterStatus:
         alloc = [(tuple(r.jobs), dict(r.share)) for r in m.allocation]
         return cls(workers, [JobStatus.from_proto(j) for j in m.jobs], alloc, list(m.worker_types), m.policy,
                    m.round, m.round_seconds, m.round_ends_in, m.renewals, m.launches, dict(m.throughputs),
-                   job_counts=dict(m.job_counts))
+                   job_counts=dict(m.job_counts), round_note=m.round_note)
 
 
 def placement_label(worker_type: str, placement: list[tuple[str, int]]) -> str:
@@ -183,16 +185,25 @@ class SchedulerClient:
         with it, at most `retries` times with backoff; the scheduler answers a retry with the ids it
         gave first. More than JOBS_PER_CALL jobs go in several calls, keyed KEY/1, KEY/2, ...
         """
+        return self.submit_checked(jobs, key, retries=retries, timeout=timeout)[0]
+
+    def submit_checked(self, jobs: JobSpec | dict | list, key: str | None = None, strict: bool = False,
+                       retries: int = 8, timeout: float = 300.0) -> tuple[list[int], list[str]]:
+        """submit(), with the scheduler's warnings: one line per job no current worker can run. `strict`:
+        such a job makes the scheduler refuse the call (SchedulerError INVALID_ARGUMENT, nothing added)."""
         items = jobs if isinstance(jobs, list) else [jobs]
         specs = [j if isinstance(j, JobSpec) else JobSpec.from_dict(j, f"jobs[{i}]") for i, j in enumerate(items)]
         key = key or uuid.uuid4().hex
         chunks = [specs[i:i + JOBS_PER_CALL] for i in range(0, len(specs), JOBS_PER_CALL)] or [[]]
         ids: list[int] = []
+        warnings: list[str] = []
         for n, chunk in enumerate(chunks):
-            req = pb.SubmitJobsRequest(jobs=[s.to_proto() for s in chunk],
+            req = pb.SubmitJobsRequest(jobs=[s.to_proto() for s in chunk], strict=strict,
                                        idempotency_key=key if len(chunks) == 1 else f"{key}/{n + 1}")
-            ids += self._retried("SubmitJobs", req, retries, timeout).job_ids
-        return ids
+            reply = self._retried("SubmitJobs", req, retries, timeout)
+            ids += reply.job_ids
+            warnings += reply.warnings
+        return ids, warnings
 
     def _retried(self, method: str, request, retries: int, timeout: float):
         for attempt in range(retries + 1):

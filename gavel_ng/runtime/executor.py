@@ -92,6 +92,8 @@ class DeployExecutor:
         self.current: dict[int, Assignment] = {}
         self.next: dict[int, Assignment] | None = None
         self._version = -1
+        self.idle = False                     # the last plan ran nothing: no round is counting down
+        self.waiting = None                   # runtime.waiting.Waiting: why each queued job waits, per plan
 
     # ----- Executor protocol ---------------------------------------------------------------
     def now(self) -> float:
@@ -105,6 +107,12 @@ class DeployExecutor:
                 st.jobs[m].admitted = True
             return out
 
+    def refuse(self, job: int, reason: str) -> None:
+        """Admission held the job back (SchedulerLoop): its reason says so."""
+        with self.state.lock:
+            if self.waiting is not None:
+                self.waiting.held[job] = reason
+
     def job_view(self, jobs: list[int]) -> JobView:
         st = self.state
         with st.lock:
@@ -112,10 +120,7 @@ class DeployExecutor:
             return JobView(present, [st.jobs[m].spec.scale_factor for m in present], st.believed_isolated(present))
 
     def execute(self, plan: RoundPlan) -> RoundResult:
-        desired = self._resolve(plan)
-        with self.state.cv:
-            self.next = desired
-            self.state.cv.notify_all()
+        desired = self.publish(plan)
         if not desired:
             self._run_until(time.time() + min(self.L, 1.0), idle=True)
             return RoundResult(np.zeros(plan.num_entries), self.state.drain_finished())
@@ -124,6 +129,17 @@ class DeployExecutor:
         self._begin_round(desired)
         self._run_until(self.round_start + self.L - self.plan_margin)
         return RoundResult(self._occupied(plan), self.state.drain_finished())
+
+    def publish(self, plan: RoundPlan) -> dict[int, Assignment]:
+        """The next round's plan: renewals are answered from it, and each queued job's reason decided."""
+        desired = self._resolve(plan)
+        with self.state.cv:
+            self.next = desired
+            self.idle = not desired
+            if self.waiting is not None:
+                self.waiting.update({m: placement_label(a.worker_type, a.placement) for m, a in desired.items()})
+            self.state.cv.notify_all()
+        return desired
 
     # ----- rounds ---------------------------------------------------------------------------
     def _resolve(self, plan: RoundPlan) -> dict[int, Assignment]:
@@ -366,7 +382,7 @@ class DeployExecutor:
         if a is None or a.placement != tuple(att.placement) or job.status in FINISHED:
             return self._lease(job, att, False, final=True)
         with st.store.transaction():           # recorded first: a renewal the store refused is not granted
-            st.store.update_job(job.job_id, renewals=job.renewals + 1)
+            st.store.update_job(job.job_id, renewals=job.renewals + 1, steps_live=job.steps_live)
             st.store.set_meta("renewals", st.stats["renewals"] + 1)
             st.store.event("renew", job_id=job.job_id, round_no=st.round_no, attempt=att.attempt,
                            steps=job.steps_live)

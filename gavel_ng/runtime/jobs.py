@@ -104,6 +104,8 @@ class JobState:
     resizes: int = 0                    # adaptive jobs: launches on another (worker type, GPUs) than the last
     last_config: tuple[str, int] | None = None
     fence: Fence | None = None          # a lost attempt not yet known dead: no relaunch meanwhile
+    reason: str = ""                    # while queued: why it waits, as last decided and stored (runtime.waiting)
+    waits_for_round: bool = False       # ... a reason a later round may end (status adds when it starts)
 
     def fenced(self, now: float) -> bool:
         if self.fence is not None and (not self.fence.workers or now >= self.fence.until):
@@ -144,7 +146,8 @@ class JobBook:
         for row in self.store.load_jobs():
             status = row.status if row.status in FINISHED else "queued"
             self.jobs[row.job_id] = JobState(row.job_id, row.spec, row.submitted, status, row.steps_done,
-                                             row.steps_done, row.finished, row.attempts, row.failures, row.renewals)
+                                             max(row.steps_live, row.steps_done), row.finished, row.attempts,
+                                             row.failures, row.renewals, reason=row.reason)
 
     def restore_attempts(self) -> None:
         """Attempts the store says still run: live again until their workers claim them (or not)."""
@@ -176,8 +179,9 @@ class JobBook:
         self._apply_finish(job, status, steps, now)
 
     def _record_finish(self, job: JobState, status: str, steps: int, now: float) -> None:
-        self.store.update_job(job.job_id, status=status, finished=now, steps_done=steps)
-        self.store.event(status if status != "done" else "finish", job_id=job.job_id, steps=steps)
+        live = max(job.steps_live, steps)     # a cancel keeps the progress last reported (991/5000 stays)
+        self.store.update_job(job.job_id, status=status, finished=now, steps_done=steps, steps_live=live)
+        self.store.event(status if status != "done" else "finish", job_id=job.job_id, steps=steps, steps_live=live)
 
     def _apply_finish(self, job: JobState, status: str, steps: int, now: float) -> None:
         job.status, job.finished, job.steps_done = status, now, steps

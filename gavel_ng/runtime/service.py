@@ -45,6 +45,7 @@ from .metrics import Metrics
 from .planner import DynamicPlanner
 from .state import ClusterState, Registration
 from .store import ClusterInfo, Store, StoreError
+from .waiting import Waiting
 from .workers import WorkerConflict
 
 log = logging.getLogger(__name__)
@@ -151,11 +152,19 @@ class SchedulerServicer:
                 return pb.SubmitJobsReply(job_ids=done[1])
             check_queue(self.state.jobs, len(specs), self.svc.config.max_unfinished_jobs)
             self.svc.check_rules(specs)
+            never = [self.svc.cannot_run(spec) for spec in specs]
+            if req.strict and any(never):
+                i = next(i for i, text in enumerate(never) if text)
+                raise InputError(f"jobs[{i}]", specs[i].name or specs[i].job_type,
+                                 f"no current worker can run it: {never[i]} (--strict: nothing was submitted; "
+                                 f"{sum(map(bool, never))} of {len(specs)} jobs cannot run)")
             ids = self.state.submit(specs, key, bound)
             for m, spec in zip(ids, specs):
                 self.svc.admission.admit(m, getattr(spec.rules, "user", None), spec.scale_factor)
         log.info("accepted %d jobs (%d-%d)", len(ids), ids[0], ids[-1])
-        return pb.SubmitJobsReply(job_ids=ids)
+        warnings = [f"job {m} ({spec.name or spec.job_type}): no current worker can run it: {text}"
+                    for m, spec, text in zip(ids, specs, never) if text]
+        return pb.SubmitJobsReply(job_ids=ids, warnings=warnings)
 
     @_rpc
     def CancelJob(self, req, context):
@@ -231,6 +240,7 @@ class SchedulerService:
         self.loop: SchedulerLoop | None = None
         self.executor = DeployExecutor(self.state, self.planner.placement, self.checkpoint_root,
                                        self.stop_event, self._topology_changed)
+        self.waiting = self.executor.waiting = Waiting(self.state, crules.quotas, self.policy_name)
         self.loop = SchedulerLoop(self.planner, self.allocator, self.executor, admission=self.admission,
                                   owner=self._owner)
         self.bind, self.port = bind, port
@@ -283,6 +293,17 @@ class SchedulerService:
         finally:
             for key in taken:
                 self.admission.release(key)
+
+    def cannot_run(self, spec: JobSpec) -> str | None:
+        """Why no live worker can run a job of `spec` (lock held), by the throughput table as submit checks it."""
+        base = self.table.base
+        known = spec.job_type in base.job_types
+
+        def rate(w: str) -> float:
+            return base.get((spec.job_type, spec.scale_factor), w) if known else 1.0
+
+        rules = spec.rules.with_type_names(list(self.state.worker_types), "rules") if spec.rules else None
+        return self.waiting.never(replace(spec, rules=rules) if rules else spec, rate)
 
     def _token(self) -> str:
         """The configured token, else STATE/token (created once, readable by the owner only)."""
@@ -370,10 +391,32 @@ class SchedulerService:
         info = pb.JobInfo(job_id=j.job_id, spec=j.spec.to_proto(), status=j.status, steps_done=j.steps_done,
                           steps_live=max(j.steps_live, j.steps_done), submitted=j.submitted,
                           finished=j.finished or 0.0, attempts=j.attempts, placement=placement, renewals=j.renewals,
-                          resizes=j.resizes, gpus=len(j.live.placement) if j.live is not None else 0)
+                          resizes=j.resizes, gpus=len(j.live.placement) if j.live is not None else 0,
+                          reason=self._reason(j))
         if j.report is not None:
             info.report.CopyFrom(j.report.to_proto())
         return info
+
+    def _reason(self, j: JobState) -> str:
+        """Why a queued job waits (lock held); with the time to the next round where that may end it."""
+        text = self.waiting.current(j)
+        ends = self.executor.round_end
+        if text and j.waits_for_round and not self.executor.idle and ends is not None and ends > time.time():
+            text += f"; next round in {ends - time.time():.0f}s"
+        return text
+
+    def _round_note(self, counts: dict[str, int]) -> str:
+        """What the round display says instead of a countdown: idle, or planning past the round's end."""
+        ex = self.executor
+        if ex.round_end is None and not ex.idle:
+            return "starting: no round planned yet"
+        if ex.idle:
+            queued = counts.get("queued", 0)
+            return "idle: nothing to run" + (f" ({queued} queued job{'s' if queued != 1 else ''} cannot run now: "
+                                            f"see their reasons)" if queued else " (no queued jobs)")
+        if time.time() > ex.round_end:
+            return "planning the next round"
+        return ""
 
     def status(self, job_limit: int = 0) -> pb.StatusReply:
         """Workers, allocation, job counts by status and a page of jobs (listing.status_page)."""
@@ -389,7 +432,8 @@ class SchedulerService:
                                    round_seconds=self.config.round_seconds,
                                    round_ends_in=self.executor.round_ends_in(),
                                    renewals=st.stats["renewals"], launches=st.stats["launches"],
-                                   throughputs=self.table.measured(), job_counts=counts)
+                                   throughputs=self.table.measured(), job_counts=counts,
+                                   round_note=self._round_note(counts))
             for w in sorted(st.workers.values(), key=lambda w: w.order):
                 reply.workers.add(worker_id=w.worker_id, address=w.address, gpu_type=w.gpu_type, gpus=w.gpus,
                                   alive=w.alive, last_seen_ago=now - w.last_seen,
@@ -397,6 +441,8 @@ class SchedulerService:
             reply.jobs.extend(slim(self.job_info(j)) for j in page)
             rows, X = st.allocation
             for r, row in enumerate(rows):
+                if any(m not in st.jobs or st.jobs[m].status in FINISHED for m in row):
+                    continue             # a finished (e.g. cancelled) job leaves the table at once
                 reply.allocation.add(jobs=list(row), share={w: float(X[r, k]) for k, w in enumerate(st.worker_types)})
         return reply
 

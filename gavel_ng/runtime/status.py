@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ..protocol.client import AdaptiveStatus, ClusterStatus, JobStatus, WorkerStatus, placement_label
 from .store import JobRow, StateReader
+from .waiting import NEW
 
 
 def read_state_dir(state_dir: str | Path, now: float | None = None, job_limit: int | None = None) -> ClusterStatus:
@@ -26,6 +27,7 @@ def read_state_dir(state_dir: str | Path, now: float | None = None, job_limit: i
         running = rd.running_attempts()
         workers = rd.load_workers()
         alloc = rd.load_allocation()
+        ended = rd.finished_among(sorted({m for r in alloc.rows for m in r})) if alloc is not None else set()
         measured = rd.load_throughputs()
         adaptive = {job_id: (report, resizes) for job_id, report, resizes, _ in rd.load_adaptive()}
         meta = {k: int(rd.get_meta(k, "0")) for k in ("round", "renewals", "launches")}
@@ -36,8 +38,9 @@ def read_state_dir(state_dir: str | Path, now: float | None = None, job_limit: i
                        tuple(sorted(a.job_id for a in running if any(x == w.worker_id for x, _ in a.placement))))
           for w in workers]
     js = [_job_status(j, live.get(j.job_id), adaptive.get(j.job_id, (None, 0))) for j in jobs]
-    shares = [] if alloc is None else [
-        (tuple(r), {w: x[k] for k, w in enumerate(alloc.worker_types)}) for r, x in zip(alloc.rows, alloc.shares)]
+    shares = [] if alloc is None else [         # without finished (e.g. cancelled) jobs' rows, as a scheduler shows
+        (tuple(r), {w: x[k] for k, w in enumerate(alloc.worker_types)}) for r, x in zip(alloc.rows, alloc.shares)
+        if not ended.intersection(r)]
     thr = {f"{t}|{sf}|{w}": v for t, sf, w, cons, v, _ in sorted(measured) if cons}
     return ClusterStatus(ws, js, shares, list(types), info.policy if info is not None else "?", meta["round"],
                          info.round_seconds if info is not None else 0.0, None, meta["renewals"], meta["launches"],
@@ -45,11 +48,12 @@ def read_state_dir(state_dir: str | Path, now: float | None = None, job_limit: i
 
 
 def _job_status(r: JobRow, live, adaptive: tuple[dict | None, int]) -> JobStatus:
-    """A stored job: progress is its last checkpoint's (no live steps without the scheduler);
-    `live`: its running attempt, if any."""
+    """A stored job: progress as last recorded (a checkpoint, a renewal, a cancel); `live`: its running
+    attempt, if any; a queued job's reason as the scheduler last decided it."""
     s = r.spec
     placement = placement_label(live.worker_type, live.placement) if live is not None else ""
     ada = AdaptiveStatus.from_report(adaptive[1], adaptive[0]) if s.adaptive is not None else None
-    return JobStatus(r.job_id, s.name, s.job_type, s.scale_factor, r.status, r.steps_done, s.steps, r.steps_done,
-                     r.attempts, r.renewals, placement, ada, getattr(s.rules, "entity", None),
-                     len(live.placement) if live is not None else 0)
+    reason = (r.reason or NEW) if r.status == "queued" else ""
+    return JobStatus(r.job_id, s.name, s.job_type, s.scale_factor, r.status, r.steps_done, s.steps,
+                     max(r.steps_live, r.steps_done), r.attempts, r.renewals, placement, ada,
+                     getattr(s.rules, "entity", None), len(live.placement) if live is not None else 0, reason)

@@ -36,7 +36,7 @@ SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
     job_id INTEGER PRIMARY KEY, spec TEXT NOT NULL, status TEXT NOT NULL, steps_done INTEGER NOT NULL,
     submitted REAL NOT NULL, finished REAL, attempts INTEGER NOT NULL DEFAULT 0,
-    failures INTEGER NOT NULL DEFAULT 0, renewals INTEGER NOT NULL DEFAULT 0);
+    failures INTEGER NOT NULL DEFAULT 0, renewals INTEGER NOT NULL DEFAULT 0, steps_live INTEGER, reason TEXT);
 CREATE TABLE IF NOT EXISTS attempts (
     job_id INTEGER NOT NULL, attempt INTEGER NOT NULL, placement TEXT NOT NULL, worker_type TEXT NOT NULL,
     launched REAL NOT NULL, ended REAL, status TEXT NOT NULL, steps_start INTEGER, steps_end INTEGER,
@@ -58,6 +58,8 @@ CREATE TABLE IF NOT EXISTS submissions (
 CREATE TABLE IF NOT EXISTS adaptive (
     job_id INTEGER PRIMARY KEY, report TEXT, resizes INTEGER NOT NULL DEFAULT 0, last_type TEXT, last_gpus INTEGER);
 """
+# columns added to `jobs` since its first version; a state directory written before gets them on open
+ADDED_JOB_COLUMNS = (("steps_live", "INTEGER"), ("reason", "TEXT"))
 
 
 @dataclass
@@ -71,6 +73,8 @@ class JobRow:
     attempts: int
     failures: int
     renewals: int
+    steps_live: int = 0        # last step a running attempt reported (kept after a cancel)
+    reason: str = ""           # why a queued job waits, as last decided (runtime.waiting)
 
 
 @dataclass
@@ -137,9 +141,21 @@ class _Reads:
 
     def load_jobs(self, where: str = "", args: tuple = ()) -> list[JobRow]:
         """Every job by id, or those that `where` (SQL after WHERE, with ORDER BY/LIMIT if any) selects."""
-        rows = self._all("SELECT job_id, spec, status, steps_done, submitted, finished, attempts, failures, renewals "
-                         "FROM jobs " + (f"WHERE {where}" if where else "ORDER BY job_id"), args)
+        extra = ", COALESCE(steps_live, 0), COALESCE(reason, '')" if self._has_added_columns() else ""
+        rows = self._all("SELECT job_id, spec, status, steps_done, submitted, finished, attempts, failures, renewals"
+                         + extra + " FROM jobs " + (f"WHERE {where}" if where else "ORDER BY job_id"), args)
         return [JobRow(r[0], JobSpec(**_spec_args(json.loads(r[1]))), *r[2:]) for r in rows]
+
+    def _has_added_columns(self) -> bool:
+        """Whether `jobs` has ADDED_JOB_COLUMNS (a reader may open an older state directory)."""
+        have = {r[1] for r in self._all("PRAGMA table_info(jobs)")}
+        return all(name in have for name, _ in ADDED_JOB_COLUMNS)
+
+    def finished_among(self, job_ids: list[int]) -> set[int]:
+        """Those of `job_ids` that finished (one query, however many)."""
+        rows = self._all("SELECT job_id FROM jobs WHERE status IN ('done', 'cancelled', 'failed') "
+                         "AND job_id IN (SELECT value FROM json_each(?))", (json.dumps(job_ids),))
+        return {r[0] for r in rows}
 
     def job_counts(self) -> dict[str, int]:
         return dict(self._all("SELECT status, COUNT(*) FROM jobs GROUP BY status"))
@@ -271,6 +287,10 @@ class Store(_Reads):
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(SCHEMA)
+            have = {r[1] for r in self._db.execute("PRAGMA table_info(jobs)")}
+            for name, kind in ADDED_JOB_COLUMNS:
+                if name not in have:
+                    self._db.execute(f"ALTER TABLE jobs ADD COLUMN {name} {kind}")
         except (sqlite3.Error, OSError) as exc:
             raise StoreError(self.path, exc) from None
 
@@ -387,6 +407,12 @@ class Store(_Reads):
     def update_job(self, job_id: int, **cols) -> None:
         names = ", ".join(f"{k} = ?" for k in cols)
         self._exec(f"UPDATE jobs SET {names} WHERE job_id = ?", (*cols.values(), job_id))
+
+    def save_reasons(self, reasons: dict[int, str]) -> None:
+        """Why each of these queued jobs waits (only those that changed: one statement for all)."""
+        with self.transaction():
+            self._db.executemany("UPDATE jobs SET reason = ? WHERE job_id = ?",
+                                 [(text, job_id) for job_id, text in reasons.items()])
 
     def save_adaptive(self, job_id: int, report: dict | None, resizes: int, last: tuple[str, int] | None) -> None:
         self._exec("INSERT OR REPLACE INTO adaptive VALUES (?, ?, ?, ?, ?)",
