@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench profiles lint clean
+.PHONY: demo test test-fast bench profiles lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,10 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/pytest
+
+# the edit-test loop: everything but the loopback clusters and long runs (make test runs all)
+test-fast: $(STAMP)
+	$(BIN)/pytest -m "not slow"
 
 bench: $(STAMP)
 	$(BIN)/python -m solver_bench.bench_policies

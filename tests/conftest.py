@@ -28,3 +28,11 @@ def reference_table():
     from gavel_ng.throughputs import ThroughputTable
 
     return ThroughputTable.builtin(REFERENCE_NAME)
+
+
+def pytest_collection_modifyitems(config, items):
+    """A test on a loopback cluster (real scheduler, worker and job processes) is slow by what it
+    uses; others say so with @pytest.mark.slow. `make test-fast` (-m "not slow") skips them."""
+    for item in items:
+        if "cluster_factory" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)

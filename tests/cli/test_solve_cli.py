@@ -94,6 +94,7 @@ def test_missing_file_and_bad_plugin(tmp_path, capsys):
     assert "nope.json" in err and "ZeroDivisionError" in err
 
 
+@pytest.mark.slow
 def test_console_script_help_for_every_subcommand():
     exe = [sys.executable, "-m", "gavel_ng"]
     top = subprocess.run(exe + ["--help"], capture_output=True, text=True, check=True).stdout

@@ -101,6 +101,7 @@ def test_restart_factor_keeps_jobs_on_their_configuration():
     assert runs[True]["reallocations"] < runs[False]["reallocations"]
 
 
+@pytest.mark.slow
 def test_goodput_beats_las_goodput_lp_and_its_agnostic_twin_on_a_small_heterogeneous_workload():
     from gavel_ng.elastic.compare import RunSettings, run_policy
 

@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "experiments"))
 
@@ -51,6 +52,7 @@ def test_hierarchical_writes_claims_shares_and_figures(tmp_path, reference_table
     assert (tmp_path / "fig12_allocation_share.png").exists() and (tmp_path / "fig13_allocation_share.png").exists()
 
 
+@pytest.mark.slow
 def test_gpu_scripts_dry_run_on_the_cpu(tmp_path):
     """gpu_pairs.py and gpu_cluster.py are meant for a GPU; on the CPU with tiny models they must
     still run through and write their tables (so they do not rot between GPU sessions)."""

@@ -234,6 +234,7 @@ def _replica(rank: int, init_file: str, out: str) -> None:
     os._exit(0)
 
 
+@pytest.mark.slow
 def test_noise_scale_across_two_real_processes(tmp_path):
     """Two gloo ranks: each local gradient (batch 8) against the all-reduced one (batch 16)."""
     out = tmp_path / "phi"

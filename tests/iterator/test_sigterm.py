@@ -12,6 +12,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from gavel_ng.iterator import checkpoint as ckpt
 
 log = logging.getLogger(__name__)
@@ -23,6 +25,7 @@ def _unused_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_sigterm_commits_the_current_step_and_exits_0(tmp_path):
     ck, result = tmp_path / "ck", tmp_path / "result.json"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1",

@@ -117,6 +117,7 @@ def test_points_carry_the_plugin_text_to_a_fresh_interpreter(tmp_path, plugin_fi
     assert res.row["jobs_measured"] == 4
 
 
+@pytest.mark.slow
 def test_sweep_on_ray_with_plugin(tmp_path, plugin_file, capsys):
     pytest.importorskip("ray")
     assert _sweep(tmp_path, plugin_file, "--backend", "ray", "--workers", "2") == 0
@@ -236,6 +237,7 @@ def _gavel(site, *args):
                           timeout=120)
 
 
+@pytest.mark.slow
 def test_entry_points_register_policies_everywhere_without_flags(installed, tmp_path):
     listed = _gavel(installed, "policies")
     assert listed.returncode == 0, listed.stderr

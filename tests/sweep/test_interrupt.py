@@ -8,6 +8,7 @@ import sys
 import time
 
 import pandas as pd
+import pytest
 
 
 def _rows(path) -> int:
@@ -20,6 +21,7 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+@pytest.mark.slow
 def test_ctrl_c_then_restart_continues(tmp_path, tiny_args):
     results = tmp_path / "r.csv"
     cmd = [sys.executable, "-m", "gavel_ng", "sweep", "--results", str(results), "--workers", "2",

@@ -7,6 +7,7 @@ from gavel_ng.sweep import ResultsStore, expand, run_sweep
 ray = pytest.importorskip("ray")
 
 
+@pytest.mark.slow
 def test_ray_backend_matches_local(tmp_path, tiny_base):
     pts = expand({"policy": ["las", "las_agnostic"], "jobs_per_hour": [1.0, 2.0]}, tiny_base)
     local = ResultsStore(tmp_path / "local.csv")
