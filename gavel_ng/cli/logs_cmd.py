@@ -61,7 +61,7 @@ def _root(args):
         if not root.is_dir():
             raise InputError("--checkpoint-root", args.checkpoint_root, "no such directory")
         return root, None
-    from ..runtime.store import NotAStateDir, StateReader
+    from ..runtime.records import NotAStateDir, StateReader
 
     try:
         reader = StateReader(args.state)

@@ -60,8 +60,8 @@ def run(args) -> int:
 
 def read_state(state_dir: str, job_limit: int | None = None):
     """The status recorded under a state directory; InputError (exit 2) naming --state if it is none."""
+    from ..runtime.records import NotAStateDir
     from ..runtime.status import read_state_dir
-    from ..runtime.store import NotAStateDir
 
     path = Path(state_dir)
     if not path.exists():

@@ -19,8 +19,9 @@ import numpy as np
 
 from ..mechanism import AllocationRows, JobView, Ledger, MechanismConfig, RoundMechanism, RoundPlan, make_plan
 from .jobs import FINISHED
+from .records import AllocationRecord, LedgerRecord
 from .state import ClusterState
-from .store import AllocationRecord, LedgerRecord, StoreError
+from .store import StoreError
 
 log = logging.getLogger(__name__)
 

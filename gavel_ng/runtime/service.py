@@ -43,8 +43,9 @@ from .listing import LimitReached, check_queue, check_submission, digest, list_p
 from .measured import MeasuredTable
 from .metrics import Metrics
 from .planner import DynamicPlanner
+from .records import ClusterInfo
 from .state import ClusterState, Registration
-from .store import ClusterInfo, Store, StoreError
+from .store import Store, StoreError
 from .waiting import Waiting
 from .workers import WorkerConflict
 

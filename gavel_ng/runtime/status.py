@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from ..protocol.client import AdaptiveStatus, ClusterStatus, JobStatus, WorkerStatus, placement_label
-from .store import JobRow, StateReader
+from .records import JobRow, StateReader
 from .waiting import NEW
 
 

@@ -17,9 +17,10 @@ from gavel_ng.protocol.client import ClusterStatus, SchedulerClient
 from gavel_ng.protocol.jobspec import JobSpec
 from gavel_ng.protocol.protos import gavel_pb2 as pb
 from gavel_ng.runtime.config import ClusterConfig
+from gavel_ng.runtime.records import StateReader
 from gavel_ng.runtime.service import SchedulerService
 from gavel_ng.runtime.status import read_state_dir
-from gavel_ng.runtime.store import StateReader, Store
+from gavel_ng.runtime.store import Store
 
 JOBS = [JobSpec("ResNet-18 (batch size 32)", steps=1000, size="tiny", name="r18"),
         JobSpec("LM (batch size 20)", steps=500, size="tiny", name="lm"),

@@ -11,8 +11,8 @@ from gavel_ng.protocol.jobspec import JobSpec
 from gavel_ng.protocol.protos import gavel_pb2 as pb
 from gavel_ng.protocol.rpc import Stub, open_channel
 from gavel_ng.runtime.config import ClusterConfig
+from gavel_ng.runtime.records import StateReader
 from gavel_ng.runtime.service import SchedulerService
-from gavel_ng.runtime.store import StateReader
 
 GOOD = pb.JobSpec(job_type="ResNet-18 (batch size 32)", steps=10, size="tiny")
 

@@ -113,7 +113,7 @@ def test_ledger_and_allocation_survive_a_restart(make_service):
 
 
 def test_a_ledger_for_other_worker_types_is_ignored(make_service, caplog):
-    from gavel_ng.runtime.store import LedgerRecord
+    from gavel_ng.runtime.records import LedgerRecord
 
     svc = make_service()
     svc.store.save_ledger(LedgerRecord(3, ["a100"], [(1,)], [[5.0]]))
