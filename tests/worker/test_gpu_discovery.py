@@ -123,3 +123,12 @@ def test_a_worker_without_gpus_or_flags_exits_2_with_one_line(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.startswith("gavel-ng worker: error: --gpus='auto': no NVIDIA GPU found (NVML: ")
     assert proc.stderr.endswith("); pass --gpu-type and --gpus\n") and proc.stderr.count("\n") == 1, proc.stderr
+
+
+def test_the_deploy_guide_lists_every_type_of_the_table():
+    from pathlib import Path
+
+    from gavel_ng.worker.gpus import PRODUCT_TYPES
+
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "deploy.md").read_text()
+    assert [kind for _, kind in PRODUCT_TYPES if kind not in guide] == []
