@@ -59,3 +59,21 @@ def test_a_worker_started_before_its_scheduler_says_so_once_and_registers(cluste
                       text)
     assert again and int(again[1]) >= 2, text
     assert proc.poll() is None
+
+
+def test_backoff_doubles_to_its_cap_and_tells_an_outage_in_two_lines(caplog):
+    from gavel_ng.worker.backoff import Backoff
+
+    now = [100.0]
+    b = Backoff("sched:1", clock=lambda: now[0])
+    with caplog.at_level("WARNING"):
+        delays = [b.failed("UNAVAILABLE") for _ in range(7)]
+        now[0] += 42
+        b.succeeded()
+        b.succeeded()                    # no outage: nothing to say
+        assert b.failed("DEADLINE_EXCEEDED") == 0.5      # a new outage starts over
+    assert delays == [0.5, 1, 2, 4, 8, 10, 10]
+    assert [r.getMessage() for r in caplog.records] == [
+        "scheduler sched:1 unreachable (UNAVAILABLE); retrying",
+        "scheduler sched:1 reachable again after 42 s (7 failed attempts)",
+        "scheduler sched:1 unreachable (DEADLINE_EXCEEDED); retrying"]
