@@ -39,7 +39,24 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module in COMMANDS:
         module.add_parser(sub)
+    _verbose_everywhere(sub, depth=1)
     return parser
+
+
+def _verbose_everywhere(sub: argparse._SubParsersAction, depth: int) -> None:
+    """-v after a subcommand too (`gavel-ng worker ... -v`). Each level counts into its own dest:
+    a subparser's default would otherwise overwrite the count parsed before it; main() adds them."""
+    for p in set(sub.choices.values()):
+        p.add_argument("-v", "--verbose", action="count", default=0, dest=f"verbose_{depth}",
+                       help="more logging (-vv for debug); counts with the -v before the command")
+        for action in p._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                _verbose_everywhere(action, depth + 1)
+
+
+def verbosity(args: argparse.Namespace) -> int:
+    """-v given anywhere on the command line, counted together."""
+    return sum(v for k, v in vars(args).items() if k == "verbose" or k.startswith("verbose_"))
 
 
 def version() -> str:
@@ -58,7 +75,7 @@ def version() -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    level = (logging.WARNING, logging.INFO, logging.DEBUG)[min(args.verbose, 2)]
+    level = (logging.WARNING, logging.INFO, logging.DEBUG)[min(verbosity(args), 2)]
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     try:
         return int(args.run(args) or 0)

@@ -37,8 +37,8 @@ def add_parser(sub) -> None:
     p.add_argument("--no-lease-renewals", action="store_true",
                    help="preempt every job at every round end (to measure what renewals save)")
     p.add_argument("--token-file", metavar="FILE", help="shared token (default: the config's, else STATE/token)")
-    p.add_argument("--tls-cert", metavar="PEM")
-    p.add_argument("--tls-key", metavar="PEM")
+    p.add_argument("--tls-cert", metavar="PEM", help="the scheduler's TLS certificate (with --tls-key)")
+    p.add_argument("--tls-key", metavar="PEM", help="private key of --tls-cert")
     p.add_argument("--tls-ca", metavar="PEM", help="CA of the workers' certificates")
     p.set_defaults(run=run)
 
@@ -79,7 +79,8 @@ def run(args) -> int:
         if config.policy not in RUNTIME_ELASTIC:
             get_policy(config.policy)
     except (KeyError, ValueError) as exc:
-        raise InputError("--policy", config.policy, str(exc)) from None
+        field = "--policy" if args.policy is not None else "cluster-config.policy"
+        raise InputError(field, config.policy, getattr(exc, "reason", str(exc))) from None
     if not 0 <= args.port < 65536:
         raise InputError("--port", args.port, "must be a port number")
     try:

@@ -32,7 +32,7 @@ def add_parser(sub) -> None:
                        description="Submit the jobs of a JSON job file (one job object, a list, or "
                                    '{"jobs": [...]}); prints their ids. Fields: job_type, steps, scale_factor, '
                                    "weight, slo_s, name, command, working_dir, size, env (see docs/deploy.md).")
-    p.add_argument("jobfile", metavar="JOBFILE")
+    p.add_argument("jobfile", metavar="JOBFILE", help="the job file (JSON, see above)")
     add_connection_args(p)
     p.add_argument("--wait", action="store_true", help="wait until every submitted job finished")
     p.add_argument("--json", action="store_true", help="print the ids as a JSON list")
@@ -47,7 +47,7 @@ def add_parser(sub) -> None:
     c = sub.add_parser("cancel", help="cancel jobs",
                        description="Cancel jobs; running ones are stopped. Prints each id with its status "
                                    "(a finished job keeps its own); exits 2 if any id failed.")
-    c.add_argument("job_ids", type=int, nargs="+", metavar="JOB_ID")
+    c.add_argument("job_ids", type=int, nargs="+", metavar="JOB_ID", help="ids of the jobs to cancel")
     add_connection_args(c)
     c.set_defaults(run=run_cancel)
 

@@ -2,19 +2,30 @@
 
 from __future__ import annotations
 
+import logging
 import os
 
 from ..errors import InputError
+from ..worker.gpus import TYPE_MAP_ENV
 from .scheduler_cmd import _stop_on_signals, announce
+
+log = logging.getLogger(__name__)
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("worker", help="run a worker daemon that runs jobs on this server's GPUs",
                        description="Register with the scheduler, heartbeat, run each job as processes on its "
                                    "GPUs (CUDA_VISIBLE_DEVICES), report steps and time, enforce leases.")
-    p.add_argument("--scheduler", required=True, metavar="HOST:PORT")
-    p.add_argument("--gpu-type", required=True, help="worker type of this server's GPUs (e.g. v100)")
-    p.add_argument("--gpus", type=int, required=True, help="number of GPUs to offer")
+    p.add_argument("--scheduler", required=True, metavar="HOST:PORT", help="address of the scheduler service")
+    p.add_argument("--gpu-type", default="auto", metavar="TYPE",
+                   help="worker type of this server's GPUs, one of the cluster's worker_types (e.g. v100; "
+                        "default auto: from the GPUs' product name, see docs/deploy.md)")
+    p.add_argument("--gpus", default="auto", metavar="N",
+                   help="number of GPUs to offer (default auto: the NVIDIA GPUs this process may use, "
+                        "CUDA_VISIBLE_DEVICES or a Slurm allocation honoured)")
+    p.add_argument("--gpu-type-map", metavar="FILE.json",
+                   help='{"product name pattern": "type"} tried before the built-in product table '
+                        f"(default: ${TYPE_MAP_ENV})")
     p.add_argument("--label", action="append", default=[], metavar="LABEL",
                    help="a label of this server (repeatable, e.g. --label nvlink): jobs that require it may run here")
     p.add_argument("--gpu-ids", metavar="LIST", help="physical GPU ids, comma-separated (default 0..GPUS-1)")
@@ -23,8 +34,8 @@ def add_parser(sub) -> None:
     p.add_argument("--advertise", metavar="HOST", help="host the scheduler reaches this worker at "
                                                        "(default: the host name)")
     p.add_argument("--token-file", metavar="FILE", help="cluster token (default: $GAVEL_NG_TOKEN)")
-    p.add_argument("--tls-cert", metavar="PEM")
-    p.add_argument("--tls-key", metavar="PEM")
+    p.add_argument("--tls-cert", metavar="PEM", help="this worker's TLS certificate (with --tls-key)")
+    p.add_argument("--tls-key", metavar="PEM", help="private key of --tls-cert")
     p.add_argument("--tls-ca", metavar="PEM", help="CA of the scheduler's certificate")
     p.add_argument("--threads-per-gpu", type=int, metavar="N",
                    help="CPU threads each job process may use (sets OMP_NUM_THREADS for jobs)")
@@ -37,6 +48,7 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from ..protocol.rpc import Security, read_token
     from ..worker.daemon import WorkerDaemon, check_gpu_ids, machine_gpu_count
+    from ..worker.gpus import choose, load_type_map
 
     gpu_ids = None
     if args.gpu_ids:
@@ -44,17 +56,21 @@ def run(args) -> int:
             gpu_ids = [int(g) for g in args.gpu_ids.split(",")]
         except ValueError:
             raise InputError("--gpu-ids", args.gpu_ids, "must be comma-separated integers") from None
-    if args.gpus < 1:
-        raise InputError("--gpus", args.gpus, "must be >= 1")
-    check_gpu_ids(gpu_ids or list(range(args.gpus)), machine_gpu_count())   # flags first, then the token
+    if args.gpus != "auto" and not (args.gpus.isdigit() and int(args.gpus) >= 1):
+        raise InputError("--gpus", args.gpus, "must be an integer >= 1, or auto")
+    choice = choose(args.gpus, args.gpu_type, gpu_ids, load_type_map(args.gpu_type_map))
+    log.info("GPUs: %s", choice.note)
+    gpu_ids = list(choice.gpu_ids)
+    check_gpu_ids(gpu_ids, machine_gpu_count())   # flags first, then the token
     if args.threads_per_gpu is not None:
         if args.threads_per_gpu < 1:
             raise InputError("--threads-per-gpu", args.threads_per_gpu, "must be >= 1")
         os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(args.threads_per_gpu)
     security = Security(read_token(args.token_file), args.tls_cert, args.tls_key, args.tls_ca)
-    daemon = WorkerDaemon(args.scheduler, args.gpu_type, args.gpus, security, bind=args.bind, port=args.port,
+    daemon = WorkerDaemon(args.scheduler, choice.gpu_type, len(gpu_ids), security, bind=args.bind, port=args.port,
                           advertise=args.advertise, gpu_ids=gpu_ids, work_dir=args.work_dir,
-                          standby=args.standby, labels=args.label)
+                          standby=args.standby, labels=args.label,
+                          token_source=args.token_file or "$GAVEL_NG_TOKEN")
     daemon.start()
     announce(f"worker {daemon.worker_id} listening on {args.bind}:{daemon.port}")
     _stop_on_signals(daemon.stop_event)
@@ -62,4 +78,6 @@ def run(args) -> int:
         daemon.wait()
     finally:
         daemon.stop()
+    if daemon.refusal is not None:      # a permanent refusal (wrong token, unknown type): one line, exit 2
+        raise daemon.refusal
     return 0

@@ -194,7 +194,10 @@ def make_server(bind: str, port: int, services: dict[str, object], security: Sec
 
 def open_channel(address: str, security: Security | None) -> grpc.Channel:
     creds = security.channel_credentials() if security is not None else None
-    opts = [("grpc.enable_retries", 0)]
+    # gRPC's own reconnect backoff grows to 2 minutes by default: a worker started before its
+    # scheduler would then wait that long to notice it came up
+    opts = [("grpc.enable_retries", 0), ("grpc.initial_reconnect_backoff_ms", 500),
+            ("grpc.max_reconnect_backoff_ms", 10000)]
     return grpc.secure_channel(address, creds, options=opts) if creds else grpc.insecure_channel(address, options=opts)
 
 

@@ -28,6 +28,7 @@ from ..errors import InputError
 from ..protocol import leasefile
 from ..protocol.protos import gavel_pb2 as pb
 from ..protocol.rpc import Security, Stub, make_server, open_channel
+from .backoff import Backoff
 from .proc import RankResult, builtin_command, clear_stale_rendezvous, free_port, signal_group, spawn
 from .standby import StandbyPool
 
@@ -79,7 +80,7 @@ class WorkerDaemon:
     def __init__(self, scheduler: str, gpu_type: str, gpus: int, security: Security, bind: str = "0.0.0.0",
                  port: int = 0, advertise: str | None = None, gpu_ids: list[int] | None = None,
                  work_dir: str | None = None, python: str = sys.executable, standby: int | None = None,
-                 labels: list[str] | None = None):
+                 labels: list[str] | None = None, token_source: str = "$GAVEL_NG_TOKEN"):
         if gpus < 1:
             raise InputError("--gpus", gpus, "must be >= 1")
         self.gpu_ids = list(gpu_ids) if gpu_ids else list(range(gpus))
@@ -108,6 +109,9 @@ class WorkerDaemon:
         self.server = None
         self.channel = open_channel(scheduler, security)
         self.stub = Stub(self.channel, "Scheduler", security.token, timeout=5.0)
+        self.backoff = Backoff(scheduler)
+        self.refusal: InputError | None = None   # why the scheduler will never take this worker
+        self.token_source = token_source
         self._threads: list[threading.Thread] = []
 
     # ----- lifecycle ---------------------------------------------------------------------------
@@ -324,23 +328,40 @@ class WorkerDaemon:
 
     def _reporter(self) -> None:
         while not self.stop_event.is_set():
+            pause = self.heartbeat_seconds if self.registered.is_set() else 0.5
             try:
                 if not self.registered.is_set():
                     self._register()
                 else:
                     self._flush()
                     self._heartbeat()
+                self.backoff.succeeded()
             except grpc.RpcError as exc:
-                if exc.code() == grpc.StatusCode.NOT_FOUND:
+                code = exc.code()
+                if code == grpc.StatusCode.NOT_FOUND:
+                    self.backoff.succeeded()
                     log.info("scheduler does not know this worker: registering again")
                     self.registered.clear()
                     continue
-                if exc.code() in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.INVALID_ARGUMENT):
-                    log.error("scheduler refused this worker: %s", exc.details())
-                else:
-                    log.debug("scheduler unreachable: %s", exc.code())
-            self.report_event.wait(self.heartbeat_seconds if self.registered.is_set() else 0.5)
+                self.refusal = self._refusal(exc)
+                if self.refusal is not None:        # retrying cannot help: stop (the CLI exits 2)
+                    self.stop_event.set()
+                    return
+                # a registered worker keeps its heartbeat pace: after a scheduler restart it must rejoin
+                # before its jobs' leases run out
+                pause = min(self.backoff.failed(code.name), pause if self.registered.is_set() else 1e9)
+            self.report_event.wait(pause)
             self.report_event.clear()
+
+    def _refusal(self, exc: grpc.RpcError) -> InputError | None:
+        """The error a permanent refusal is told as, else None (worth retrying)."""
+        code, details = exc.code(), exc.details()
+        if code == grpc.StatusCode.UNAUTHENTICATED:
+            return InputError("--token-file", self.token_source, f"scheduler {self.scheduler} refused the token "
+                                                                 f"(UNAUTHENTICATED: {details})")
+        if code == grpc.StatusCode.INVALID_ARGUMENT and not self.registered.is_set():
+            return InputError("--scheduler", self.scheduler, f"refused this worker (INVALID_ARGUMENT: {details})")
+        return None
 
     def _register(self) -> None:
         with self.lock:
