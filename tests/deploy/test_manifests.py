@@ -175,7 +175,8 @@ def test_token_secret_is_mounted_as_the_token_file(kind):
         secret = volume["secret"]
         assert secret["secretName"] in secret_names
         key = posixpath.basename(path)
-        keys = {i["path"]: i["key"] for i in secret.get("items", [])} or {k: k for k in secret_names[secret["secretName"]]}
+        stored = secret_names[secret["secretName"]]
+        keys = {i["path"]: i["key"] for i in secret.get("items", [])} or {k: k for k in stored}
         assert key in keys
         # readable by the pod's user: owner root, group fsGroup
         assert secret.get("defaultMode", 0o644) & 0o040 and spec["securityContext"]["fsGroup"]
