@@ -158,8 +158,9 @@ step "worker: $(grep -m1 'worker for' "$work/log/worker-$worker_job.out")"
 echo '{"job_type": "ResNet-18 (batch size 32)", "steps": 50, "size": "tiny"}' > "$work/job.json"
 step "gavel-ng submit job.json --wait"
 remaining=$(( deadline_s - ($(date +%s) - t0) ))
-timeout "$remaining" gavel-ng submit "$work/job.json" --scheduler "$address" \
-    --token-file "$shared/state/token" --wait || die "submit --wait failed or timed out"
+ids=$(timeout "$remaining" gavel-ng submit "$work/job.json" --scheduler "$address" \
+    --token-file "$shared/state/token" --wait) || die "submit --wait failed or timed out"
+step "job $ids finished"
 status_json=$(gavel-ng status --scheduler "$address" --token-file "$shared/state/token" --json --all) \
     || die "gavel-ng status failed"
 echo "$status_json" | python3 -c '
@@ -173,4 +174,17 @@ print("         worker %(worker_id)s at %(address)s: %(gpus)s x %(gpu_type)s" % 
 assert job["status"] == "done" and job["steps_done"] >= job["steps_total"] == 50, job
 assert (worker["gpu_type"], worker["gpus"]) == ("v100", 2), worker
 ' || die "the job is not done: $status_json"
+
+# 5. scancel stops both with SIGTERM: the scheduler exits cleanly and withdraws its address.
+step "scancel $sched_job $worker_job"
+scancel "$sched_job" "$worker_job"
+for _ in $(seq 1 60); do
+    [ -z "$(squeue -h -j "$sched_job,$worker_job" -o %i 2>/dev/null)" ] && break
+    sleep 1
+done
+[ -z "$(squeue -h -j "$sched_job,$worker_job" -o %i 2>/dev/null)" ] || die "the jobs are still in the queue"
+[ ! -e "$shared/scheduler.address" ] || die "scheduler.address is still there"
+grep -q "scheduler exited with status 0" "$work/log/scheduler-$sched_job.out" \
+    || die "the scheduler did not exit cleanly: $(tail -n 3 "$work/log/scheduler-$sched_job.out")"
+step "both jobs left the queue; the scheduler exited with status 0 and removed scheduler.address"
 result=PASS
