@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast bench profiles lint clean
+.PHONY: demo test test-fast test-slurm bench profiles lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,12 @@ test: $(STAMP)
 # the edit-test loop: everything but the loopback clusters and long runs (make test runs all)
 test-fast: $(STAMP)
 	$(BIN)/pytest -m "not slow"
+
+# deploy/slurm/ end to end on a private one-node Slurm of this machine (not part of `make test`):
+# installs slurm-wlm with apt-get if missing (root or sudo -n), runs the sbatch scripts and a tiny
+# job, tears everything down and ends with PASS or FAIL.
+test-slurm: $(STAMP)
+	PATH="$(abspath $(BIN)):$$PATH" bash tests/slurm/run_e2e.sh
 
 bench: $(STAMP)
 	$(BIN)/python -m solver_bench.bench_policies
