@@ -1,4 +1,5 @@
-"""A scheduler service in this process, serving gRPC on loopback (round loop running)."""
+"""Scheduler services in this process: `service` (serving gRPC on loopback, round loop running)
+and `make_service` (not started: tests drive the planner themselves)."""
 
 from __future__ import annotations
 
@@ -15,3 +16,19 @@ def service(tmp_path):
     svc.start()
     yield svc
     svc.stop(grace=0.1)
+
+
+@pytest.fixture
+def make_service(tmp_path):
+    """make(state="state", **config): a service on tmp_path/state (the same name again: a restart)."""
+    made = []
+
+    def make(state: str = "state", **config) -> SchedulerService:
+        svc = SchedulerService(ClusterConfig(round_seconds=1.0, **config), tmp_path / state, port=0,
+                               bind="127.0.0.1")
+        made.append(svc)
+        return svc
+
+    yield make
+    for svc in made:
+        svc.stop(grace=0.1)

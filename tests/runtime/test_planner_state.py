@@ -7,34 +7,12 @@ import time
 
 import numpy as np
 import pytest
+from service_helpers import register
 
 from gavel_ng.mechanism import AllocationRows
 from gavel_ng.protocol.jobspec import JobSpec
-from gavel_ng.protocol.protos import gavel_pb2 as pb
-from gavel_ng.runtime.config import ClusterConfig
-from gavel_ng.runtime.service import SchedulerService
 
 JOB = JobSpec("ResNet-18 (batch size 32)", steps=1000, size="tiny")
-
-
-@pytest.fixture
-def make_service(tmp_path):
-    made = []
-
-    def make(state: str = "state", **config) -> SchedulerService:
-        svc = SchedulerService(ClusterConfig(round_seconds=1.0, **config), tmp_path / state, port=0,
-                               bind="127.0.0.1")
-        made.append(svc)
-        return svc
-
-    yield make
-    for svc in made:
-        svc.stop(grace=0.1)
-
-
-def register(svc: SchedulerService, worker_id: str, gpu_type: str, gpus: int) -> None:
-    req = pb.RegisterWorkerRequest(worker_id=worker_id, address=f"{worker_id}:1", gpu_type=gpu_type, gpus=gpus)
-    svc.state.register(req, lambda address: (None, None))
 
 
 def rounds(planner, n: int = 1):

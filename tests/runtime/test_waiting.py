@@ -6,39 +6,16 @@ from __future__ import annotations
 import time
 
 import numpy as np
-import pytest
+from service_helpers import register
 
 from gavel_ng.mechanism import AllocationRows
 from gavel_ng.protocol.jobspec import JobSpec
-from gavel_ng.protocol.protos import gavel_pb2 as pb
 from gavel_ng.rules.model import JobRules
-from gavel_ng.runtime.config import ClusterConfig
 from gavel_ng.runtime.jobs import Attempt, DoneReport
-from gavel_ng.runtime.service import SchedulerService
 from gavel_ng.runtime.status import read_state_dir
 from gavel_ng.runtime.waiting import NEW
 
 JOB = JobSpec("ResNet-18 (batch size 32)", steps=5000, size="tiny")
-
-
-@pytest.fixture
-def make_service(tmp_path):
-    made = []
-
-    def make(**config) -> SchedulerService:
-        svc = SchedulerService(ClusterConfig(round_seconds=1.0, **config), tmp_path / f"state{len(made)}", port=0,
-                               bind="127.0.0.1")
-        made.append(svc)
-        return svc
-
-    yield make
-    for svc in made:
-        svc.stop(grace=0.1)
-
-
-def register(svc, worker_id: str, gpu_type: str, gpus: int) -> None:
-    req = pb.RegisterWorkerRequest(worker_id=worker_id, address=f"{worker_id}:1", gpu_type=gpu_type, gpus=gpus)
-    svc.state.register(req, lambda address: (None, None))
 
 
 def decide(svc, alloc: AllocationRows | None = None) -> dict[int, str]:
@@ -153,7 +130,7 @@ def test_reasons_are_stored_once_and_read_offline(make_service, tmp_path):
     decide(svc)                                                  # a new one: written
     svc.store._db.set_trace_callback(None)
     assert sum("SET reason" in sql for sql in written) == 1
-    [job] = [j for j in read_state_dir(tmp_path / "state0", job_limit=10).jobs if j.job_id == m]
+    [job] = [j for j in read_state_dir(tmp_path / "state", job_limit=10).jobs if j.job_id == m]
     assert job.reason == why
     assert svc.status().jobs[0].reason == why
 
@@ -168,7 +145,7 @@ def test_a_cancel_keeps_progress_and_drops_the_allocation_row(make_service, tmp_
     decide(svc, one_type([a, b], [0.5, 0.5]))
     assert {tuple(r.jobs) for r in svc.status().allocation} == {(a,), (b,)}
     svc.state.cancel(a)
-    for st in (svc.status(), read_state_dir(tmp_path / "state0")):
+    for st in (svc.status(), read_state_dir(tmp_path / "state")):
         rows = [tuple(r.jobs) if hasattr(r, "jobs") else r[0] for r in st.allocation]
         assert rows == [(b,)]
         [job] = [j for j in st.jobs if j.job_id == a]
