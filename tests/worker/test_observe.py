@@ -15,6 +15,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 TINY = {"job_type": "ResNet-18 (batch size 32)", "size": "tiny"}
 CRASH = [sys.executable, "-c", "import sys; print('boom', flush=True); sys.exit(3)"]
+# 50 steps a second whatever the machine: 150 steps need more than one 4 s round, so the job is
+# preempted at least once (the built-in runner finished 150 steps within one round on an idle machine)
+PACED = [sys.executable, "-c",
+         "import time\nfrom pathlib import Path\nfrom gavel_ng.iterator import GavelIterator\n"
+         "print('paced job', flush=True)\n"
+         "for _ in GavelIterator(range(10**9), lambda p: None, lambda p: Path(p, 'w').write_text('1')):\n"
+         "    time.sleep(0.02)\n"]
 
 
 def _free_port() -> int:
@@ -42,7 +49,7 @@ def test_metrics_event_lines_and_job_logs(cluster_factory):
     cl.start_worker("w-v100", "v100", 1)
     cl.wait_workers(1)
     with cl.client() as c:
-        [job] = c.submit({**TINY, "steps": 150})
+        [job] = c.submit({**TINY, "steps": 150, "command": PACED})
         logs = cl.state / "checkpoints" / f"job-{job}" / "logs"
         wait_for(lambda: c.jobs()[0].status == "running" and any(logs.glob("*.log")), 60, "the job never ran")
         follow = logs_cmd(cl, str(job), "--follow")       # ends with the attempt, at the latest its round end
