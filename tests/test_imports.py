@@ -212,3 +212,25 @@ def test_the_library_never_imports_the_cli():
            for m, targets in graph.items() if not (m == cli or m.startswith(cli + ".") or m == f"{PACKAGE}.__main__")
            for t, line in targets.items() if t == cli or t.startswith(cli + ".")]
     assert not bad, "library modules importing the CLI:\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize("module", ["gavel_ng.iterator", "gavel_ng.worker.daemon", "gavel_ng.worker.run_job"])
+def test_what_runs_in_a_job_or_on_a_worker_loads_no_solver(module):
+    """A training job and a worker daemon start without the policies and their solvers: importing
+    the package itself defers its public names (gavel_ng/__init__.py)."""
+    import subprocess
+    import sys
+
+    heavy = ("cvxpy", "highspy", "scipy", "gavel_ng.policies", "gavel_ng.mechanism", "gavel_ng.elastic")
+    code = f"import sys, {module}; print(','.join(m for m in {heavy!r} if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "", f"importing {module} loaded {out.stdout.strip()}"
+
+
+def test_the_package_still_gives_its_public_names():
+    import gavel_ng
+
+    assert {"solve", "policy", "Cluster", "ThroughputTable"} <= set(dir(gavel_ng))
+    assert gavel_ng.solve is __import__("gavel_ng.policies", fromlist=["solve"]).solve
+    with pytest.raises(AttributeError):
+        gavel_ng.no_such_name  # noqa: B018
