@@ -74,13 +74,19 @@ def service(tmp_path):
         svc.stop(grace=0.1)
 
 
+def _daemon(svc, tmp_path) -> WorkerDaemon:
+    """A real worker daemon with one v100, started, registering with `svc`."""
+    daemon = WorkerDaemon(f"127.0.0.1:{svc.port}", "v100", 1, Security(svc.secret), bind="127.0.0.1",
+                          advertise="127.0.0.1", work_dir=str(tmp_path / "worker"), standby=0)
+    daemon.start()
+    return daemon
+
+
 @pytest.fixture
 def running(service, tmp_path):
     """(service, worker daemon, job id): the sleeper's attempt 1 is live on the daemon's v100."""
     svc = service()
-    daemon = WorkerDaemon(f"127.0.0.1:{svc.port}", "v100", 1, Security(svc.secret), bind="127.0.0.1",
-                          advertise="127.0.0.1", work_dir=str(tmp_path / "worker"), standby=0)
-    daemon.start()
+    daemon = _daemon(svc, tmp_path)
     try:
         with SchedulerClient(f"127.0.0.1:{svc.port}", token=svc.secret) as c:
             [job] = c.submit(SLEEPER)
@@ -181,9 +187,7 @@ def test_bad_stored_throughputs_are_dropped_at_load_and_jobs_still_run(service, 
     drops = [r for r in caplog.records if "dropped 3 stored throughputs" in r.getMessage()]
     assert len(drops) == 1 and "v100" in drops[0].getMessage() and "p100" in drops[0].getMessage()
     assert _rows(svc, "SELECT worker_type, steps_per_s FROM throughputs") == [("k80", 7.5)]
-    daemon = WorkerDaemon(f"127.0.0.1:{svc.port}", "v100", 1, Security(svc.secret), bind="127.0.0.1",
-                          advertise="127.0.0.1", work_dir=str(tmp_path / "worker"), standby=0)
-    daemon.start()
+    daemon = _daemon(svc, tmp_path)
     try:
         with SchedulerClient(f"127.0.0.1:{svc.port}", token=svc.secret) as c:
             [job] = c.submit(SLEEPER)
