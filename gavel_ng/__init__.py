@@ -12,7 +12,7 @@ _WHERE = {
     "Allocation": ".allocation", "AllocationError": ".allocation", "Cluster": ".cluster", "InputError": ".errors",
     "Job": ".jobs", "ThroughputTable": ".throughputs", "Entity": ".policies", "Problem": ".policies",
     "SchedulingProblem": ".policies", "Solution": ".policies", "list_policies": ".policies", "policy": ".policies",
-    "solve": ".policies",
+    "solve": ".policies", "round_policy": ".policies", "RoundContext": ".policies",
 }
 __all__ = sorted(_WHERE)
 

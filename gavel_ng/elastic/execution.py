@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gavel_ng.mechanism import JobView, RoundPlan, RoundResult, Topology
+from gavel_ng.mechanism import JobView, RoundPlan, RoundResult
+from gavel_ng.topology import Topology
 
 from .efficiency import progress_after, seconds_to_progress
 from .families import get_family

@@ -34,7 +34,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gavel_ng.mechanism import Placer, Topology
+from gavel_ng.mechanism import Placer
+from gavel_ng.topology import Topology
 
 from .execution import DEFAULT_GPU_COUNTS, speedup_entries
 from .policy import DEFAULT_P, ElasticColumns, config_values, solve_configurations

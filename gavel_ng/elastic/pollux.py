@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gavel_ng.errors import InputError
-from gavel_ng.mechanism import Topology
+from gavel_ng.topology import Topology
 
 from .goodput import best_goodput_many, throughput_params
 from .policy import STARVED

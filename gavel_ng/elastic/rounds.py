@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gavel_ng.mechanism import AllocationRows, JobView, RoundPlan, Topology, make_plan
+from gavel_ng.mechanism import AllocationRows, JobView, RoundPlan, make_plan
+from gavel_ng.topology import Topology
 
 if TYPE_CHECKING:
     from .execution import ElasticExecutor, ElasticState

@@ -31,14 +31,9 @@ import numpy as np
 
 from gavel_ng.cluster import Cluster
 from gavel_ng.errors import InputError
-from gavel_ng.mechanism import (
-    AllocationRows,
-    MechanismConfig,
-    RoundMechanism,
-    SchedulerLoop,
-    Topology,
-)
+from gavel_ng.mechanism import AllocationRows, MechanismConfig, RoundMechanism, SchedulerLoop
 from gavel_ng.throughputs import ThroughputTable
+from gavel_ng.topology import Topology
 
 from .execution import DEFAULT_GPU_COUNTS, DEFAULT_REALLOC_DELAY, HOUR, ElasticExecutor, ElasticState, speedup_entries
 from .policy import DEFAULT_FLOOR, ElasticColumns, solve_goodput

@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gavel_ng.errors import InputError
-from gavel_ng.mechanism import Placer, RoundPlan, Topology
+from gavel_ng.mechanism import Placer, RoundPlan
+from gavel_ng.topology import Topology
 
 from .rounds import Entry, RoundPolicy
 

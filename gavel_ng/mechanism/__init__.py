@@ -5,10 +5,9 @@ from .placement import Placed, Placer
 from .priorities import fractions, priorities
 from .round import Allocator, Executor, LoopStats, Planner, RoundResult, SchedulerLoop
 from .selection import backfill, greedy_select
-from .topology import Topology
 
 __all__ = [
     "AllocationRows", "Allocator", "Executor", "JobView", "Ledger", "LoopStats", "MechanismConfig", "Placed", "Placer",
-    "Planner", "RoundMechanism", "RoundPlan", "RoundResult", "SchedulerLoop", "Topology", "backfill",
+    "Planner", "RoundMechanism", "RoundPlan", "RoundResult", "SchedulerLoop", "backfill",
     "fractions", "greedy_select", "make_plan", "priorities",
 ]

@@ -15,11 +15,11 @@ from operator import itemgetter
 
 import numpy as np
 
+from ..topology import Topology
 from .placement import Placer
 from .priorities import entry_priorities, per_type_order, priorities, rank_entries
 from .refill import Entries, place_with_refill
 from .selection import backfill, greedy_select
-from .topology import Topology
 
 
 @dataclass(frozen=True)

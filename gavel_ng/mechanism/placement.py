@@ -24,7 +24,7 @@ from itertools import count
 
 import numpy as np
 
-from .topology import Topology
+from ..topology import Topology
 
 
 @dataclass

@@ -67,9 +67,13 @@ class SchedulerLoop:
     `min_solve_interval` rate-limits solves (seconds of executor time between them);
     jobs that arrive in between are known to no allocation, and the mechanism backfills
     them onto free GPUs instead of letting them wait for the next solve.
+
+    Without an allocator the planner decides every round itself (a round policy's planner,
+    gavel_ng.round_planner): it is told of each admitted job (`arrive`) and of each finished
+    one (`retire`), and there is nothing to solve.
     """
 
-    def __init__(self, planner: Planner | RoundMechanism, allocator: Allocator, executor: Executor,
+    def __init__(self, planner: Planner | RoundMechanism, allocator: Allocator | None, executor: Executor,
                  min_solve_interval: float = 0.0, admission=None, owner=None):
         # admission: a gavel_ng.rules.admission.AdmissionControl, asked for each arrival with
         # owner(job) -> (user, GPUs); a refused job goes to executor.refuse(job, reason) and never runs
@@ -95,9 +99,12 @@ class SchedulerLoop:
                     ex.refuse(job, refusal.reason)
                     continue
             self.active[job] = None
+            if self.allocator is None:
+                self.planner.arrive([job])
+                continue
             self.unallocated[job] = None
             self.reset_pending = True
-        if self.reset_pending and self.active and self._may_solve(now):
+        if self.allocator is not None and self.reset_pending and self.active and self._may_solve(now):
             self._solve(now)
         view = ex.job_view(list(self.unallocated)) if self.unallocated else None
         plan = self.planner.plan(view)

@@ -1,4 +1,7 @@
-"""Policies by name. A policy is a function of a Problem that returns its objective.
+"""Policies by name, of two kinds, in one registry.
+
+An *allocation* policy is a function of a Problem that returns its objective over the
+allocation X (time fractions per job and worker type); Gavel's round mechanism carries it out:
 
     @policy("proportional", "maximize sum_m log(thr_m / thr_equal_m)")
     def proportional(p):
@@ -7,6 +10,17 @@
 Registering `name` also registers `name_agnostic`, which decides as if every worker
 type were equally fast for each job, and reports its objective under the true
 throughputs so the two variants compare directly.
+
+A *round* policy decides every round which configuration each job runs on, from a
+`RoundContext` (policies.rounds); `@round_policy` registers it with the properties that
+decide how it runs (which jobs it runs adaptively, its default round length):
+
+    @round_policy("speedup_sum", "maximize the sum of speedups")
+    def speedup_sum(ctx):
+        return ctx.assign(ctx.speedups)
+
+Both kinds run by name in `simulate`, `sweep` and on a cluster; only allocation policies
+have a one-shot form (`solve`).
 """
 
 from __future__ import annotations
@@ -33,6 +47,10 @@ log = logging.getLogger(__name__)
 PolicyFn = Callable[[Problem], object]
 
 
+ALLOCATION, ROUND = "allocation", "round"    # the two kinds of policy (module docstring)
+FIXED, ADAPTIVE, BOTH = "fixed", "adaptive", "both"   # how a round policy runs adaptive jobs (round_policy)
+
+
 @dataclass(frozen=True)
 class PolicySpec:
     name: str
@@ -47,6 +65,37 @@ class PolicySpec:
     base: str | None = None   # the registered policy this is a variant of (agnostic or packed), else None
     idle_aware: bool = False  # declared: leaves GPUs idle on purpose, so its shares are wall-clock time
     entities: bool = False    # declared: shares across entities (with none declared, every job is in one)
+    kind: str = ALLOCATION    # ALLOCATION: an objective over X; ROUND: decides each round (policies.rounds)
+    jobs: str = FIXED         # round policies: FIXED, ADAPTIVE or BOTH (how it runs adaptive jobs, below)
+    round_seconds: float = 360.0   # how often it decides unless told otherwise (Gavel: 360 s; Pollux, Sia: 60 s)
+
+    @property
+    def is_round(self) -> bool:
+        return self.kind == ROUND
+
+    def decider(self, options: dict | None = None) -> Callable:
+        """A round policy's `decide(ctx)` for one run, with its `options` (keyword arguments of the
+        function, or of the class, which is built here once): InputError naming unknown ones."""
+        import inspect
+
+        if not self.is_round:
+            raise InputError("policy", self.name, "is an allocation policy: it has no per-round decision")
+        options = dict(options or {})
+        target = self.fn.__init__ if isinstance(self.fn, type) else self.fn
+        params = inspect.signature(target).parameters
+        known = [n for n, q in params.items() if q.kind == q.KEYWORD_ONLY or
+                 (q.kind == q.POSITIONAL_OR_KEYWORD and n not in ("self", "ctx"))]
+        unknown = sorted(set(options) - set(known))
+        if unknown and not any(q.kind == q.VAR_KEYWORD for q in params.values()):
+            raise InputError(f"{self.name} option", unknown[0],
+                             f"unknown; {self.name} takes {', '.join(known) if known else 'no options'}")
+        if isinstance(self.fn, type):
+            return self.fn(**options).decide
+        if not options:
+            return self.fn
+        from functools import partial
+
+        return partial(self.fn, **options)
 
 
 PACKED = "_packed"
@@ -90,11 +139,42 @@ def policy(name: str, summary: str = "", *, aliases: tuple[str, ...] = (),
     return register
 
 
+def round_policy(name: str, summary: str = "", *, jobs: str = BOTH, round_seconds: float = 60.0,
+                 type_aware: bool = True, aliases: tuple[str, ...] = ()):
+    """Register a round policy (policies.rounds): `fn(ctx)` returning a column per job or a list of
+    `Entry`, or a class built with the policy's options whose `decide(ctx)` does.
+
+    `jobs` says how it runs adaptive jobs (those that declare a goodput model: a Pollux workload,
+    a job spec's `adaptive` block): BOTH: adaptive jobs adapt, the others run at their GPU count;
+    FIXED: every job runs at its tuned GPU count and batch; ADAPTIVE: it needs every job adaptive.
+    `round_seconds` is how often it decides by default; `type_aware=False` declares a policy blind
+    to the worker type (shown as heterogeneity-agnostic)."""
+    if jobs not in (FIXED, ADAPTIVE, BOTH):
+        raise ValueError(f"round policy {name}: jobs must be {FIXED!r}, {ADAPTIVE!r} or {BOTH!r}, not {jobs!r}")
+    if not (isinstance(round_seconds, (int, float)) and round_seconds > 0):
+        raise ValueError(f"round policy {name}: round_seconds must be a positive number, not {round_seconds!r}")
+
+    def register(fn):
+        decide = getattr(fn, "decide", None) if isinstance(fn, type) else fn
+        if not callable(decide):
+            raise TypeError(f"round policy {name}: register a function of the context or a class with decide(ctx)")
+        text = summary or ((fn.__doc__ or "").strip().splitlines() or [""])[0]
+        _REGISTRY[name] = PolicySpec(name, fn, text, not type_aware, kind=ROUND, jobs=jobs,
+                                     round_seconds=float(round_seconds))
+        for a in aliases:
+            _ALIASES[a] = name
+        return fn
+
+    return register
+
+
 def get_policy(name: str) -> PolicySpec:
     """A policy by name or alias; `NAME_packed` is NAME's space-sharing variant (spec.packed)."""
     ensure_loaded()
     if name.endswith(PACKED) and name not in _REGISTRY and name not in _ALIASES:
         base = get_policy(name[:-len(PACKED)])
+        if base.is_round:
+            raise InputError("policy", name, f"{base.name} is a round policy: it has no space-sharing variant")
         return replace(base, name=base.name + PACKED, summary=f"{base.summary} (space sharing)", packed=True,
                        base=base.name)
     name = _ALIASES.get(name, name)
@@ -107,6 +187,8 @@ def space_sharing_name(policy: str, space_sharing: bool) -> str:
     """The policy actually solved: `NAME_packed` when space sharing is on (a policy declared
     with `pairs=True`, such as gandiva, packs anyway)."""
     spec = get_policy(policy)
+    if space_sharing and spec.is_round:
+        raise InputError("--space-sharing", True, f"{spec.name} is a round policy: it gives jobs whole GPUs")
     if space_sharing and not spec.packed and not spec.pairs:
         return spec.name + PACKED
     return spec.name
@@ -115,6 +197,8 @@ def space_sharing_name(policy: str, space_sharing: bool) -> str:
 def needs_pairs(policy: str) -> bool:
     """Whether the policy's input must carry pair throughputs (SchedulingProblem.pairs)."""
     spec = get_policy(policy)
+    if spec.is_round:
+        return False
     return spec.packed or spec.pairs
 
 
@@ -171,6 +255,9 @@ def solve(inp: SchedulingProblem, name: str, solver: str | None = None, partitio
 
 def _solve(inp: SchedulingProblem, name: str, solver: str | None, partitions: int, seed: int) -> Solution:
     spec = get_policy(name)
+    if spec.is_round:
+        raise InputError("policy", name, "is a round policy: it decides round by round, with no one-shot "
+                                         "allocation to solve (simulate it, or run it on a cluster)")
     if spec.packed and inp.pairs is None and inp.combinations is None:
         sol = solve(inp, spec.base, solver, partitions, seed)
         sol.warnings.append(f"{name}: the problem has no pair throughputs (build it with space_sharing=True); "

@@ -26,10 +26,10 @@ import numpy as np
 
 from ..allocator import PolicyJobs
 from ..estimator import ThroughputEstimator
-from ..mechanism import Topology
 from ..pairs import PairTable
 from ..protocol.jobspec import JobSpec
 from ..rules.model import entities_of
+from ..topology import Topology
 from .adaptive import AdaptiveReport, record_report, restore_adaptive
 from .config import ClusterConfig
 from .jobs import FINISHED, Attempt, AttemptRef, DoneReport, JobBook, JobState

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..mechanism import Topology
+from ..topology import Topology
 from .store import Store
 
 log = logging.getLogger(__name__)

@@ -13,12 +13,13 @@ from ..allocator import PolicyAllocator, allocation_columns
 from ..cluster import Cluster
 from ..errors import InputError
 from ..logs import collapse_repeats
-from ..mechanism import MechanismConfig, RoundMechanism, RoundPlan, SchedulerLoop, Topology
+from ..mechanism import MechanismConfig, RoundMechanism, RoundPlan, SchedulerLoop
 from ..policies.cost import SLO_DROPPED
 from ..policies.entities import Entity
 from ..policies.registry import needs_pairs, space_sharing_name
 from ..rules import AdmissionControl, ClusterRules, RuleCompiler, ServerRules, check_entity, simulated_servers
 from ..throughputs import UNCONSOLIDATED, ThroughputTable
+from ..topology import Topology
 from ..traces import Trace, TraceGenerator
 from .estimated import EstimatedThroughputs
 from .executor import IdealPlanner, JobArrays, SimExecutor

@@ -14,7 +14,7 @@ from gavel_ng.elastic.registry import ELASTIC_POLICIES, get_elastic_policy
 from gavel_ng.elastic.simulate import simulate_elastic
 from gavel_ng.elastic.workload import POLLUX_NETWORK_GBPS
 from gavel_ng.errors import InputError
-from gavel_ng.mechanism import Topology
+from gavel_ng.topology import Topology
 
 
 def workload(tmp_path, rows):

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from gavel_ng.cluster import Cluster
-from gavel_ng.mechanism import AllocationRows, MechanismConfig, Placer, RoundMechanism, Topology
+from gavel_ng.mechanism import AllocationRows, MechanismConfig, Placer, RoundMechanism
+from gavel_ng.topology import Topology
 
 CONSOLIDATED, SPLIT = 4.0, 1.0     # steps/s of the 4-GPU job W, whole on one server or split
 

@@ -7,11 +7,11 @@ from gavel_ng.mechanism import (
     MechanismConfig,
     Placer,
     RoundMechanism,
-    Topology,
     greedy_select,
     priorities,
 )
 from gavel_ng.mechanism.priorities import entry_priorities, global_order, rank_entries
+from gavel_ng.topology import Topology
 
 
 def topo(spec="v100=4,k80=4", per=2):

@@ -3,7 +3,8 @@
 import numpy as np
 
 from gavel_ng.cluster import Cluster
-from gavel_ng.mechanism import AllocationRows, MechanismConfig, RoundMechanism, Topology, greedy_select
+from gavel_ng.mechanism import AllocationRows, MechanismConfig, RoundMechanism, greedy_select
+from gavel_ng.topology import Topology
 
 
 def topo(spec="v100=8", per=4):

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from gavel_ng.cluster import Cluster
-from gavel_ng.mechanism import AllocationRows, Ledger, MechanismConfig, RoundMechanism, Topology
+from gavel_ng.mechanism import AllocationRows, Ledger, MechanismConfig, RoundMechanism
+from gavel_ng.topology import Topology
 
 TYPES = ["v100", "p100", "k80"]
 

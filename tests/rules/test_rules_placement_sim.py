@@ -7,12 +7,13 @@ import pytest
 
 from gavel_ng.cluster import Cluster
 from gavel_ng.errors import InputError
-from gavel_ng.mechanism import AllocationRows, RoundMechanism, Topology
+from gavel_ng.mechanism import AllocationRows, RoundMechanism
 from gavel_ng.mechanism.core import JobView
 from gavel_ng.policies.entities import Entity
 from gavel_ng.rules import ClusterRules, JobRules, ServerRules
 from gavel_ng.simulator.engine import SimConfig, simulate
 from gavel_ng.throughputs import ThroughputTable
+from gavel_ng.topology import Topology
 from gavel_ng.traces import TraceSpec, generate, read_trace, write_trace
 
 CLUSTER = Cluster({"v100": 8, "p100": 8}, gpus_per_server={"v100": 4, "p100": 4})

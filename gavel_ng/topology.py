@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..cluster import Cluster
+from .cluster import Cluster
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,138 @@
+"""Whole configurations, one per job: the 0/1 program behind round policies that pick columns.
+
+`assign` gives each job at most one column (a worker type, or a (type, GPU count)
+configuration: gavel_ng.columns) maximizing a sum of per-(job, column) values within every
+type's GPUs; its LP relaxation has at most one fractional job per capacity row, so it solves
+in about the time of the LP. `config_values` turns speedups into the values whose sum is the
+power mean of the chosen speedups, and `solve_configurations` is the `goodput` policy's whole
+decision (with its type-blind twin).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.optimize import Bounds, LinearConstraint, milp
+
+from ..columns import Columns
+from ..errors import InputError
+
+log = logging.getLogger(__name__)
+
+STARVED = 1e-3   # speedup of a job without GPUs under p < 0 (else every power mean would be 0)
+DEFAULT_P = -1.0
+
+
+def config_values(S: np.ndarray, p: float) -> np.ndarray:
+    """What giving job m column c adds to the objective: the p-mean's sum term over "no GPUs".
+
+    With one configuration per job the power mean ``(mean_m s_m^p)^(1/p)`` is maximized by
+    maximizing ``sum_m s_m^p`` (p > 0) or minimizing it (p < 0), a sum over the chosen
+    (job, column) pairs: linear in a 0/1 assignment, so the p-mean is exact, not a surrogate.
+    A job left out counts as speedup `STARVED` under p < 0 (0 under p > 0)."""
+    if not (np.isfinite(p) and p != 0):
+        raise InputError("p", p, "must be a finite non-zero number (-1: harmonic mean, as Pollux)")
+    with np.errstate(divide="ignore"):
+        v = STARVED ** p - np.maximum(S, STARVED) ** p if p < 0 else S ** p
+    return np.where(S > 0, v, 0.0)
+
+
+def solve_configurations(S: np.ndarray, need: np.ndarray, columns: Columns, capacity: np.ndarray,
+                         p: float = DEFAULT_P, agnostic: bool = False, prev_type: np.ndarray | None = None,
+                         time_limit: float = 5.0) -> np.ndarray:
+    """At most one whole column per job maximizing the p-mean of speedups: its index, -1 for none.
+
+    One 0/1 program (HiGHS): ``sum_c x[m, c] <= 1``, GPUs per type within capacity. Its LP
+    relaxation has at most one fractional job per capacity row, so it solves in about the
+    time of the LP. The agnostic twin solves over (job, GPU count) with one pool of GPUs and
+    then puts each job on a type by a blind rule (`prev_type[m]`, the type it ran on, when it
+    has room, else the type with most free GPUs)."""
+    M = len(S)
+    choice = np.full(M, -1, np.int64)
+    if M == 0:
+        return choice
+    cap = np.asarray(capacity, float)
+    pool = columns.pool
+    ok = (S > 0) & (need >= 1) & (need <= cap[pool][None, :])
+    S = np.where(ok, S, 0.0)
+    if not agnostic:
+        keep = _undominated(S, need, pool)
+        return assign(config_values(S, p), need, keep, pool, cap, time_limit)
+    groups, Sg, Ng = _by_gpu_count(S, need, columns)
+    one = np.zeros(len(groups), np.int64)
+    pick = assign(config_values(Sg, p), Ng, _undominated(Sg, Ng, one), one, np.array([cap.sum()]), time_limit)
+    free = cap.copy()
+    prev = np.full(M, -1) if prev_type is None else np.asarray(prev_type)
+    for m in np.argsort(-np.where(pick >= 0, Ng[np.arange(M), np.maximum(pick, 0)], 0), kind="stable"):
+        if pick[m] < 0:
+            continue
+        cols = np.flatnonzero((columns.gpus == groups[pick[m]]) & (S[m] > 0) & (need[m] <= free[pool]))
+        if not len(cols):
+            continue   # the pooled GPUs do not split over the types this way: the job waits a round
+        mine = cols[pool[cols] == prev[m]]
+        c = mine[0] if len(mine) else cols[np.argmax(free[pool[cols]])]
+        choice[m] = c
+        free[pool[c]] -= need[m, c]
+    return choice
+
+
+def _by_gpu_count(S: np.ndarray, need: np.ndarray, columns: Columns):
+    """Each (job, GPU count) averaged over the types it runs on (plain columns: key 0)."""
+    keys = columns.gpus
+    groups = np.unique(keys)
+    Sg = np.zeros((len(S), len(groups)))
+    Ng = np.zeros((len(S), len(groups)))
+    for i, k in enumerate(groups):
+        cols = np.flatnonzero(keys == k)
+        cnt = (S[:, cols] > 0).sum(axis=1)
+        Sg[:, i] = np.where(cnt > 0, S[:, cols].sum(axis=1) / np.maximum(cnt, 1), 0.0)
+        Ng[:, i] = need[:, cols].max(axis=1)
+    return groups, Sg, Ng
+
+
+def assign(V: np.ndarray, need: np.ndarray, keep: np.ndarray, pool: np.ndarray, cap: np.ndarray,
+           time_limit: float = 5.0) -> np.ndarray:
+    """The 0/1 program of `solve_configurations` on the kept variables; greedy if HiGHS finds nothing."""
+    M = len(V)
+    keep = keep & (V > 0)
+    vr, vc = np.nonzero(keep)
+    choice = np.full(M, -1, np.int64)
+    n = len(vr)
+    if n == 0:
+        return choice
+    v = V[vr, vc]
+    g = need[vr, vc].astype(float)
+    idx = np.arange(n)
+    A = sp.vstack([sp.csr_matrix((np.ones(n), (vr, idx)), shape=(M, n)),
+                   sp.csr_matrix((g, (pool[vc], idx)), shape=(len(cap), n))], format="csr")
+    ub = np.concatenate([np.ones(M), cap])
+    res = milp(-v / v.max(), integrality=np.ones(n), bounds=Bounds(0, 1), constraints=LinearConstraint(A, -np.inf, ub),
+               options={"time_limit": time_limit, "mip_rel_gap": 1e-6})
+    if res.x is not None:
+        on = res.x > 0.5
+        choice[vr[on]] = vc[on]
+        return choice
+    log.warning("configuration assignment: HiGHS found no solution (%s); greedy", res.message)
+    free = cap.copy()
+    for i in np.argsort(-v, kind="stable"):
+        if choice[vr[i]] < 0 and g[i] <= free[pool[vc[i]]]:
+            choice[vr[i]] = vc[i]
+            free[pool[vc[i]]] -= g[i]
+    return choice
+
+
+def _undominated(S: np.ndarray, need: np.ndarray, pool: np.ndarray) -> np.ndarray:
+    """Variables worth having: positive speedup, above every smaller GPU count of the same type."""
+    keep = S > 0
+    for t in np.unique(pool):
+        cols = np.flatnonzero(pool == t)
+        best = np.zeros(len(S))
+        for c in cols:
+            # a type's configuration columns come in increasing GPU count; a fixed job's plain column is
+            # the only column of its row with S > 0 on that type (and an adaptive job's is 0)
+            better = S[:, c] > best * (1 + 1e-9)
+            keep[:, c] &= better
+            best = np.maximum(best, S[:, c])
+    return keep

@@ -1,0 +1,216 @@
+"""Round policies: every round, which configuration (worker type, GPU count) each job runs on.
+
+An allocation policy (`registry.policy`) states an objective over time fractions and Gavel's
+round mechanism turns the allocation into rounds. A *round policy* decides each round itself,
+from what changes every round: an adaptive job's goodput (its noise scale grows as it
+trains), the service each job attained, where it ran last. It is a function of a
+`RoundContext` that returns one column per job (`ctx.columns`; -1: the job waits this round),
+which the planner places (consolidated, a job that keeps its column keeps its GPUs):
+
+    @gavel_ng.round_policy("speedup_sum", "maximize the sum of speedups")
+    def speedup_sum(ctx):
+        return ctx.assign(ctx.speedups)      # at most one column per job, GPUs within capacity
+
+or a list of `Entry` (a job on GPUs it chose itself, e.g. Pollux's per-server search). A policy
+with state of its own (attained-service queues, a search's random stream) is a class: it is
+built once per run with the policy's options as keyword arguments, and its `decide(ctx)` is
+called every round.
+
+Who fills the context: the simulator and the scheduler service each give a `RoundSource`
+(their jobs and each adaptive job's goodput model); the planner (`gavel_ng.round_planner`)
+adds the history it keeps (GPUs held last round, service attained) and the placer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING, Protocol
+
+import numpy as np
+
+from ..columns import Columns
+
+if TYPE_CHECKING:
+    from ..topology import Topology
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One job's GPUs this round (global GPU ids of the topology, all of worker type `type`)."""
+
+    job: int
+    type: int
+    gpus: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class RoundJobs:
+    """What a source knows of some jobs, one entry per job in the order asked."""
+
+    adaptive: np.ndarray        # bool: the job adapts its GPU count and batch (else it runs on scale_factors GPUs)
+    scale_factors: np.ndarray   # GPUs a fixed job runs on
+    throughputs: np.ndarray     # (jobs, types) a fixed job's steps/s on each type (0: cannot run there)
+    arrival: np.ndarray         # seconds, on the clock of the context's `now`
+    reallocations: np.ndarray   # times the job changed configuration so far (an adaptive job's restarts)
+
+
+class RoundSource(Protocol):
+    """The jobs' side of a round context: the simulator's job arrays, or the scheduler's state."""
+
+    def round_jobs(self, jobs: list[int]) -> RoundJobs: ...
+
+    def goodput(self, jobs: list[int], worker_type: str, gpus: np.ndarray, servers: np.ndarray) -> np.ndarray:
+        """(len(jobs), len(gpus)) best goodput of each adaptive job on `gpus[i]` GPUs of the type over
+        `servers[i]` servers, at its progress now (0 where it cannot run, and for fixed jobs)."""
+
+
+@dataclass
+class RoundContext:
+    """What a round policy sees (module docstring). Row i of every array is job `jobs[i]`."""
+
+    now: float
+    jobs: np.ndarray                 # job ids, in arrival order
+    columns: Columns                 # worker types, then every (type, GPU count) configuration
+    topology: Topology               # servers and GPUs (`gpu_type`, `gpu_server`, `server_gpus`, ...)
+    info: RoundJobs                  # adaptive, scale factors, throughputs, arrival, re-allocations
+    held: list[tuple[int, ...]]      # GPUs each job held last round (() if it did not run)
+    attained: np.ndarray             # GPU-seconds each job has run so far
+    executed: np.ndarray             # seconds each job has run so far
+    last_end: np.ndarray             # when each job last stopped running (its arrival if it never ran)
+    realloc_delay: float             # seconds a job loses when its configuration changes
+    rng: np.random.Generator         # the run's random stream (seeded)
+    source: RoundSource
+    placer: Callable                 # place(rows, columns) -> list[Entry]
+
+    # ----- the jobs ---------------------------------------------------------------------------
+    @property
+    def adaptive(self) -> np.ndarray:
+        return self.info.adaptive
+
+    @property
+    def scale_factors(self) -> np.ndarray:
+        return self.info.scale_factors
+
+    @property
+    def throughputs(self) -> np.ndarray:
+        return self.info.throughputs
+
+    @property
+    def arrival(self) -> np.ndarray:
+        return self.info.arrival
+
+    @property
+    def age(self) -> np.ndarray:
+        """Seconds since each job arrived."""
+        return self.now - self.info.arrival
+
+    @property
+    def reallocations(self) -> np.ndarray:
+        return self.info.reallocations
+
+    @property
+    def capacity(self) -> np.ndarray:
+        """GPUs per worker type."""
+        return np.asarray(self.topology.capacity, float)
+
+    @cached_property
+    def per_server(self) -> np.ndarray:
+        """GPUs of each type's largest server (how many servers K GPUs need, packed)."""
+        topo = self.topology
+        return np.array([max((len(topo.server_gpus[s]) for s in topo.type_servers[t]), default=1)
+                         for t in range(len(topo.worker_types))], np.int64)
+
+    def goodput(self, rows, worker_type: str, gpus, servers) -> np.ndarray:
+        """Best goodput of the jobs at `rows` (adaptive ones) on each (GPU count, servers) of a type."""
+        rows = np.asarray(rows, np.int64)
+        g = np.asarray(gpus, np.int64).ravel()
+        n = np.broadcast_to(np.asarray(servers, np.int64), g.shape)
+        return np.asarray(self.source.goodput(self.jobs[rows].tolist(), worker_type, g, n), float)
+
+    # ----- speedups on the columns -------------------------------------------------------------
+    @cached_property
+    def need(self) -> np.ndarray:
+        """(jobs, columns) GPUs an entry takes: a configuration's count; a fixed job's scale factor on
+        a type column (1 for an adaptive job there, where it never runs)."""
+        sf = np.where(self.adaptive, 1, self.scale_factors)
+        return self.columns.needs(sf)
+
+    @cached_property
+    def rates(self) -> np.ndarray:
+        """(jobs, columns) progress rate: an adaptive job's goodput on each configuration at its progress
+        now, a fixed job's scale factor x steps/s on each type (0: cannot run there)."""
+        cols, J = self.columns, len(self.columns.worker_types)
+        R = np.zeros((len(self.jobs), cols.num))
+        fixed = np.flatnonzero(~self.adaptive)
+        R[np.ix_(fixed, np.arange(J))] = self.throughputs[fixed] * self.scale_factors[fixed, None]
+        rows = np.flatnonzero(self.adaptive)
+        if len(rows):
+            for t, w in enumerate(cols.worker_types):
+                c = np.flatnonzero((cols.pool == t) & (cols.gpus > 0))
+                if len(c):
+                    k = cols.gpus[c]
+                    R[np.ix_(rows, c)] = self.goodput(rows, w, k, -(-k // self.per_server[t])).reshape(len(rows), -1)
+        return R
+
+    @cached_property
+    def speedups(self) -> np.ndarray:
+        """(jobs, columns) rate over the job's rate on one GPU of its fastest type (`rates`, `to_speedups`)."""
+        return to_speedups(self.rates.copy(), self.need, self.columns, self.adaptive, self.scale_factors)
+
+    # ----- where jobs ran ------------------------------------------------------------------------
+    @cached_property
+    def current(self) -> np.ndarray:
+        """Column each job ran on last round (-1: it did not run)."""
+        cols = self.columns
+        out = np.full(len(self.jobs), -1, np.int64)
+        for i, g in enumerate(self.held):
+            if g:
+                kind = (cols.gpus > 0) == bool(self.adaptive[i])   # configurations, or a fixed job's type column
+                hit = np.flatnonzero((cols.pool == int(self.topology.gpu_type[g[0]])) & (self.need[i] == len(g))
+                                     & kind)
+                out[i] = hit[0] if len(hit) else -1
+        return out
+
+    @cached_property
+    def current_type(self) -> np.ndarray:
+        """Worker type each job ran on last round (-1: it did not run)."""
+        return np.array([int(self.topology.gpu_type[g[0]]) if g else -1 for g in self.held], np.int64)
+
+    def restart_factor(self) -> np.ndarray:
+        """Pollux's REALLOC_FACTOR per job: (age - reallocations x delay) / (age + delay) in [0, 1]: what a
+        move is worth to a job that runs now (1 with no delay)."""
+        age = self.age
+        den = age + self.realloc_delay
+        with np.errstate(divide="ignore", invalid="ignore"):
+            f = (age - self.reallocations * self.realloc_delay) / den
+        return np.where(den > 0, np.clip(f, 0.0, 1.0), 1.0)
+
+    # ----- helpers for deciding ---------------------------------------------------------------------
+    def assign(self, values: np.ndarray, keep: np.ndarray | None = None) -> np.ndarray:
+        """At most one column per job maximizing the sum of `values[i, c]` (0/1 program, HiGHS), each type's
+        GPUs within capacity; only positive values on columns the job can run on count. -1: no column."""
+        from .configurations import assign
+
+        V = np.asarray(values, float)
+        ok = (self.speedups > 0) & (self.need <= self.capacity[self.columns.pool][None, :])
+        keep = ok if keep is None else ok & keep
+        return assign(V, self.need, keep, self.columns.pool, self.capacity)
+
+    def place(self, rows, columns) -> list[Entry]:
+        """Entries for these (row, column) choices, placed in the order given (consolidated; a job that
+        keeps its type and GPU count keeps its GPUs). A choice that fits nowhere is left out."""
+        return self.placer(np.asarray(rows, np.int64), np.asarray(columns, np.int64))
+
+
+def to_speedups(S: np.ndarray, need: np.ndarray, cols: Columns, adaptive: np.ndarray, sf: np.ndarray) -> np.ndarray:
+    """Rates on every column over the job's rate on one GPU of its fastest type (in place): an adaptive
+    job's best one-GPU goodput; a fixed job's best steps/s; a job that cannot run on one GPU, its best
+    rate per GPU."""
+    J = len(cols.worker_types)
+    base = np.where(adaptive, np.where(cols.gpus[None, :] == 1, S, 0.0).max(axis=1, initial=0.0),
+                    S[:, :J].max(axis=1, initial=0.0) / np.maximum(sf, 1))
+    base = np.where(base > 0, base, (S / need).max(axis=1, initial=0.0))
+    S /= np.where(base > 0, base, np.inf)[:, None]
+    return S
