@@ -84,3 +84,12 @@ def test_plugin_round_policy_runs_both_kinds_of_trace(tiny_table, gavel_trace):
     g = simulate(Cluster.parse("v100=4,k80=4", gpus_per_server=4), tiny_table, gavel_trace,
                  SimConfig(policy="speedup_sum")).summary
     assert g["jobs_measured"] == 5 and g["adaptive_jobs"] == 0
+
+
+def test_admission_applies_to_round_policies(tiny_table, gavel_trace):
+    from gavel_ng.rules import ClusterRules
+
+    rules = ClusterRules.from_dict({"admission": {"max_queue": 2}})
+    s = simulate(Cluster.parse("v100=4,k80=4", gpus_per_server=4), tiny_table, gavel_trace,
+                 SimConfig(policy="tiresias", rules=rules)).summary
+    assert s["refused"] > 0 and s["jobs_measured"] == 5 - s["refused"]
