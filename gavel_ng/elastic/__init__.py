@@ -1,4 +1,6 @@
-"""Elastic, goodput-aware jobs (Pollux, OSDI'21), independent of the simulator.
+"""The adaptive-job model (Pollux, OSDI'21): what an adaptive job declares and how fast it
+progresses, independent of any scheduler. The simulator (gavel_ng.simulator) and the round
+policies (gavel_ng.policies: goodput, pollux, tiresias) use it; it imports neither.
 
 * `efficiency`: what an adaptive job declares (`AdaptiveSpec`), Pollux's statistical
   efficiency ``E(M) = (phi + M0)/(phi + M)`` with a gradient noise scale that grows over
@@ -8,17 +10,16 @@
 * `goodput`: Pollux's throughput model (T_grad, T_sync, overlap, accumulation) read off
   the built-in performance model per (family, GPU type), memory limits included, and
   the exact vectorized best-batch search per configuration.
-* `workload`: the ``pollux`` workload (Table 1 mix, 160 jobs in 8 hours) and a reader
-  and writer for the Pollux artifact's workload CSVs.
-* `registry`: the elastic simulator's policies and their declared properties;
-  `policy` (goodput LP), `tiresias` and `pollux` (per-round planners on `rounds`);
-  `simulate` runs them, `compare` runs a workload under any policy.
+* `workload`: the ``pollux`` workload (Table 1 mix, 160 jobs in 8 hours), a reader and
+  writer for the Pollux artifact's workload CSVs, and its fit to a cluster.
+* `bounds`: each job's contention-free JCT, a lower bound to judge a policy against.
 
 See docs/elastic.md.
 """
 
 from __future__ import annotations
 
+from .bounds import contention_free_jct
 from .efficiency import (
                          LR_SCALING_RULES,
                          AdaptiveSpec,
@@ -44,7 +45,9 @@ from .workload import (
                          POLLUX_APPLICATIONS,
                          ElasticTrace,
                          cap_tuned_gpus,
+                         fit_to_cluster,
                          fixed_job_table,
+                         load_workload,
                          pollux_workload,
                          read_pollux_csv,
                          tuned_configurations,
@@ -53,7 +56,8 @@ from .workload import (
 
 __all__ = ["FAMILIES", "LR_SCALING_RULES", "POLLUX_APPLICATIONS", "SIZE_CLASSES", "AdaptiveSpec", "ConfigTable",
            "ElasticFamily", "ElasticTrace", "PhiCurve", "ThroughputParams", "best_batch", "best_goodput",
-           "best_goodput_many", "cap_tuned_gpus", "configuration_table", "efficiency", "fixed_job_table",
+           "best_goodput_many", "cap_tuned_gpus", "configuration_table", "contention_free_jct", "efficiency",
+           "fit_to_cluster", "fixed_job_table", "load_workload",
            "get_family", "goodput",
            "pollux_workload", "progress_after", "progress_per_step", "read_pollux_csv", "seconds_to_progress",
            "speedup", "throughput_params", "tuned_configurations", "write_pollux_csv"]

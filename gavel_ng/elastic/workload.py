@@ -41,6 +41,7 @@ table lacks (6, 12, 16, ...) are added by `fixed_job_table` from the same model.
 from __future__ import annotations
 
 import csv
+import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -49,6 +50,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gavel_ng.cluster import Cluster
 from gavel_ng.errors import InputError
 from gavel_ng.jobs import Job
 from gavel_ng.profiles import default_table, get_gpu, load_workload_profiles
@@ -59,6 +61,8 @@ from gavel_ng.traces import Trace
 from .efficiency import AdaptiveSpec, seconds_to_progress
 from .families import FAMILIES, ElasticFamily, get_family
 from .goodput import DEFAULT_NETWORK_GBPS, throughput_params
+
+log = logging.getLogger(__name__)
 
 POLLUX_APPLICATIONS = ("cifar10", "imagenet", "deepspeech2", "bert", "yolov3", "ncf")
 CSV_COLUMNS = ("name", "time", "application", "num_replicas", "batch_size")
@@ -249,6 +253,28 @@ def cap_tuned_gpus(etrace: ElasticTrace, max_gpus: int, worker_type: str = REFER
     out.specs = list(etrace.specs)
     out.work = etrace.work.copy()
     return out
+
+
+def fit_to_cluster(etrace: ElasticTrace, cluster: Cluster) -> ElasticTrace:
+    """The workload with tuned GPU counts capped at the cluster's largest worker type, so that every
+    policy sees the same jobs (a fixed job wider than every type could never start)."""
+    widest = int(cluster.capacity().max())
+    if int(etrace.gpus.max()) <= widest:
+        return etrace
+    log.info("tuned GPU counts above %d (the largest worker type) capped for %d job(s)", widest,
+             int((etrace.gpus > widest).sum()))
+    return cap_tuned_gpus(etrace, widest)
+
+
+def load_workload(cluster: Cluster, trace: str | None = None, jobs: int = POLLUX_JOBS, hours: float = POLLUX_HOURS,
+                  seed: int = 0) -> ElasticTrace:
+    """The workload `simulate --workload pollux` / `--trace FILE.csv` (and a sweep point) runs, fit to
+    `cluster`: one place, so that both give the same jobs."""
+    if trace is not None:
+        return fit_to_cluster(read_pollux_csv(trace), cluster)
+    if jobs < 1:
+        raise InputError("--jobs", jobs, "must be at least 1")
+    return fit_to_cluster(pollux_workload(num_jobs=jobs, hours=hours, seed=seed), cluster)
 
 
 # ----- the artifact's CSV format ---------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Trace-driven simulation of the round-based scheduler (same loop as the runtime)."""
+"""Trace-driven simulation: one simulator for every policy (allocation or round) on Gavel traces and
+Pollux workloads (ElasticTrace), with fixed and adaptive jobs, on the scheduler loop the runtime shares."""
 
 from .engine import SimConfig, SimResult, simulate
 from .metrics import write_outputs

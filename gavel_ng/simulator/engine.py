@@ -3,28 +3,33 @@
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from ..allocator import PolicyAllocator, allocation_columns
 from ..cluster import Cluster
+from ..elastic.workload import POLLUX_NETWORK_GBPS, ElasticTrace, fit_to_cluster, fixed_job_table
 from ..errors import InputError
 from ..logs import collapse_repeats
 from ..mechanism import MechanismConfig, RoundMechanism, RoundPlan, SchedulerLoop
 from ..policies.cost import SLO_DROPPED
 from ..policies.entities import Entity
-from ..policies.registry import needs_pairs, space_sharing_name
+from ..policies.registry import get_policy, needs_pairs, space_sharing_name
+from ..round_planner import DEFAULT_GPU_COUNTS
 from ..rules import AdmissionControl, ClusterRules, RuleCompiler, ServerRules, check_entity, simulated_servers
 from ..throughputs import UNCONSOLIDATED, ThroughputTable
 from ..topology import Topology
 from ..traces import Trace, TraceGenerator
+from .adaptive import AdaptiveRunner
 from .estimated import EstimatedThroughputs
 from .executor import IdealPlanner, JobArrays, SimExecutor
 from .metrics import summarize
 from .oracle import TableThroughputs
+from .rounds import adaptive_models, check_round_config, round_planner
 
 log = logging.getLogger(__name__)
 GAVEL_COMPAT_SOLVE_INTERVAL = 1920.0
@@ -33,10 +38,14 @@ DAY = 86400.0
 
 @dataclass(frozen=True)
 class SimConfig:
-    """How to simulate. `window` is a half-open range of job ids whose JCTs are measured."""
+    """How to simulate. `window` is a half-open range of job ids whose JCTs are measured.
+
+    `round_seconds` None: the policy's declared interval (PolicySpec.round_seconds). `realloc_delay`,
+    `gpu_counts` and `options` are a round policy's (its keyword options); an adaptive job pays the
+    delay on every change of configuration."""
 
     policy: str = "las"
-    round_seconds: float = 360.0
+    round_seconds: float | None = None
     window: tuple[int, int] | None = None
     min_solve_interval: float = 0.0
     preemption_overhead_s: float = 0.0
@@ -55,10 +64,18 @@ class SimConfig:
     reference_jobs: int | None = None      # job types the estimator keeps as reference jobs (None: all)
     rules: ClusterRules | None = None      # quotas, server labels, admission (gavel_ng.rules); jobs' own in the trace
     entities: dict[str, Entity] = field(default_factory=dict)   # declared entities; a job's in its trace rules
+    realloc_delay: float = 30.0            # seconds an adaptive job loses when its configuration changes
+    gpu_counts: tuple[int, ...] = DEFAULT_GPU_COUNTS   # a round policy's configurations: GPU counts per type
+    options: dict = field(default_factory=dict)         # a round policy's options (PolicySpec.decider)
 
     def __post_init__(self) -> None:
-        if not self.round_seconds > 0:
+        if self.round_seconds is not None and not self.round_seconds > 0:
             raise InputError("--round-seconds", self.round_seconds, "must be positive")
+        if not (isinstance(self.realloc_delay, (int, float)) and math.isfinite(self.realloc_delay)
+                and self.realloc_delay >= 0):
+            raise InputError("--realloc-delay", self.realloc_delay, "must be a number of seconds >= 0")
+        if not self.gpu_counts or any(not (isinstance(k, (int, np.integer)) and k >= 1) for k in self.gpu_counts):
+            raise InputError("gpu_counts", list(self.gpu_counts), "must be integers >= 1")
         if self.preemption_overhead_s < 0:
             raise InputError("--preemption-overhead", self.preemption_overhead_s, "must be >= 0")
         if self.min_solve_interval < 0:
@@ -96,10 +113,15 @@ class SimResult:
     slo_dropped: np.ndarray | None = None   # per job: its SLO was dropped by the policy at some solve
 
 
-def simulate(cluster: Cluster, table: ThroughputTable, trace: Trace | TraceGenerator, config: SimConfig,
+def simulate(cluster: Cluster, table: ThroughputTable | None, trace: Trace | TraceGenerator | ElasticTrace,
+             config: SimConfig,
              progress: Callable[[float, int, int, int], None] | None = None,
              observe: Callable[[RoundPlan], None] | None = None) -> SimResult:
-    """Run until every job in the window finished (or the caps end an overloaded run).
+    """Run any policy, by its declared kind, until every job in the window finished (or the caps end
+    an overloaded run). An allocation policy runs through Gavel's round mechanism, every job fixed;
+    a round policy decides each round itself (gavel_ng.round_planner), adaptive jobs adapting as its
+    `jobs` declares. An `ElasticTrace` (a Pollux workload) is first fit to the cluster; without a
+    `table` its fixed jobs run at `fixed_job_table`'s steps/s; its window is all its jobs.
 
     `observe(plan)` sees every round's plan after it ran (tests, traces of decisions).
     A warning that repeats during the run is logged once, then counted: the summary's
@@ -123,11 +145,24 @@ def _slo_dropped(ledger, num_jobs: int) -> np.ndarray:
     return out
 
 
-def _simulate(cluster: Cluster, table: ThroughputTable, trace: Trace | TraceGenerator, config: SimConfig,
+def _simulate(cluster: Cluster, table: ThroughputTable | None, trace, config: SimConfig,
               progress: Callable[[float, int, int, int], None] | None,
               observe: Callable[[RoundPlan], None] | None) -> SimResult:
     wall = time.perf_counter()
     workers = cluster.worker_types
+    spec = get_policy(config.policy)
+    if config.options and not spec.is_round:
+        raise InputError("options", sorted(config.options), f"{spec.name} is an allocation policy: it takes none")
+    config = replace(config, round_seconds=spec.round_seconds if config.round_seconds is None
+                     else config.round_seconds)
+    etrace = None
+    if isinstance(trace, ElasticTrace):
+        etrace = fit_to_cluster(trace, cluster)
+        trace = etrace.trace
+        if table is None:
+            table = fixed_job_table(etrace, workers, network_gbps=POLLUX_NETWORK_GBPS)
+    elif table is None:
+        raise InputError("table", None, "a Gavel trace needs a throughput table (simulator.default_table)")
     for w in workers:
         if w not in table.worker_types:
             known = ", ".join(table.worker_types)
@@ -138,37 +173,56 @@ def _simulate(cluster: Cluster, table: ThroughputTable, trace: Trace | TraceGene
     if generator:
         generator.ensure(window[1])
     full.check_against(table)
-    jobs = JobArrays.empty(table, workers)
+    models = adaptive_models(spec, etrace, len(full))
+    jobs = JobArrays.empty(table, workers, models)
     crules = config.rules or ClusterRules()
     crules.check_types(workers)
     compiler = RuleCompiler(crules, simulated_servers(cluster.gpus, cluster.server_size, crules))
     ruled = not crules.empty or any(r is not None and r.constrains for r in full.rules)
     crules.check_entities(config.entities, "--rules", "--entities")
-    _check_fits(full, jobs, cluster, compiler if ruled else None, config.entities)
+    if spec.is_round:
+        check_round_config(spec, config, crules, full.rules)
+    _check_fits(full, jobs, cluster, compiler if ruled else None, config.entities,
+                None if models is None else models.adaptive)
     source = (lambda n: generator.ensure(n)) if generator else (lambda n: full)
-    packed = needs_pairs(space_sharing_name(config.policy, config.space_sharing))
-    if packed:
-        jobs.add_pairs(table, workers)
-    estimator = None
-    if config.estimate_throughputs:
-        estimator = EstimatedThroughputs(table, jobs, workers, config.profile_fraction, config.reference_jobs,
-                                         seed=config.seed)
     # cost policies see the same prices the cost metric uses (built-in list prices unless given)
     priced = cluster.priced(config.prices)
-    beliefs = estimator if estimator is not None else \
-        TableThroughputs(jobs, table, allocation_columns(workers, config.placement_sensitive), pairs=packed)
-    allocator = PolicyAllocator(config.policy, workers, jobs, beliefs, cluster.capacity(),
-                                prices=priced.price_per_gpu_hour, space_sharing=config.space_sharing,
-                                placement_sensitive=config.placement_sensitive, warm=config.warm_start,
-                                rules=compiler if ruled else None, entities=config.entities)
-    ex = SimExecutor(jobs, source, config.round_seconds, len(workers), config.preemption_overhead_s,
-                     integer_steps=config.gavel_compat, col_pool=allocator.col_pool,
-                     prices=[priced.price_per_gpu_hour.get(w, np.nan) for w in workers])
-    if ruled:
-        ex.rules, ex.rules_columns = compiler, list(workers)
-    if estimator is not None:
-        ex.on_round = estimator.on_round
-        ex.believed_throughputs = estimator.believed
+    prices = [priced.price_per_gpu_hour.get(w, np.nan) for w in workers]
+    topology = Topology.from_cluster(cluster, crules.server_labels)
+    admission = None if crules.admission.accept_all else AdmissionControl(crules.admission)
+    owner = lambda m: (getattr(jobs.rules_of(m), "user", None), int(jobs.sf[m]))  # noqa: E731
+    estimator = allocator = None
+    if spec.is_round:
+        ex = SimExecutor(jobs, source, config.round_seconds, len(workers), config.preemption_overhead_s,
+                         prices=prices)
+        if jobs.any_adaptive:
+            ex.adaptive = AdaptiveRunner(jobs, topology, workers, config.round_seconds, config.realloc_delay)
+        planner = round_planner(spec, config, jobs, topology, ex.now, crules, ruled)
+        loop = SchedulerLoop(planner, None, ex, admission=admission, owner=owner)
+    else:
+        packed = needs_pairs(space_sharing_name(config.policy, config.space_sharing))
+        if packed:
+            jobs.add_pairs(table, workers)
+        if config.estimate_throughputs:
+            estimator = EstimatedThroughputs(table, jobs, workers, config.profile_fraction, config.reference_jobs,
+                                             seed=config.seed)
+        beliefs = estimator if estimator is not None else \
+            TableThroughputs(jobs, table, allocation_columns(workers, config.placement_sensitive), pairs=packed)
+        allocator = PolicyAllocator(config.policy, workers, jobs, beliefs, cluster.capacity(),
+                                    prices=priced.price_per_gpu_hour, space_sharing=config.space_sharing,
+                                    placement_sensitive=config.placement_sensitive, warm=config.warm_start,
+                                    rules=compiler if ruled else None, entities=config.entities)
+        ex = SimExecutor(jobs, source, config.round_seconds, len(workers), config.preemption_overhead_s,
+                         integer_steps=config.gavel_compat, col_pool=allocator.col_pool, prices=prices)
+        if ruled:
+            ex.rules, ex.rules_columns = compiler, list(workers)
+        if estimator is not None:
+            ex.on_round = estimator.on_round
+            ex.believed_throughputs = estimator.believed
+        planner = _mechanism(config, allocator, topology, crules, jobs, ruled)
+        interval = GAVEL_COMPAT_SOLVE_INTERVAL if config.gavel_compat and config.min_solve_interval == 0 \
+            else config.min_solve_interval
+        loop = SchedulerLoop(planner, allocator, ex, interval, admission, owner)
     if observe is not None:
         inner = ex.on_round
 
@@ -178,23 +232,6 @@ def _simulate(cluster: Cluster, table: ThroughputTable, trace: Trace | TraceGene
             observe(plan)
 
         ex.on_round = on_round
-    if config.ideal:
-        planner = IdealPlanner(len(allocator.columns))
-    else:
-        mcfg = MechanismConfig.gavel_compat(allocator.is_agnostic, config.seed) if config.gavel_compat \
-            else MechanismConfig.since_reset(config.seed) if config.reset_ledger else MechanismConfig(seed=config.seed)
-        if not config.gavel_compat:
-            mcfg = mcfg.for_policy(allocator.spec)   # deliver the types a cost policy paid for (issue 17)
-        spread = None if allocator.col_pool is None else [c.endswith(UNCONSOLIDATED) for c in allocator.columns]
-        planner = RoundMechanism(Topology.from_cluster(cluster, crules.server_labels), mcfg, allocator.col_pool,
-                                 spread)
-        if ruled:
-            planner.placer.rules = ServerRules(crules, jobs.rules_of)
-    interval = GAVEL_COMPAT_SOLVE_INTERVAL if config.gavel_compat and config.min_solve_interval == 0 \
-        else config.min_solve_interval
-    admission = None if crules.admission.accept_all else AdmissionControl(crules.admission)
-    loop = SchedulerLoop(planner, allocator, ex, interval, admission,
-                         lambda m: (getattr(jobs.rules_of(m), "user", None), int(jobs.sf[m])))
 
     lo, hi = window
     left = [hi - lo]
@@ -220,12 +257,15 @@ def _simulate(cluster: Cluster, table: ThroughputTable, trace: Trace | TraceGene
             progress(ex.now(), hi - lo - left[0], hi - lo, len(loop.active))
     if unstable:
         log.warning("run marked unstable: %s", reason)
+    if allocator is None:   # a round policy decides every round: its decisions are its solves
+        loop.stats.solves = len(planner.solve_seconds)
+        loop.stats.solve_seconds = float(sum(planner.solve_seconds))
     summary = summarize(config, cluster, jobs, window, ex, loop.stats, unstable, reason,
                         time.perf_counter() - wall)
     summary["refused"] = sum(1 for m in ex.refused if lo <= m < hi)   # admission refusals in the window
     summary["refusals"] = dict(admission.refusals) if admission is not None else {}
-    summary["solver_fallbacks"] = allocator.warnings
-    summary["policy_solved"] = allocator.spec.name
+    summary["solver_fallbacks"] = allocator.warnings if allocator is not None else []
+    summary["policy_solved"] = allocator.spec.name if allocator is not None else spec.name
     summary["placement_sensitive"] = bool(config.placement_sensitive)
     summary["paired_fraction"] = round(ex.paired_seconds / ex.run_seconds, 6) if ex.run_seconds else 0.0
     summary["estimated_throughputs"] = estimator is not None
@@ -233,6 +273,22 @@ def _simulate(cluster: Cluster, table: ThroughputTable, trace: Trace | TraceGene
         summary["estimator_measurements"] = estimator.measurements
         summary["estimator_rejected"] = estimator.est.rejected
     return SimResult(summary, jobs, window, full.job_types, config, cluster)
+
+
+def _mechanism(config: SimConfig, allocator: PolicyAllocator, topology: Topology, crules: ClusterRules,
+               jobs: JobArrays, ruled: bool):
+    """Gavel's round mechanism for an allocation policy (or the ideal time-sharing baseline)."""
+    if config.ideal:
+        return IdealPlanner(len(allocator.columns))
+    mcfg = MechanismConfig.gavel_compat(allocator.is_agnostic, config.seed) if config.gavel_compat \
+        else MechanismConfig.since_reset(config.seed) if config.reset_ledger else MechanismConfig(seed=config.seed)
+    if not config.gavel_compat:
+        mcfg = mcfg.for_policy(allocator.spec)   # deliver the types a cost policy paid for (issue 17)
+    spread = None if allocator.col_pool is None else [c.endswith(UNCONSOLIDATED) for c in allocator.columns]
+    planner = RoundMechanism(topology, mcfg, allocator.col_pool, spread)
+    if ruled:
+        planner.placer.rules = ServerRules(crules, jobs.rules_of)
+    return planner
 
 
 def _window(window: tuple[int, int] | None, generator: TraceGenerator | None, trace: Trace) -> tuple[int, int]:
@@ -246,7 +302,7 @@ def _window(window: tuple[int, int] | None, generator: TraceGenerator | None, tr
 
 
 def _check_fits(trace: Trace, jobs: JobArrays, cluster: Cluster, rules: RuleCompiler | None = None,
-                entities: dict | None = None) -> None:
+                entities: dict | None = None, adaptive: np.ndarray | None = None) -> None:
     """A job no worker type can run would never finish: reject it up front, naming it (and the rule
     that leaves it nowhere, gavel_ng.rules); so is one whose entity is not declared."""
     cap = cluster.capacity()
@@ -254,7 +310,7 @@ def _check_fits(trace: Trace, jobs: JobArrays, cluster: Cluster, rules: RuleComp
     workers = cluster.worker_types
     for i, (t, sf) in enumerate(zip(trace.job_types, trace.scale_factors)):
         T = jobs.T[index[(t, int(sf))]]
-        if not ((T > 0) & (sf <= cap)).any():
+        if (adaptive is None or not adaptive[i]) and not ((T > 0) & (sf <= cap)).any():
             raise InputError(f"trace job {i}", t, f"fits on no worker type of the cluster (scale factor {sf})")
         r = trace.rules_of(i)
         if r is not None:

@@ -11,6 +11,10 @@ keeps its in-pair rate until the round ends: what it would run at if nothing tol
 that its partner left, and what a runtime learns only when the round's leases end. The
 entry holds its GPUs until both are done (or the round ends). Throughputs are always
 the true (table) ones; what the policy believed is the allocator's business.
+
+Adaptive jobs (those a round policy runs adaptive, simulator.adaptive) progress by their
+goodput model instead: a round with any of them runs its fixed entries as above and its
+adaptive ones through `AdaptiveRunner` (re-allocation delay, exact progress).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from ..mechanism import AllocationRows, JobView, RoundPlan, RoundResult, make_pl
 from ..rules.model import entities_of
 from ..throughputs import UNCONSOLIDATED, ThroughputTable
 from ..traces import Trace
+from .adaptive import AdaptiveModels, AdaptiveRunner
 
 
 @dataclass
@@ -48,9 +53,16 @@ class JobArrays:
     Pu: np.ndarray | None = None   # the same for a multi-GPU pair split over servers, nan where unmeasured
     cost: np.ndarray = field(default_factory=lambda: np.zeros(0))   # $ charged to each job so far
     rules: list = field(default_factory=list)   # per job JobRules or None (gavel_ng.rules); empty: none at all
+    models: AdaptiveModels | None = None        # goodput models of a trace's adaptive jobs (None: all fixed)
+    adaptive: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))   # the job adapts (else fixed)
+    specs: list = field(default_factory=list)   # its AdaptiveSpec (None: fixed)
+    progress: np.ndarray = field(default_factory=lambda: np.zeros(0))         # adaptive: fraction of work done
+    work: np.ndarray = field(default_factory=lambda: np.zeros(0))             # adaptive: M0-equivalent examples
+    reallocations: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))   # configuration changes
+    gpu_seconds: np.ndarray = field(default_factory=lambda: np.zeros(0))      # GPU-seconds held (a pair's split)
 
     @classmethod
-    def empty(cls, table: ThroughputTable, worker_types: list[str]) -> JobArrays:
+    def empty(cls, table: ThroughputTable, worker_types: list[str], models: AdaptiveModels | None = None) -> JobArrays:
         keys = table.job_keys
         Tu = np.full((len(keys), len(worker_types)), np.nan)
         for i, k in enumerate(keys):
@@ -60,7 +72,11 @@ class JobArrays:
                     Tu[i, j] = u
         z = np.zeros(0)
         return cls(np.zeros(0, np.int64), np.zeros(0, np.int64), z, z, z, z, z, z, z, z, z,
-                   table.matrix(keys, worker_types), Tu, keys)
+                   table.matrix(keys, worker_types), Tu, keys, models=models)
+
+    @property
+    def any_adaptive(self) -> bool:
+        return self.models is not None and self.models.any
 
     def add_pairs(self, table: ThroughputTable, worker_types: list[str]) -> None:
         """Pair throughputs as dense arrays (once per simulation: a lookup per round is an index)."""
@@ -100,6 +116,13 @@ class JobArrays:
         self.admitted_at = np.concatenate([self.admitted_at, np.full(n, np.nan)])
         self.avg_active = np.concatenate([self.avg_active, np.full(n, np.nan)])
         self.cost = np.concatenate([self.cost, np.zeros(n)])
+        m = self.models
+        self.adaptive = np.concatenate([self.adaptive, m.adaptive[new] if m is not None else np.zeros(n, bool)])
+        self.specs += [m.specs[i] if m is not None and m.adaptive[i] else None for i in range(start, len(trace))]
+        self.work = np.concatenate([self.work, m.work[new] if m is not None else np.zeros(n)])
+        self.progress = np.concatenate([self.progress, np.zeros(n)])
+        self.reallocations = np.concatenate([self.reallocations, np.zeros(n, np.int64)])
+        self.gpu_seconds = np.concatenate([self.gpu_seconds, np.zeros(n)])
         if trace.rules or self.rules:
             self.rules = (self.rules or [None] * start) + [trace.rules_of(i) for i in range(start, len(trace))]
 
@@ -155,6 +178,7 @@ class SimExecutor:
         self.refused: dict[int, str] = {}    # job -> why admission refused it (gavel_ng.rules.admission)
         self.rules = None                    # a RuleCompiler: backfill sees only the types a job may use
         self.rules_columns: list[str] = []   # ... named by these worker types
+        self.adaptive: AdaptiveRunner | None = None   # runs adaptive entries (a trace with adaptive jobs)
 
     def now(self) -> float:
         return self.clock
@@ -214,8 +238,12 @@ class SimExecutor:
     # ----- execution -------------------------------------------------------------------
     def execute(self, plan: RoundPlan) -> RoundResult:
         if plan.num_entries == 0:
+            if self.adaptive is not None:
+                self.adaptive.idle()
             return self._idle()
-        ja, L, now = self.jobs, self.L, self.clock
+        if self.adaptive is not None:
+            return self._execute_mixed(plan)
+        ja, L = self.jobs, self.L
         jobs, e = plan.member_job, plan.member_entry
         thr, rate_share = self._throughputs(plan)
         inv = None
@@ -265,15 +293,19 @@ class SimExecutor:
             self.busy += by_col if self.col_pool is None else np.bincount(self.col_pool, by_col, minlength=self.J)
             col_price = self.prices if self.col_pool is None else self.prices[self.col_pool]
             charge = (per_col * col_price[None, :]).sum(axis=1) / 3600.0
+            gpu_seconds = per_col.sum(axis=1)
         else:
             gpu_seconds = plan.sfs * occupied
             self.busy += np.bincount(plan.types, weights=gpu_seconds, minlength=self.J)
             charge = gpu_seconds * self.prices[plan.types] / 3600.0
-        self._charge(plan, charge)
-        finished = jobs[done]            # a job runs at most once a round: no duplicates
+        self._charge(plan, charge, gpu_seconds)
+        return self._settle(occupied, jobs[done], used[done])   # a job runs at most once a round
+
+    def _settle(self, occupied: np.ndarray, finished: np.ndarray, used_done: np.ndarray) -> RoundResult:
+        """Finish times, the active-job integral and the clock at the round's end."""
+        ja, L, now = self.jobs, self.L, self.clock
         n = self.unfinished
         if len(finished):
-            used_done = used[done]
             ja.finish[finished] = now + used_done
             span = np.maximum(now + used_done - ja.admitted_at[finished], 1e-9)
             ja.avg_active[finished] = (self.integral + n * used_done - ja.active_integral[finished]) / span
@@ -287,14 +319,49 @@ class SimExecutor:
         self.clock = now + L
         return RoundResult(occupied, finished.tolist())
 
-    def _charge(self, plan: RoundPlan, charge: np.ndarray) -> None:
-        """Each entry's $ split equally over its members."""
+    def _execute_mixed(self, plan: RoundPlan) -> RoundResult:
+        """A round plan (one job per entry) with adaptive jobs in the trace: fixed entries as in
+        `execute`, adaptive ones by their goodput model (`AdaptiveRunner`)."""
+        ja, L, now = self.jobs, self.L, self.clock
+        E = plan.num_entries
+        if len(plan.member_entry) != E or plan.share is not None:
+            raise ValueError("adaptive jobs run one job per entry (no space sharing, no fluid plans)")
+        jobs = plan.member_job
+        ad = ja.adaptive[jobs]
+        start = np.where(plan.renewed, 0.0, min(self.overhead, L))
+        used, steps, done = np.full(E, L), np.zeros(E), np.zeros(E, bool)
+        f = np.flatnonzero(~ad)
+        if len(f):
+            rate = self._throughputs(plan)[0][f]
+            rem = ja.remaining[jobs[f]]
+            can = rate * (L - start[f])
+            if self.integer_steps:
+                can = np.floor(can)
+            d = (rem <= can) & (rate > 0)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                used[f] = np.where(d, start[f] + rem / np.where(rate > 0, rate, 1.0), L)
+            steps[f], done[f] = np.where(d, rem, can), d
+            ja.remaining[jobs[f]] = rem - steps[f]
+        a = np.flatnonzero(ad)
+        start[a], used[a], done[a] = self.adaptive.run(plan, a, now)
+        self.run_seconds += float((used - start).sum())
+        if self.on_round is not None:
+            self.on_round(plan, steps, start, used)
+        gpu_seconds = plan.sfs * used
+        self.busy += np.bincount(plan.types, weights=gpu_seconds, minlength=self.J)
+        self._charge(plan, gpu_seconds * self.prices[plan.types] / 3600.0, gpu_seconds)
+        return self._settle(used, jobs[done], used[done])
+
+    def _charge(self, plan: RoundPlan, charge: np.ndarray, gpu_seconds: np.ndarray) -> None:
+        """Each entry's $ and GPU-seconds split equally over its members."""
         e = plan.member_entry
         if len(e) == plan.num_entries:   # one member per entry: e is the identity
             np.add.at(self.jobs.cost, plan.member_job, charge)
+            np.add.at(self.jobs.gpu_seconds, plan.member_job, gpu_seconds)
         else:
             size = np.bincount(e, minlength=plan.num_entries)
             np.add.at(self.jobs.cost, plan.member_job, charge[e] / size[e])
+            np.add.at(self.jobs.gpu_seconds, plan.member_job, gpu_seconds[e] / size[e])
 
     def _idle(self) -> RoundResult:
         """Nothing to run: jump to the next arrival when no job waits, else wait a round."""

@@ -35,6 +35,9 @@ def summarize(config, cluster, jobs, window, ex, stats, unstable: bool, reason: 
         "p99_jct_hours": _hours(np.percentile(jct, 99)) if len(jct) else None,
         "makespan_hours": _hours(jobs.finish[done].max() - jobs.arrival[ids].min()) if len(done) else None,
         "utilization": round(float(ex.busy.sum() / (cap.sum() * sim_time)), 6),
+        "gpu_hours": round(float(ex.busy.sum()) / HOUR, 3),   # GPU time held by all jobs of the run
+        "reallocations": int(jobs.reallocations.sum()),      # adaptive jobs' configuration changes
+        "adaptive_jobs": int(jobs.adaptive[ids].sum()),
         "jobs_measured": int(len(done)),
         "window": [int(lo), int(hi)],
         "total_cost_usd": jobs_cost(jobs, ids),

@@ -1,19 +1,17 @@
-"""The baselines of Pollux's evaluation in the elastic simulator: `tiresias` and `pollux` (issue 14, item 5)."""
+"""The baselines of Pollux's evaluation, round policies of the one simulator: `tiresias` and `pollux`."""
 
 from __future__ import annotations
-
-import json
 
 import numpy as np
 import pytest
 
 from gavel_ng.cluster import Cluster
-from gavel_ng.elastic import cap_tuned_gpus, fixed_job_table, pollux_workload, read_pollux_csv
-from gavel_ng.elastic.pollux import STARVED, power_mean, realloc_factor
-from gavel_ng.elastic.registry import ELASTIC_POLICIES, get_elastic_policy
-from gavel_ng.elastic.simulate import simulate_elastic
-from gavel_ng.elastic.workload import POLLUX_NETWORK_GBPS
+from gavel_ng.elastic import cap_tuned_gpus, pollux_workload, read_pollux_csv
 from gavel_ng.errors import InputError
+from gavel_ng.policies.configurations import STARVED
+from gavel_ng.policies.pollux import power_mean
+from gavel_ng.policies.registry import ADAPTIVE, BOTH, FIXED, get_policy
+from gavel_ng.simulator import SimConfig, simulate
 from gavel_ng.topology import Topology
 
 
@@ -27,8 +25,7 @@ def run_tiresias(et, cluster, **kw):
     """Tiresias in 360 s rounds (the thresholds below count rounds of that length)."""
     plans = []
     kw.setdefault("round_seconds", 360.0)
-    table = fixed_job_table(et, cluster.worker_types, network_gbps=POLLUX_NETWORK_GBPS)
-    r = simulate_elastic(cluster, et, "tiresias", table=table, observe=plans.append, **kw)
+    r = simulate(cluster, None, et, SimConfig(policy="tiresias", **kw), observe=plans.append)
     return r, plans
 
 
@@ -88,26 +85,22 @@ def test_tiresias_places_consolidated_and_keeps_type(tmp_path):
             assert set(topo.gpu_type[list(g)].tolist()) == {int(t)}
 
 
-def test_tiresias_rejects_bad_options_and_adaptive_jobs(tmp_path):
+def test_tiresias_rejects_bad_options_and_runs_adaptive_jobs_fixed(tmp_path):
     et = workload(tmp_path, ["a,0,cifar10,1,128"])
     cluster = Cluster.parse("t4=4")
-    table = fixed_job_table(et, cluster.worker_types, network_gbps=POLLUX_NETWORK_GBPS)
     with pytest.raises(InputError, match="tiresias.thresholds"):
-        simulate_elastic(cluster, et, "tiresias", table=table, options={"thresholds": (10.0, 5.0)})
-    with pytest.raises(InputError, match="adaptive"):
-        simulate_elastic(cluster, et, "tiresias", table=table, adaptive=np.ones(1, bool))
-    with pytest.raises(InputError, match="options"):
-        simulate_elastic(cluster, et, "goodput_lp", options={"thresholds": (1.0,)})
+        simulate(cluster, None, et, SimConfig(policy="tiresias", options={"thresholds": (10.0, 5.0)}))
+    with pytest.raises(InputError, match="unknown"):
+        simulate(cluster, None, et, SimConfig(policy="tiresias", options={"p": 1.0}))
+    s = simulate(cluster, None, et, SimConfig(policy="tiresias")).summary
+    assert s["adaptive_jobs"] == 0 and s["jobs_measured"] == 1   # jobs=FIXED: the spec is ignored
 
 
 # ----- pollux ----------------------------------------------------------------------------------
-def test_power_mean_and_realloc_factor():
+def test_power_mean():
     assert power_mean(np.array([1.0, 4.0]), -1.0) == pytest.approx(1.6)       # harmonic mean
     assert power_mean(np.array([1.0, 4.0]), 1.0) == pytest.approx(2.5)
     assert power_mean(np.array([0.0, 4.0]), -1.0) == pytest.approx(2 / (1 / STARVED + 0.25))
-    f = realloc_factor(np.array([0.0, 300.0, 300.0, 60.0]), np.array([0, 0, 2, 3]), 30.0)
-    assert f == pytest.approx([0.0, 300 / 330, 240 / 330, 0.0])
-    assert realloc_factor(np.array([0.0]), np.array([0]), 0.0) == pytest.approx([1.0])
 
 
 def test_pollux_allocations_respect_its_constraints():
@@ -115,8 +108,8 @@ def test_pollux_allocations_respect_its_constraints():
     cluster = Cluster.parse("t4=16,v100=8", gpus_per_server=4)
     topo = Topology.from_cluster(cluster)
     plans = []
-    r = simulate_elastic(cluster, et, "pollux", round_seconds=120, observe=plans.append,
-                         options={"population": 16, "generations": 10})
+    r = simulate(cluster, None, et, SimConfig(policy="pollux", round_seconds=120,
+                                              options={"population": 16, "generations": 10}), observe=plans.append)
     assert r.summary["jobs_measured"] == 12 and not r.summary["unstable"]
     assert any((p.sfs > 1).any() for p in plans)                  # jobs scale out
     for p in plans:
@@ -135,9 +128,10 @@ def test_pollux_allocations_respect_its_constraints():
 def test_pollux_beats_tiresias_on_a_small_pollux_workload():
     cluster = Cluster.parse("t4=16", gpus_per_server=4)
     et = cap_tuned_gpus(pollux_workload(num_jobs=24, hours=1, seed=0), 16)
-    table = fixed_job_table(et, cluster.worker_types, network_gbps=POLLUX_NETWORK_GBPS)
-    pol = simulate_elastic(cluster, et, "pollux", round_seconds=120, options={"generations": 15}).summary
-    tir = simulate_elastic(cluster, et, "tiresias", table=table, round_seconds=120, preemption_overhead=30).summary
+    pol = simulate(cluster, None, et, SimConfig(policy="pollux", round_seconds=120,
+                                                options={"generations": 15})).summary
+    tir = simulate(cluster, None, et, SimConfig(policy="tiresias", round_seconds=120,
+                                                preemption_overhead_s=30)).summary
     assert pol["jobs_measured"] == tir["jobs_measured"] == 24
     assert pol["avg_jct_hours"] < 0.9 * tir["avg_jct_hours"]
 
@@ -146,18 +140,18 @@ def test_pollux_options_are_checked():
     et = pollux_workload(num_jobs=2, hours=0.1, seed=0)
     cluster = Cluster.parse("t4=4")
     with pytest.raises(InputError, match="pollux.model_type"):
-        simulate_elastic(cluster, et, "pollux", options={"model_type": "a100"})
+        simulate(cluster, None, et, SimConfig(policy="pollux", options={"model_type": "a100"}))
     with pytest.raises(InputError, match="pollux.p"):
-        simulate_elastic(cluster, et, "pollux", options={"p": 0.0})
+        simulate(cluster, None, et, SimConfig(policy="pollux", options={"p": 0.0}))
 
 
 def test_registry_declares_what_the_simulator_follows():
-    assert {n for n, p in ELASTIC_POLICIES.items() if not p.planner} == {"goodput_lp"}
-    assert get_elastic_policy("goodput").type_aware and not get_elastic_policy("goodput_agnostic").type_aware
-    assert not get_elastic_policy("tiresias").adaptive and get_elastic_policy("pollux").adaptive
-    assert not get_elastic_policy("pollux").type_aware
-    with pytest.raises(InputError, match="--policy"):
-        get_elastic_policy("las")
+    assert all(get_policy(n).is_round for n in ("goodput", "goodput_agnostic", "tiresias", "pollux"))
+    assert not get_policy("las").is_round and get_policy("las").round_seconds == 360.0
+    assert get_policy("goodput").jobs == BOTH and get_policy("tiresias").jobs == FIXED
+    assert get_policy("pollux").jobs == ADAPTIVE
+    assert not get_policy("goodput").agnostic and get_policy("goodput_agnostic").agnostic
+    assert get_policy("pollux").agnostic
 
 
 # ----- tuned GPU counts on small types, and the CLI ---------------------------------------------
@@ -172,20 +166,8 @@ def test_cap_tuned_gpus_keeps_jobs_that_fit_and_narrows_the_others():
     assert capped.specs == et.specs and np.array_equal(capped.work, et.work)
     assert cap_tuned_gpus(et, 64) is et
     cluster = Cluster.parse("t4=16")
-    with pytest.raises(InputError, match="num_replicas"):   # uncapped: some job fits no type
-        simulate_elastic(cluster, et, "tiresias", table=fixed_job_table(et, ["t4"]))
+    # the simulator caps them itself: tiresias runs every job at a count that fits
+    r = simulate(cluster, None, et, SimConfig(policy="tiresias"))
+    assert r.summary["jobs_measured"] == 60 and int(r.jobs.sf.max()) <= 16
     with pytest.raises(InputError, match="max_gpus"):
         cap_tuned_gpus(et, 0)
-
-
-def test_cli_runs_the_baselines_on_a_three_type_cluster(tmp_path, capsys):
-    from gavel_ng.cli import main
-
-    path = tmp_path / "w.csv"
-    path.write_text("name,time,application,num_replicas,batch_size\n"
-                    "a,0,cifar10,32,4096\nb,100,bert,1,12\nc,200,ncf,2,512\n")
-    assert main(["simulate", "--trace", str(path), "--cluster", "t4=8,v100=4,a100=4", "--policy",
-                 "tiresias,pollux,las", "--round-seconds", "120", "--json"]) == 0
-    runs = json.loads(capsys.readouterr().out)["runs"]
-    assert [r["policy"] for r in runs] == ["tiresias", "pollux", "las"]
-    assert all(r["jobs_measured"] == 3 for r in runs)

@@ -1,4 +1,4 @@
-"""The per-round `goodput` policy: one whole configuration per job, p-mean, restart factor (Sia-like)."""
+"""The `goodput` round policy: one whole configuration per job, p-mean, restart factor (Sia-like)."""
 
 from __future__ import annotations
 
@@ -8,15 +8,15 @@ import numpy as np
 import pytest
 
 from gavel_ng.cluster import Cluster
-from gavel_ng.elastic import pollux_workload
-from gavel_ng.elastic.compare import contention_free_jct, fit_to_cluster
-from gavel_ng.elastic.policy import STARVED, ElasticColumns, config_values, solve_configurations
-from gavel_ng.elastic.simulate import simulate_elastic
+from gavel_ng.columns import Columns
+from gavel_ng.elastic import contention_free_jct, fit_to_cluster, pollux_workload
 from gavel_ng.errors import InputError
+from gavel_ng.policies.configurations import STARVED, config_values, solve_configurations
+from gavel_ng.simulator import SimConfig, simulate
 
 
 def small_instance(rng, jobs=4):
-    cols = ElasticColumns.build(["fast", "slow"], np.array([4.0, 3.0]), (1, 2, 4))
+    cols = Columns.configurations(["fast", "slow"], np.array([4.0, 3.0]), (1, 2, 4))
     scale = rng.uniform(0.3, 1.0, jobs)[:, None] ** np.log2(np.maximum(cols.gpus, 1))[None, :]
     S = rng.uniform(0.5, 2.0, (jobs, 1)) * np.maximum(cols.gpus, 1) * scale * np.where(cols.pool == 0, 1.0, 0.5)
     S[:, cols.gpus == 0] = 0.0                               # adaptive jobs: no plain columns
@@ -62,7 +62,7 @@ def test_configurations_are_whole_within_capacity_and_exact_for_the_power_mean(p
 
 
 def test_harmonic_mean_runs_every_job_before_growing_one():
-    cols = ElasticColumns.build(["t"], np.array([4.0]), (1, 2, 4))
+    cols = Columns.configurations(["t"], np.array([4.0]), (1, 2, 4))
     S = np.zeros((4, cols.num))
     S[:, cols.gpus > 0] = [1.0, 1.9, 3.6]                      # near-linear scaling
     need = np.broadcast_to(np.maximum(cols.gpus, 1), S.shape).astype(float)
@@ -72,7 +72,7 @@ def test_harmonic_mean_runs_every_job_before_growing_one():
 
 
 def test_agnostic_twin_fits_each_type_and_keeps_a_job_on_its_type():
-    cols = ElasticColumns.build(["fast", "slow"], np.array([4.0, 4.0]), (1, 2, 4))
+    cols = Columns.configurations(["fast", "slow"], np.array([4.0, 4.0]), (1, 2, 4))
     S = np.where(cols.gpus > 0, np.maximum(cols.gpus, 1) * np.where(cols.pool == 0, 2.0, 1.0), 0.0)[None, :]
     S = np.repeat(S, 2, axis=0)
     need = np.broadcast_to(np.maximum(cols.gpus, 1), S.shape).astype(float)
@@ -87,32 +87,29 @@ def test_bad_p_and_unknown_options_are_input_errors():
     with pytest.raises(InputError, match="p"):
         config_values(np.ones((1, 1)), 0.0)
     et = pollux_workload(num_jobs=2, hours=0.1, seed=0)
-    with pytest.raises(InputError, match="options"):
-        simulate_elastic(Cluster.parse("t4=4"), et, "goodput", options={"floor": 0.5})
+    with pytest.raises(InputError, match="floor"):
+        simulate(Cluster.parse("t4=4"), None, et, SimConfig(policy="goodput", options={"floor": 0.5}))
+    with pytest.raises(InputError, match="allocation policy"):
+        simulate(Cluster.parse("t4=4"), None, et, SimConfig(policy="las", options={"p": 1.0}))
 
 
 def test_restart_factor_keeps_jobs_on_their_configuration():
     et = pollux_workload(num_jobs=20, hours=1, seed=1)
     cluster = Cluster.parse("t4=8,v100=4,a100=4", gpus_per_server=4)
     et = fit_to_cluster(et, cluster)
-    runs = {f: simulate_elastic(cluster, et, "goodput", round_seconds=60, options={"restart_factor": f}).summary
+    runs = {f: simulate(cluster, None, et, SimConfig(policy="goodput", options={"restart_factor": f})).summary
             for f in (True, False)}
     assert runs[True]["jobs_measured"] == runs[False]["jobs_measured"] == 20
     assert runs[True]["reallocations"] < runs[False]["reallocations"]
 
 
 @pytest.mark.slow
-def test_goodput_beats_las_goodput_lp_and_its_agnostic_twin_on_a_small_heterogeneous_workload():
-    from gavel_ng.elastic.compare import RunSettings, run_policy
-
+def test_goodput_beats_las_and_its_agnostic_twin_on_a_small_heterogeneous_workload():
     cluster = Cluster.parse("t4=16,v100=8,a100=8", gpus_per_server=4)
     et = fit_to_cluster(pollux_workload(num_jobs=40, hours=2, seed=0), cluster)
-    per_round = RunSettings(round_seconds=60, realloc_delay=30, preemption_overhead=30)
-    gavel = RunSettings(round_seconds=360, realloc_delay=30, preemption_overhead=30)
-    jct = {p: run_policy(p, cluster, et, per_round if p.startswith("goodput") and p != "goodput_lp" else gavel)
-           ["avg_jct_hours"] for p in ("goodput", "goodput_agnostic", "goodput_lp", "las")}
+    jct = {p: simulate(cluster, None, et, SimConfig(policy=p, preemption_overhead_s=30)).summary["avg_jct_hours"]
+           for p in ("goodput", "goodput_agnostic", "las")}   # each policy's own rounds: 60 s, 60 s, 360 s
     assert jct["goodput"] < 0.7 * jct["las"]
-    assert jct["goodput"] < jct["goodput_lp"]
     assert jct["goodput"] < jct["goodput_agnostic"]
     # and no policy beats the contention-free bound (one type per job, the 30 s start delay)
     assert jct["goodput"] * 3600 > contention_free_jct(et, cluster, 30.0).mean()

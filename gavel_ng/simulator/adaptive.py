@@ -1,0 +1,138 @@
+"""Adaptive jobs in the simulator: their goodput models, the round source a round policy reads,
+and the execution of one adaptive entry.
+
+A job's progress model belongs to the job (`JobArrays.adaptive`): a fixed job runs its
+steps at the table's steps/s, an adaptive one (Pollux's model, gavel_ng.elastic) runs
+on whatever (type, GPU count) it is given at the best (per-GPU batch, accumulation)
+for its progress when the round starts (the PolluxAgent's choice), and its progress
+within the round is exact at that batch and throughput (the noise scale grows as it
+trains). Every change of configuration (first start and restart after a paused round
+included) costs the re-allocation delay; a delay longer than a round is owed in the
+next rounds on the same configuration.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..elastic.efficiency import progress_after, seconds_to_progress
+from ..elastic.families import get_family
+from ..elastic.goodput import best_goodput, best_goodput_many, throughput_params
+from ..elastic.workload import POLLUX_NETWORK_GBPS
+from ..policies.rounds import RoundJobs
+
+NETWORK_GBPS = POLLUX_NETWORK_GBPS
+
+
+@dataclass(frozen=True)
+class AdaptiveModels:
+    """Per trace job: the goodput model it runs under when adaptive, and its work (M0-equivalent
+    examples). `adaptive[m]` is what the run decided (the policy's declared `jobs`)."""
+
+    specs: list
+    work: np.ndarray
+    adaptive: np.ndarray
+
+    @property
+    def any(self) -> bool:
+        return bool(self.adaptive.any())
+
+
+class ArraysSource:
+    """The RoundSource (policies.rounds) over the simulator's job arrays."""
+
+    def __init__(self, jobs, network_gbps: float = NETWORK_GBPS):
+        self.jobs = jobs
+        self.network = network_gbps
+
+    def round_jobs(self, jobs: list[int]) -> RoundJobs:
+        ja = self.jobs
+        idx = np.asarray(jobs, np.int64)
+        return RoundJobs(ja.adaptive[idx], ja.sf[idx], ja.T[ja.key[idx]], ja.arrival[idx], ja.reallocations[idx])
+
+    def goodput(self, jobs: list[int], worker_type: str, gpus: np.ndarray, servers: np.ndarray) -> np.ndarray:
+        """One vectorized best-batch search per goodput model over its jobs x configurations."""
+        ja = self.jobs
+        idx = np.asarray(jobs, np.int64)
+        k = np.asarray(gpus, np.int64).reshape(1, -1)
+        n = np.asarray(servers, np.int64).reshape(1, -1)
+        out = np.zeros((len(idx), k.shape[1]))
+        by_spec: dict = {}
+        for i in np.flatnonzero(ja.adaptive[idx]).tolist():
+            by_spec.setdefault(ja.specs[idx[i]], []).append(i)
+        for spec, rows in by_spec.items():
+            rows = np.asarray(rows)
+            g, _, _ = best_goodput_many(spec, worker_type, k, n, ja.progress[idx[rows]][:, None], self.network)
+            out[rows] = g
+        return out
+
+
+class AdaptiveRunner:
+    """Start-up and progress of adaptive entries, round after round (module docstring)."""
+
+    def __init__(self, jobs, topology, worker_types: list[str], round_seconds: float, realloc_delay: float,
+                 network_gbps: float = NETWORK_GBPS):
+        self.jobs = jobs
+        self.topo = topology
+        self.names = list(worker_types)
+        self.L = float(round_seconds)
+        self.delay = float(realloc_delay)
+        self.network = network_gbps
+        self.last_config: dict[int, tuple[int, int]] = {}   # job -> (type, GPUs) of the previous round
+        self.owed: dict[int, float] = {}                    # job -> start-up seconds still to pay
+
+    def run(self, plan, entries: np.ndarray, now: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Run the adaptive `entries` of a one-job-per-entry plan: (start-up, seconds held, finished)."""
+        ja, L = self.jobs, self.L
+        start = np.zeros(len(entries))
+        used = np.zeros(len(entries))
+        done = np.zeros(len(entries), bool)
+        configs = {}
+        for i, e in enumerate(entries.tolist()):
+            m = int(plan.member_job[e])
+            t, k = int(plan.types[e]), int(plan.sfs[e])
+            gpus = np.asarray(plan.gpus[e], np.int64)
+            servers = len(np.unique(self.topo.gpu_server[gpus])) if len(gpus) else 1
+            configs[m] = (t, k)
+            fresh = self.last_config.get(m) != (t, k)
+            ja.reallocations[m] += fresh and self.delay > 0
+            start[i] = self._start_up(m, fresh)
+            ran, done[i] = self._progress(m, self.names[t], k, servers, L - start[i])
+            used[i] = start[i] + ran
+        self.last_config = configs
+        return start, used, done
+
+    def idle(self) -> None:
+        """A round in which no adaptive job ran: the next start of each is a fresh one."""
+        self.last_config = {}
+
+    def _start_up(self, m: int, fresh: bool) -> float:
+        """Seconds of this round job m spends starting: a fresh start owes the delay; what a round
+        cannot hold is owed in the next one on the same configuration."""
+        owed = self.delay if fresh else self.owed.pop(m, 0.0)
+        self.owed.pop(m, None)
+        start = min(owed, self.L)
+        if owed > start:
+            self.owed[m] = owed - start
+        return start
+
+    def _progress(self, m: int, worker: str, k: int, servers: int, seconds: float) -> tuple[float, bool]:
+        """Run job m for `seconds` at its best batch on this configuration: (seconds used, finished)."""
+        ja = self.jobs
+        spec = ja.specs[m]
+        p = float(ja.progress[m])
+        g, mb, s = best_goodput(spec, worker, k, servers, p, self.network)
+        if g <= 0 or seconds <= 0:
+            return max(seconds, 0.0), False
+        curve = spec.phi or get_family(spec.family).phi
+        batch = k * mb * (s + 1)
+        x = float(throughput_params(spec.family, worker, self.network).throughput(mb, s, k, servers))
+        work = float(ja.work[m])
+        need = float(seconds_to_progress(curve, spec.init_batch, batch, x, work, p, 1.0))
+        if need <= seconds:
+            ja.progress[m] = 1.0
+            return need, True
+        ja.progress[m] = float(progress_after(curve, spec.init_batch, batch, x, work, p, seconds))
+        return seconds, False

@@ -1,0 +1,58 @@
+"""What the simulator does differently for a round policy: which jobs adapt, which settings apply,
+and the planner (gavel_ng.round_planner) it runs instead of an allocator and Gavel's mechanism.
+
+Decided by the policy's declared properties (`PolicySpec.kind`, `.jobs`), never by its name."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import InputError
+from ..policies.registry import ADAPTIVE, BOTH, PolicySpec
+from ..round_planner import RoundPlanner
+from ..rules import ClusterRules, ServerRules
+from ..topology import Topology
+from .adaptive import AdaptiveModels, ArraysSource
+
+NO_ADAPTIVE_SPECS = "this trace has no adaptive specs (--workload pollux or a Pollux workload CSV)"
+
+
+def adaptive_models(spec: PolicySpec, etrace, num_jobs: int) -> AdaptiveModels | None:
+    """Which jobs run adaptive under this policy: none under an allocation policy or a FIXED round
+    policy; those with a goodput model under BOTH; every job under ADAPTIVE (else InputError)."""
+    specs = list(etrace.specs) if etrace is not None else [None] * num_jobs
+    has = np.array([s is not None for s in specs], bool)
+    if spec.is_round and spec.jobs == ADAPTIVE and not has.all():
+        what = NO_ADAPTIVE_SPECS if not has.any() else \
+            f"{int((~has).sum())} of its {num_jobs} jobs have no adaptive spec"
+        raise InputError("--policy", spec.name, f"{spec.name} runs adaptive jobs only: {what}")
+    if etrace is None:
+        return None
+    adapt = has if spec.is_round and spec.jobs in (ADAPTIVE, BOTH) else np.zeros(num_jobs, bool)
+    return AdaptiveModels(specs, np.asarray(etrace.work, float), adapt)
+
+
+def check_round_config(spec: PolicySpec, config, crules: ClusterRules, job_rules: list) -> None:
+    """Settings of Gavel's allocation path that a round policy has no use for: InputError naming them."""
+    flags = (("--space-sharing", config.space_sharing), ("--placement-sensitive", config.placement_sensitive),
+             ("--estimate-throughputs", config.estimate_throughputs), ("--ideal", config.ideal),
+             ("--gavel-compat", config.gavel_compat), ("--reset-ledger", config.reset_ledger),
+             ("--min-solve-interval", config.min_solve_interval > 0), ("--entities", bool(config.entities)),
+             ("rules.quotas", bool(crules.quotas)))
+    for flag, on in flags:
+        if on:
+            raise InputError(flag, True, f"{spec.name} is a round policy: {flag} does not apply")
+    for m, r in enumerate(job_rules):
+        if r is not None and (r.allowed_types is not None or r.preferred_types):
+            raise InputError(f"trace job {m} rules", "allowed_types/preferred_types",
+                             f"{spec.name} is a round policy: worker-type rules do not apply (server rules do)")
+
+
+def round_planner(spec: PolicySpec, config, jobs, topology: Topology, clock, crules: ClusterRules,
+                  ruled: bool) -> RoundPlanner:
+    """The policy's planner over the job arrays; placement rules (labels, affinity) apply."""
+    planner = RoundPlanner(spec.name, spec.decider(config.options), ArraysSource(jobs), topology, clock,
+                           realloc_delay=config.realloc_delay, gpu_counts=config.gpu_counts, seed=config.seed)
+    if ruled:
+        planner.placer.rules = ServerRules(crules, jobs.rules_of)
+    return planner
