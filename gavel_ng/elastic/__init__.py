@@ -8,11 +8,12 @@
 * `goodput`: Pollux's throughput model (T_grad, T_sync, overlap, accumulation) read off
   the built-in performance model per (family, GPU type), memory limits included, and
   the exact vectorized best-batch search per configuration.
-* `workload`: the ``pollux`` workload (Table 1 mix, 160 jobs in 8 hours) and a reader
-  and writer for the Pollux artifact's workload CSVs.
+* `workload`: the ``pollux`` workload (Table 1 mix, 160 jobs in 8 hours), a reader
+  and writer for the Pollux artifact's workload CSVs, and `load_workload`: either one fit
+  to a cluster, as `simulate` and `sweep` run it.
 * `registry`: the elastic simulator's policies and their declared properties;
   `policy` (goodput LP), `tiresias` and `pollux` (per-round planners on `rounds`);
-  `simulate` runs them, `compare` runs a workload under any policy.
+  `simulate` runs them.
 
 See docs/elastic.md.
 """

@@ -41,11 +41,13 @@ table lacks (6, 12, 16, ...) are added by `fixed_job_table` from the same model.
 from __future__ import annotations
 
 import csv
+import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -54,14 +56,19 @@ from gavel_ng.jobs import Job
 from gavel_ng.profiles import default_table, get_gpu, load_workload_profiles
 from gavel_ng.profiles.model import load_constants, throughput
 from gavel_ng.throughputs import UNCONSOLIDATED, ThroughputTable
-from gavel_ng.traces import Trace
+from gavel_ng.traces import POLLUX_COLUMNS, Trace
 
 from .efficiency import AdaptiveSpec, seconds_to_progress
 from .families import FAMILIES, ElasticFamily, get_family
 from .goodput import DEFAULT_NETWORK_GBPS, throughput_params
 
+if TYPE_CHECKING:
+    from gavel_ng.cluster import Cluster
+
+log = logging.getLogger(__name__)
+
 POLLUX_APPLICATIONS = ("cifar10", "imagenet", "deepspeech2", "bert", "yolov3", "ncf")
-CSV_COLUMNS = ("name", "time", "application", "num_replicas", "batch_size")
+CSV_COLUMNS = POLLUX_COLUMNS
 POLLUX_JOBS = 160
 POLLUX_HOURS = 8.0
 REFERENCE_WORKER = "t4"  # Pollux's testbed: AWS g4dn.12xlarge, 4 T4 GPUs per server
@@ -372,3 +379,56 @@ def fixed_job_table(etrace: ElasticTrace, gpus: list[str] | None = None,
             table.isolated[worker][key] = throughput(p, spec, key[1], True, net, c)[0]
             table.isolated.setdefault(worker + UNCONSOLIDATED, {})[key] = throughput(p, spec, key[1], False, net, c)[0]
     return table
+
+
+# ----- a workload on one cluster -----------------------------------------------------------
+def fit_to_cluster(etrace: ElasticTrace, cluster: Cluster) -> ElasticTrace:
+    """The workload with tuned GPU counts capped at the cluster's largest worker type, so that
+    every policy sees the same jobs (a fixed job wider than any type could never run)."""
+    widest = int(cluster.capacity().max())
+    if int(etrace.gpus.max()) <= widest:
+        return etrace
+    log.info("tuned GPU counts above %d (the largest worker type) capped for %d job(s)", widest,
+             int((etrace.gpus > widest).sum()))
+    return cap_tuned_gpus(etrace, widest)
+
+
+def load_workload(cluster: Cluster, trace: str | None = None, jobs: int = POLLUX_JOBS, hours: float = POLLUX_HOURS,
+                  seed: int = 0) -> ElasticTrace:
+    """The workload `simulate` and a sweep point run (a Pollux CSV `trace`, else `jobs` jobs of the
+    pollux workload in `hours` hours), fit to `cluster`: one place, so that both give the same jobs."""
+    if trace is not None:
+        return fit_to_cluster(read_pollux_csv(trace), cluster)
+    if jobs < 1:
+        raise InputError("--jobs", jobs, "must be at least 1")
+    if not hours > 0:
+        raise InputError("--hours", hours, "must be positive")
+    return fit_to_cluster(pollux_workload(num_jobs=jobs, hours=hours, seed=seed), cluster)
+
+
+def contention_free_jct(etrace: ElasticTrace, cluster: Cluster, overhead: float = 0.0, steps: int = 200,
+                        network_gbps: float = POLLUX_NETWORK_GBPS):
+    """Each job's JCT (seconds) were it alone on `cluster`: at every progress its best goodput over
+    the types and GPU counts (packed, one type per job, a batch re-chosen for free), plus `overhead`.
+
+    A lower bound for any policy that runs a job on one type at a time, to judge a goal against
+    (midpoint rule over `steps` progress intervals; phi grows smoothly, so 200 are plenty)."""
+    from .goodput import best_goodput_many
+
+    if not (isinstance(steps, int) and steps >= 1):
+        raise InputError("steps", steps, "must be an integer >= 1")
+    mid = (np.arange(steps) + 0.5) / steps
+    per_spec: dict = {}
+    out = np.zeros(len(etrace))
+    for m, spec in enumerate(etrace.specs):
+        if spec not in per_spec:
+            best = np.zeros(steps)
+            for w in cluster.worker_types:
+                k = np.arange(1, int(cluster.gpus[w]) + 1)
+                g, _, _ = best_goodput_many(spec, w, k[None, :], (-(-k // cluster.server_size(w)))[None, :],
+                                            mid[:, None], network_gbps)
+                best = np.maximum(best, g.max(axis=1))
+            with np.errstate(divide="ignore"):
+                per_spec[spec] = float(np.sum(1.0 / best)) / steps
+        out[m] = per_spec[spec] * float(etrace.work[m]) + overhead
+    return out
