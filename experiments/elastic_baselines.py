@@ -10,16 +10,16 @@
 (d) busier traces on the (b) cluster: the same 160 jobs arriving in 8 h (Pollux's rate, 20
     jobs/h), 4, 2 and 1 h (arrival times scaled, jobs unchanged), goodput vs pollux vs las,
     with the contention-free bound (the same at every load: it has no queueing). (d) runs
-    through `gavel-ng sweep` (elastic points, `load_sweep.csv` in the results directory,
+    through `gavel-ng sweep` (workload points, `load_sweep.csv` in the results directory,
     resumable); the same points from the command line:
     gavel-ng sweep --results R.csv --workload pollux --hours 8,4,2,1 --policy goodput,pollux,las
         --cluster t4=32,v100=16,a100=16 --preemption-overhead 30 --seed 0
 
     python experiments/elastic_baselines.py [--config reduced|full] [--part a,b,c,d] [--workers N]
 
-Each policy runs at its own scheduling interval: the per-round policies (pollux,
-tiresias, goodput) every 60 s (Pollux's and Sia's setting), the allocation policies
-(goodput_lp, las) in Gavel's rounds of 360 s, because a 60 s round would make Gavel's
+Each policy runs at its own scheduling interval: the round policies (pollux,
+tiresias, goodput) every 60 s (Pollux's and Sia's setting), the allocation policy
+(las) in Gavel's rounds of 360 s, because a 60 s round would make Gavel's
 mechanism time-slice jobs between configurations and pay the 30 s re-allocation delay
 every minute. (b) also gives the contention-free bound: the average JCT were every job
 alone on the cluster (best type and GPU count at each progress, one type at a time) plus
@@ -52,6 +52,9 @@ LOAD_HOURS = (8.0, 4.0, 2.0, 1.0)     # (d): the arrival window of the 160 jobs
 LOAD_POLICIES = ("goodput", "pollux", "las")
 DELAY = 30.0
 TABLE2 = {"avg_jct_hours": (0.76, 1.2), "p99_jct_hours": (11.0, 15.0), "makespan_hours": (16.0, 24.0)}
+# results.csv's columns of a run (after part, cluster, seed, round_seconds): the simulator's summary keys it keeps
+RESULT_KEYS = ("policy", "avg_jct_hours", "p99_jct_hours", "makespan_hours", "gpu_hours", "utilization",
+               "jobs_measured", "reallocations", "policy_solves", "unstable", "wall_seconds")
 
 log = logging.getLogger("experiments")
 
@@ -66,8 +69,7 @@ def points(parts: list[str]) -> list[tuple[str, str, str]]:
     if "a" in parts:
         out += [("a", HOMOGENEOUS, p) for p in ("pollux", "tiresias", "las", "goodput")]
     if "b" in parts:
-        out += [("b", HETEROGENEOUS, p) for p in ("goodput", "goodput_agnostic", "goodput_lp", "pollux", "las",
-                                                  "tiresias")]
+        out += [("b", HETEROGENEOUS, p) for p in ("goodput", "goodput_agnostic", "pollux", "las", "tiresias")]
     if "c" in parts:
         out += [("c", share_cluster(s), p) for s in FAST_SHARES for p in ("goodput", "pollux", "las")]
     return out
@@ -75,42 +77,45 @@ def points(parts: list[str]) -> list[tuple[str, str, str]]:
 
 def run_point(part: str, cluster_spec: str, policy: str, seed: int) -> dict:
     from gavel_ng.cluster import Cluster
-    from gavel_ng.elastic import pollux_workload
-    from gavel_ng.elastic.compare import RunSettings, fit_to_cluster, round_seconds_of, run_policy
+    from gavel_ng.elastic.workload import load_workload
+    from gavel_ng.policies import get_policy
+    from gavel_ng.simulator import SimConfig, simulate
 
     cluster = Cluster.parse(cluster_spec, gpus_per_server=4)
-    etrace = fit_to_cluster(pollux_workload(seed=seed), cluster)
-    settings = RunSettings(realloc_delay=DELAY,
-                           preemption_overhead=DELAY, seed=seed)
+    etrace = load_workload(cluster, seed=seed)   # Pollux's 160 jobs in 8 h, tuned GPU counts capped to the cluster
+    config = SimConfig(policy=policy, realloc_delay=DELAY, preemption_overhead_s=DELAY, seed=seed)
     start = time.perf_counter()
-    row = run_policy(policy, cluster, etrace, settings)
+    summary = simulate(cluster, None, etrace, config).summary   # at the policy's own interval
+    row = {k: summary[k] for k in RESULT_KEYS}
     if part == "b" and policy == "goodput":
         row["bound_jct_hours"] = bound_hours(etrace, cluster)
     log.info("%s %s %s seed %d: avg JCT %.3f h (%.0f s)", part, cluster_spec, policy, seed, row["avg_jct_hours"],
              time.perf_counter() - start)
-    return {"part": part, "cluster": cluster_spec, "seed": seed, "round_seconds": round_seconds_of(policy)} | row
+    rounds = get_policy(policy).round_seconds
+    return {"part": part, "cluster": cluster_spec, "seed": seed, "round_seconds": rounds} | row
 
 
 def bound_hours(etrace, cluster) -> float:
     """The contention-free average JCT (hours): each job alone, + 60 s (module docstring)."""
-    from gavel_ng.elastic.compare import contention_free_jct
+    from gavel_ng.elastic.workload import contention_free_jct
 
     return round(float(contention_free_jct(etrace, cluster, 2 * DELAY).mean()) / 3600, 4)
 
 
 def load_points(seeds) -> list:
-    """(d)'s sweep points: each policy at its own interval, as in (a)-(c)."""
+    """(d)'s sweep points: each policy at its own interval (round_seconds left at None), as in (a)-(c)."""
     from gavel_ng.sweep import expand
 
     return expand({"hours": list(LOAD_HOURS), "policy": list(LOAD_POLICIES), "seed": list(seeds)},
-                  {"workload": "pollux", "cluster": HETEROGENEOUS, "round_seconds": None, "realloc_delay": DELAY,
+                  {"workload": "pollux", "cluster": HETEROGENEOUS, "realloc_delay": DELAY,
                    "preemption_overhead": DELAY})
 
 
 def run_load(seeds, out: Path, workers: int | None, keep_stale: bool = False) -> list[dict]:
     """Part (d) through the sweep runner; rows as run_point's, plus `hours` and the bound."""
     from gavel_ng.cluster import Cluster
-    from gavel_ng.elastic.compare import SUMMARY_KEYS, load_workload, round_seconds_of
+    from gavel_ng.elastic.workload import load_workload
+    from gavel_ng.policies import get_policy
     from gavel_ng.sweep import ResultsStore, run_sweep
 
     pts = load_points(seeds)
@@ -131,8 +136,9 @@ def run_load(seeds, out: Path, workers: int | None, keep_stale: bool = False) ->
             log.warning("d: %s did not finish", p.describe())
             continue
         r = df.loc[p.point_id]
-        row = {"part": "d", "cluster": HETEROGENEOUS, "seed": p.seed, "round_seconds": round_seconds_of(p.policy),
-               "hours": p.hours} | {k: (None if r[k] != r[k] else r[k]) for k in SUMMARY_KEYS if k != "policy"}
+        row = {"part": "d", "cluster": HETEROGENEOUS, "seed": p.seed,
+               "round_seconds": get_policy(p.policy).round_seconds,
+               "hours": p.hours} | {k: (None if r[k] != r[k] else r[k]) for k in RESULT_KEYS if k != "policy"}
         rows.append(row | {"policy": p.policy, "bound_jct_hours": bounds[p.seed]})
     return rows
 

@@ -19,6 +19,8 @@ from .jobs import Job
 from .throughputs import ThroughputTable
 
 NUM_COLUMNS = 10
+POLLUX_COLUMNS = ("name", "time", "application", "num_replicas", "batch_size")   # a Pollux workload CSV's header
+TRACE_FORMATS = ("gavel", "pollux")
 CHUNK = 1024  # continuous traces are drawn in chunks of this many jobs (part of the seed contract)
 SCALE_FACTORS = (1, 2, 4, 8)
 SCALE_PROBS = (0.70, 0.10, 0.15, 0.05)
@@ -71,6 +73,30 @@ class Trace:
             if (t, int(sf)) not in keys:
                 what = "unknown job type" if t not in table.job_types else f"no throughputs at scale factor {sf}"
                 raise InputError(f"{source} job {i}", t, f"{what} (not in the throughput table)")
+
+
+# ----- which format a trace file is in -------------------------------------------------------
+def trace_format(path: str | Path) -> str:
+    """'gavel' or 'pollux', from the file's first non-blank line, never its name: a user's file
+    may be called anything, and a wrong guess would run the wrong jobs without a word.
+
+    A Pollux workload CSV starts with its header (name,time,application,num_replicas,batch_size
+    in any order, comma-separated); a Gavel trace line has 10 or 11 tab-separated columns."""
+    path = Path(path)
+    try:
+        with path.open(errors="replace") as fh:
+            first = next((line for line in fh if line.strip()), "")
+    except OSError as exc:
+        raise InputError("--trace", str(path), f"cannot read file ({exc.strerror})") from None
+    if not first:
+        raise InputError("--trace", str(path), "no jobs in trace (the file is empty)")
+    if len(first.rstrip("\r\n").split("\t")) in (NUM_COLUMNS, NUM_COLUMNS + 1):
+        return "gavel"
+    header = {c.strip().strip('"').lower() for c in first.split(",")}
+    if set(POLLUX_COLUMNS) <= header:
+        return "pollux"
+    raise InputError("--trace", str(path), f"neither a Gavel trace ({NUM_COLUMNS} tab-separated columns a line) nor "
+                     f"a Pollux workload CSV (header {','.join(POLLUX_COLUMNS)}); --trace-format names it")
 
 
 # ----- the Gavel trace format --------------------------------------------------------------

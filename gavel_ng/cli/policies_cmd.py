@@ -1,11 +1,12 @@
-"""`gavel-ng policies`: every registered policy with its objective in one line, then the
-elastic simulator's (adaptive jobs: `simulate --workload pollux`)."""
+"""`gavel-ng policies`: every registered policy, allocation or round kind, with its objective in
+one line; a round policy also says how it runs adaptive jobs and how often it decides."""
 
 from __future__ import annotations
 
-from ..elastic.registry import ELASTIC_POLICIES
 from ..policies import aliases, get_policy, list_policies
 from ..runtime.config import RUNTIME_ELASTIC
+
+JOBS = {"fixed": "every job at its tuned size", "adaptive": "adaptive jobs only", "both": "adaptive jobs adapt"}
 
 
 def add_parser(sub) -> None:
@@ -18,12 +19,12 @@ def run(args) -> int:
     names = list_policies()
     width = max(len(n) for n in names)
     for name in names:
-        print(f"{name:<{width}}  {get_policy(name).summary}")
-    print("\nElastic workloads (simulate/sweep --workload pollux, or a Pollux .csv trace; * also on a cluster, "
-          "resizing jobs with an \"adaptive\" block):")
-    for name, spec in ELASTIC_POLICIES.items():
+        spec = get_policy(name)
         mark = "*" if name in RUNTIME_ELASTIC else " "
-        print(f" {mark}{name:<{width}}  {spec.objective}")
+        extra = f"  [round policy, every {spec.round_seconds:g} s; {JOBS[spec.jobs]}]" if spec.is_round else ""
+        print(f"{mark}{name:<{width}}  {spec.summary}{extra}")
+    print("\nRound policies decide every round (their default interval in brackets), allocation policies every "
+          "360 s;\n* also resizes jobs with an \"adaptive\" block on a cluster.")
     print("\nGavel prototype names:")
     for alias, target in sorted(aliases().items()):
         print(f"  {alias} -> {target}")

@@ -1,4 +1,11 @@
-"""`gavel-ng simulate`: a trace-driven simulation of the round-based scheduler."""
+"""`gavel-ng simulate`: a trace-driven simulation of the round-based scheduler.
+
+One path for every run: a Gavel trace (generated or a file) or a Pollux workload (drawn, or
+a Pollux CSV), under any policy of the one registry, allocation or round kind. The trace's
+format is read from its content (`traces.trace_format`) or named by `--trace-format`; what
+the jobs do (fixed, adaptive) and how often the policy decides follow from the policy's
+declared properties, in the simulator.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +14,6 @@ import json
 from pathlib import Path
 
 from ..cluster import Cluster
-from ..elastic.registry import is_elastic_policy
 from ..errors import InputError
 from ..logs import format_warnings
 from ..policies import get_policy
@@ -16,13 +22,27 @@ from ..policies.plugins import add_flag as add_plugin_flag
 from ..policies.plugins import load_plugins
 from ..profiles.table_io import resolve_table
 from ..rules.model import read_cluster_rules
-from .elastic_cmd import add_flags as add_elastic_flags
-from .elastic_cmd import run as run_elastic
-from .elastic_cmd import wants_elastic
 
-SUMMARY_KEYS = ("policy", "avg_jct_hours", "p99_jct_hours", "makespan_hours", "utilization", "jobs_measured",
-                "total_cost_usd", "slo_violations", "slo_dropped", "lease_renewal_fraction", "unstable",
-                "policy_solves", "wall_seconds", "warnings")
+# the one row of a run, for --json and (their union) the sweep's table
+SUMMARY_KEYS = ("policy", "avg_jct_hours", "p99_jct_hours", "makespan_hours", "utilization", "gpu_hours",
+                "jobs_measured", "adaptive_jobs", "reallocations", "total_cost_usd", "slo_violations", "slo_dropped",
+                "lease_renewal_fraction", "unstable", "policy_solves", "wall_seconds", "warnings")
+
+
+def parse_policy_options(texts: list[str] | None, flag: str = "--policy-option") -> dict:
+    """`KEY=VALUE` texts as policy options: VALUE as JSON where it parses (numbers, true, lists),
+    else the text itself, so that `p=-1` and `mode=fast` both need no quoting."""
+    options: dict = {}
+    for text in texts or ():
+        key, sep, value = text.partition("=")
+        key = key.strip()
+        if not sep or not key.isidentifier():
+            raise InputError(flag, text, "expected KEY=VALUE with KEY an option name, e.g. p=-1")
+        try:
+            options[key] = json.loads(value)
+        except json.JSONDecodeError:
+            options[key] = value
+    return options
 
 
 def add_parser(sub) -> None:
@@ -39,9 +59,22 @@ def add_parser(sub) -> None:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--jobs-per-hour", type=float, help="continuous trace: Poisson arrivals at this rate")
     src.add_argument("--static", type=int, metavar="N", help="static trace: N jobs, all at t=0")
-    src.add_argument("--trace", metavar="FILE", help="a Gavel trace file (10 tab-separated columns), or a Pollux "
-                                                     "workload .csv (name,time,application,num_replicas,batch_size)")
-    add_elastic_flags(p, src)
+    src.add_argument("--trace", metavar="FILE", help="a Gavel trace file (10 tab-separated columns) or a Pollux "
+                                                     "workload CSV (name,time,application,num_replicas,batch_size), "
+                                                     "told apart by content")
+    src.add_argument("--workload", choices=("pollux",),
+                     help="pollux: Pollux's workload (Table 1 mix, --jobs jobs in --hours hours, Poisson arrivals); "
+                          "policies that run adaptive jobs adapt them, the others run each at its tuned GPU count "
+                          "and batch")
+    p.add_argument("--trace-format", choices=("gavel", "pollux"),
+                   help="the --trace file's format (default: read from its content)")
+    p.add_argument("--jobs", type=int, help="--workload pollux: number of jobs (default 160)")
+    p.add_argument("--hours", type=float, help="--workload pollux: arrival window in hours (default 8)")
+    p.add_argument("--realloc-delay", type=float, default=30.0, metavar="SECONDS",
+                   help="adaptive jobs: seconds lost at each change of GPU count or type (default 30, as Pollux)")
+    p.add_argument("--policy-option", action="append", metavar="KEY=VALUE",
+                   help="an option of the policy (repeatable; VALUE as JSON where it parses, else text), "
+                        "e.g. p=-1 for goodput; given to every policy named")
     p.add_argument("--rules", metavar="FILE", help="cluster rules as JSON: quotas, one_distributed_per_server, "
                    "server_labels, admission (README, 'Constraints and admission'); jobs' own rules are a "
                    "trace's optional 11th column")
@@ -54,8 +87,8 @@ def add_parser(sub) -> None:
     p.add_argument("--window", help="job ids START:END whose JCTs are measured (continuous default 4000:5000; "
                                     "otherwise all jobs)")
     p.add_argument("--seed", type=int, default=0, help="seed of the generated trace and of random choices")
-    p.add_argument("--round-seconds", type=float, help="round length (default 360; elastic workloads: each policy's "
-                   "own, 60 s for goodput, goodput_agnostic, pollux and tiresias)")
+    p.add_argument("--round-seconds", type=float, help="round length (default: each policy's declared interval, "
+                   "360 s for allocation policies, 60 s for goodput, pollux and tiresias; see `gavel-ng policies`)")
     p.add_argument("--throughputs", metavar="TABLE",
                    help="throughput table: gavel-osdi20 (Gavel's measured K80/P100/V100 table), a Gavel-format "
                         ".json file or a .csv as `gavel-ng profiles export` writes it (default: the built-in "
@@ -89,54 +122,98 @@ def add_parser(sub) -> None:
                         "others are new to the estimator (default: every type of the table)")
     p.add_argument("--max-hours", type=float, help="simulated-time cap; a run that hits it is marked unstable")
     p.add_argument("--max-active-jobs", type=int, default=4000, help="active-job cap (marks the run unstable)")
-    p.add_argument("--save-trace", metavar="FILE", help="also write the trace used (Gavel format)")
+    p.add_argument("--save-trace", metavar="FILE", help="also write the trace used (a Pollux workload as its CSV, "
+                   "any other in the Gavel format)")
     p.add_argument("--out", metavar="DIR", help="write jobs.csv and summary.json here")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(run=run)
 
 
 def run(args) -> int:
-    from ..simulator import SimConfig, default_table, simulate, write_outputs
-    from ..simulator.compare import comparison_line, comparisons, write_compared
+    from ..simulator import SimConfig, default_table
     from ..simulator.engine import parse_window
-    from ..traces import TraceGenerator, TraceSpec, generate, read_trace, write_trace
-    from .progress import SimulationProgress
 
     load_plugins(args.plugin)
-    if wants_elastic(args):   # --workload pollux, --trace FILE.csv: adaptive jobs (gavel_ng.elastic)
-        return run_elastic(args)
     policies = list(dict.fromkeys(p.strip() for p in args.policy.split(",") if p.strip())) or ["las"]
     for name in policies:
-        if is_elastic_policy(name):
-            raise InputError("--policy", name, "runs adaptive jobs: give --workload pollux or a Pollux .csv --trace")
         get_policy(name)   # an unknown name (a forgotten --plugin?) fails before any work
+    options = parse_policy_options(args.policy_option)
     if args.gpus_per_server < 1:
         raise InputError("--gpus-per-server", args.gpus_per_server, "must be at least 1")
     cluster = Cluster.parse(args.cluster, gpus_per_server=args.gpus_per_server)
-    table = resolve_table(args.throughputs) if args.throughputs else default_table(cluster.worker_types)
-    window = parse_window(args.window)
     if args.static is not None and args.static < 1:
         raise InputError("--static", args.static, "must be at least 1 job")
-    if args.round_seconds is None:
-        args.round_seconds = 360.0
-    if args.round_seconds <= 0:
+    if args.round_seconds is not None and args.round_seconds <= 0:
         raise InputError("--round-seconds", args.round_seconds, "must be positive")
-    spec = TraceSpec(args.jobs_per_hour, args.multi_gpu, args.priorities, args.slos, args.seed)
-    if args.trace:
-        trace = read_trace(args.trace)
-    elif args.static is not None:
-        trace = generate(spec, table, args.static)
-    else:
-        trace = TraceGenerator(spec, table)
-    config = SimConfig(policy=policies[0], round_seconds=args.round_seconds, window=window,
+    if not args.realloc_delay >= 0:
+        raise InputError("--realloc-delay", args.realloc_delay, "must be a number of seconds >= 0")
+    if args.trace_format and not args.trace:
+        raise InputError("--trace-format", args.trace_format, "names the format of a --trace file")
+    pollux = source_format(args) == "pollux"
+    for flag in ("jobs", "hours"):
+        if getattr(args, flag) is not None and not args.workload:
+            raise InputError(f"--{flag}", getattr(args, flag), "applies to --workload pollux")
+    # a Pollux workload's fixed jobs get their table from the simulator unless one is given
+    table = resolve_table(args.throughputs) if args.throughputs else \
+        None if pollux else default_table(cluster.worker_types)
+    trace = load_trace(args, cluster, table, pollux)
+    config = SimConfig(policy=policies[0], round_seconds=args.round_seconds, window=parse_window(args.window),
                        min_solve_interval=args.min_solve_interval, preemption_overhead_s=args.preemption_overhead,
                        ideal=args.ideal, gavel_compat=args.gavel_compat, warm_start=not args.cold_solves,
                        seed=args.seed, max_sim_seconds=None if args.max_hours is None else args.max_hours * 3600,
                        max_active_jobs=args.max_active_jobs, reset_ledger=args.ledger == "reset",
                        space_sharing=args.space_sharing, placement_sensitive=args.placement_sensitive,
                        estimate_throughputs=args.estimate_throughputs, profile_fraction=args.profile_fraction,
-                       reference_jobs=args.reference_jobs,
+                       reference_jobs=args.reference_jobs, realloc_delay=args.realloc_delay, options=options,
                        rules=read_cluster_rules(args.rules), entities=read_entities(args.entities))
+    return report(args, policies, cluster, table, trace, config)
+
+
+def source_format(args) -> str:
+    """'pollux' (a Pollux workload: --workload, or a --trace file that is one) or 'gavel'."""
+    if args.workload:
+        return "pollux"
+    if args.trace:
+        from ..traces import trace_format
+
+        return args.trace_format or trace_format(args.trace)
+    return "gavel"
+
+
+def load_trace(args, cluster: Cluster, table, pollux: bool):
+    """The jobs to run: an ElasticTrace for a Pollux workload, else a Gavel Trace or generator."""
+    from ..traces import TraceGenerator, TraceSpec, generate, read_trace
+
+    if pollux:
+        from ..elastic.workload import POLLUX_HOURS, POLLUX_JOBS, load_workload
+
+        return load_workload(cluster, args.trace, POLLUX_JOBS if args.jobs is None else args.jobs,
+                             POLLUX_HOURS if args.hours is None else args.hours, args.seed)
+    spec = TraceSpec(args.jobs_per_hour, args.multi_gpu, args.priorities, args.slos, args.seed)
+    if args.trace:
+        return read_trace(args.trace)
+    if args.static is not None:
+        return generate(spec, table, args.static)
+    return TraceGenerator(spec, table)
+
+
+def save_trace(trace, path: str) -> None:
+    """The trace used, in its own format (read back by `--trace` either way)."""
+    from ..elastic.workload import ElasticTrace, write_pollux_csv
+    from ..traces import TraceGenerator, write_trace
+
+    if isinstance(trace, ElasticTrace):
+        write_pollux_csv(trace, path)
+    else:
+        write_trace(trace.trace if isinstance(trace, TraceGenerator) else trace, path)
+
+
+def report(args, policies: list[str], cluster: Cluster, table, trace, config) -> int:
+    """Run each policy on the same trace and print (text or JSON) and write (--out) the results."""
+    from ..simulator import simulate, write_outputs
+    from ..simulator.compare import comparison_line, comparisons, write_compared
+    from .progress import SimulationProgress
+
     results = []
     for name in policies:   # the same trace for each (a generator draws the same jobs again)
         with SimulationProgress(name if len(policies) > 1 else "", enabled=not args.json) as progress:
@@ -148,7 +225,7 @@ def run(args) -> int:
         elif args.out:
             write_outputs(results[0], args.out)
         if args.save_trace:
-            write_trace(trace.trace if isinstance(trace, TraceGenerator) else trace, args.save_trace)
+            save_trace(trace, args.save_trace)
     except OSError as exc:
         raise InputError("--out" if args.out else "--save-trace", exc.filename, exc.strerror) from None
     rows = [{k: r.summary[k] for k in SUMMARY_KEYS} for r in results]
@@ -181,6 +258,9 @@ def _text(s: dict) -> str:
         f"   p99 {h(s['p99_jct_hours'])}",
         f"makespan           {h(s['makespan_hours'])}",
         f"utilization        {s['utilization']:.3f}",
+        f"GPU hours          {'n/a' if s['gpu_hours'] is None else format(s['gpu_hours'], '.1f')} (GPUs busy)",
+        f"re-allocations     {'n/a' if s['reallocations'] is None else s['reallocations']} "
+        f"({s['adaptive_jobs'] or 0} adaptive jobs)",
         f"cost               {_usd(s['total_cost_usd'])} (the measured jobs' GPU time)",
         f"SLO violations     {s['slo_violations']} of {s['jobs_with_slo']} jobs with SLOs"
         + (f"; {s['slo_dropped']} dropped by the policy" if s.get("slo_dropped") else ""),

@@ -7,7 +7,6 @@ import sys
 import time
 from pathlib import Path
 
-from ..elastic.registry import is_elastic_policy
 from ..errors import InputError
 from ..policies import get_policy
 from ..policies.plugins import add_flag as add_plugin_flag
@@ -15,8 +14,8 @@ from ..policies.plugins import load_plugins
 from ..sweep.grid import FIELDS, SweepPoint, expand, field_type, parse_value
 
 # simulate's flags that take several values here; the cluster mixes contain commas,
-# so several are given with ';' or by repeating the flag
-LIST_SEP = {"cluster": ";"}
+# so several are given with ';' or by repeating the flag; a JSON object only by repeating it
+LIST_SEP = {"cluster": ";", "policy_options": None}
 
 
 def add_parser(sub) -> None:
@@ -46,8 +45,8 @@ def add_parser(sub) -> None:
             p.add_argument(flag, dest=name, nargs="?", const="true", metavar="BOOLS",
                            help=f"bare flag: true; or a list such as true,false (default {f.default})")
         else:
-            p.add_argument(flag, dest=name, action="append", metavar="LIST",
-                           help=f"default {f.default}" + ("; mixes: ';' or repeat" if name == "cluster" else ""))
+            p.add_argument(flag, dest=name, action="append", metavar="JSON" if name == "policy_options" else "LIST",
+                           help=_help(name, f.default))
     p.set_defaults(run=run)
 
 
@@ -70,15 +69,22 @@ def axes_from_args(args) -> tuple[dict[str, list], dict]:
             continue
         texts = raw if isinstance(raw, list) else [raw]
         sep = LIST_SEP.get(name, ",")
-        values = [parse_value(name, t) for text in texts for t in text.split(sep) if t.strip() or name != "cluster"]
+        values = [parse_value(name, t) for text in texts for t in (text.split(sep) if sep else [text])
+                  if t.strip() or name != "cluster"]
         axes[name] = list(dict.fromkeys(values))
     if not any(k in axes or k in base for k in ("jobs_per_hour", "static", "trace", "workload")):
         raise InputError("sweep", "trace", "give --jobs-per-hour LIST, --static N, --trace FILE or --workload pollux")
-    elastic = "workload" in axes or "workload" in base or any(
-        str(t).lower().endswith(".csv") for t in axes.get("trace", []) + [base.get("trace")])
-    if elastic and "round_seconds" not in axes and "round_seconds" not in base:
-        base["round_seconds"] = None   # as simulate --workload: each policy's own interval
     return axes, base
+
+
+def _help(name: str, default) -> str:
+    if name == "cluster":
+        return f"default {default}; mixes: ';' or repeat"
+    if name == "policy_options":
+        return 'the policy\'s options as a JSON object, e.g. \'{"p": -1}\' (repeat the flag for several)'
+    if name == "round_seconds":
+        return "default: each policy's declared interval"
+    return f"default {default}"
 
 
 def run(args) -> int:
@@ -88,7 +94,7 @@ def run(args) -> int:
     plugins = load_plugins(args.plugin)
     axes, base = axes_from_args(args)
     points = expand(axes, base)
-    for name in dict.fromkeys(p.policy for p in points if not p.elastic or not is_elastic_policy(p.policy)):
+    for name in dict.fromkeys(p.policy for p in points):
         get_policy(name)   # an unknown name (a forgotten --plugin?) fails before any point runs
     store = ResultsStore(args.results)
     if args.dry_run:

@@ -56,7 +56,7 @@ from gavel_ng.jobs import Job
 from gavel_ng.profiles import default_table, get_gpu, load_workload_profiles
 from gavel_ng.profiles.model import load_constants, throughput
 from gavel_ng.throughputs import UNCONSOLIDATED, ThroughputTable
-from gavel_ng.traces import Trace
+from gavel_ng.traces import POLLUX_COLUMNS, Trace
 
 from .efficiency import AdaptiveSpec, seconds_to_progress
 from .families import FAMILIES, ElasticFamily, get_family
@@ -65,7 +65,7 @@ from .goodput import DEFAULT_NETWORK_GBPS, throughput_params
 log = logging.getLogger(__name__)
 
 POLLUX_APPLICATIONS = ("cifar10", "imagenet", "deepspeech2", "bert", "yolov3", "ncf")
-CSV_COLUMNS = ("name", "time", "application", "num_replicas", "batch_size")
+CSV_COLUMNS = POLLUX_COLUMNS
 POLLUX_JOBS = 160
 POLLUX_HOURS = 8.0
 REFERENCE_WORKER = "t4"  # Pollux's testbed: AWS g4dn.12xlarge, 4 T4 GPUs per server
@@ -274,6 +274,8 @@ def load_workload(cluster: Cluster, trace: str | None = None, jobs: int = POLLUX
         return fit_to_cluster(read_pollux_csv(trace), cluster)
     if jobs < 1:
         raise InputError("--jobs", jobs, "must be at least 1")
+    if not hours > 0:
+        raise InputError("--hours", hours, "must be positive")
     return fit_to_cluster(pollux_workload(num_jobs=jobs, hours=hours, seed=seed), cluster)
 
 

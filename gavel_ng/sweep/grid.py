@@ -3,9 +3,10 @@
 A point's id hashes only the fields that differ from their defaults, so adding a field
 (with a default) later keeps the ids of results already on disk: resuming still works.
 
-An elastic point (`workload`, or a Pollux artifact `.csv` as `trace`) is one `gavel-ng
-simulate --workload` run: any elastic or ordinary policy on adaptive jobs, through
-`gavel_ng.elastic.compare.run_policy`, so that both give the same numbers.
+Every point runs the one simulator, whatever its policy or source: a Gavel trace
+(generated, or a file) or a Pollux workload (`workload`, or a Pollux CSV as `trace`: the
+file's content tells, as in `simulate`). Only fields that apply to one kind of source are
+checked against it (`jobs`, `hours`: a drawn workload).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ class SweepPoint:
     slos: bool = False
     window: str | None = None            # "START:END" job ids; None: simulate's default
     seed: int = 0
-    round_seconds: float | None = 360.0  # None: each policy's own interval (elastic points only)
+    round_seconds: float | None = None   # None: the policy's declared interval (360 s for allocation policies)
     throughputs: str | None = None       # gavel-osdi20, a .json or a .csv table; None: built-in profiles
     heterogeneity: float = 1.0           # exponent on speedups over V100 (built-in profiles only)
     ideal: bool = False
@@ -55,55 +56,64 @@ class SweepPoint:
     # constraints and entities (gavel_ng.rules): JSON files, as `simulate --rules/--entities`
     rules: str | None = None
     entities: str | None = None
-    # elastic workloads (gavel_ng.elastic; `simulate --workload` and its flags)
+    # Pollux workloads (gavel_ng.elastic; `simulate --workload` and its flags)
     workload: str | None = None          # "pollux": Pollux's workload, `jobs` jobs in `hours` hours
     jobs: int = 160
     hours: float = 8.0
-    realloc_delay: float = 30.0
-    fairness_floor: float = 0.5
+    realloc_delay: float = 30.0          # seconds an adaptive job loses at each change of configuration
+    policy_options: str | None = None    # the policy's options as a JSON object (`simulate --policy-option`)
 
     def __post_init__(self) -> None:
         sources = sum(v is not None for v in (self.jobs_per_hour, self.static, self.trace, self.workload))
         if sources != 1:
             raise InputError("sweep point", self.describe(),
                              "needs exactly one of jobs_per_hour, static, trace, workload")
-        self._check_elastic()
+        self._check_source()
         if self.throughputs is not None and self.heterogeneity != 1.0:
             raise InputError("heterogeneity", self.heterogeneity,
                              "applies to the built-in profiles only (leave --throughputs out)")
         if self.ledger not in ("decay", "reset"):
             raise InputError("ledger", self.ledger, "must be decay or reset")
+        if self.round_seconds is not None and not self.round_seconds > 0:
+            raise InputError("round_seconds", self.round_seconds, "must be positive (none: the policy's own)")
+        if not self.realloc_delay >= 0:
+            raise InputError("realloc_delay", self.realloc_delay, "must be a number of seconds >= 0")
+        if isinstance(self.policy_options, dict):   # a --grid file's JSON object as it is
+            object.__setattr__(self, "policy_options", json.dumps(self.policy_options))
+        if self.policy_options is not None:
+            # one spelling per set of options, so that equal options give equal point ids
+            options = self.options
+            object.__setattr__(self, "policy_options", json.dumps(options, sort_keys=True) if options else None)
 
-    @property
-    def elastic(self) -> bool:
-        """Whether this point runs an elastic workload (as `simulate` decides: --workload or a .csv trace)."""
-        return self.workload is not None or str(self.trace).lower().endswith(".csv")
-
-    def _check_elastic(self) -> None:
-        """Fields of one kind of run set on the other are errors, not silently ignored."""
-        from ..elastic.registry import is_elastic_policy
-
-        changed = self.changed()
-        if not self.elastic:
-            for name in ELASTIC_ONLY:
-                if name in changed:
-                    raise InputError(name, changed[name], "applies to elastic workloads only (workload, a .csv trace)")
-            if is_elastic_policy(self.policy):
-                raise InputError("policy", self.policy, "runs elastic workloads only (workload pollux, a .csv trace)")
-            if self.round_seconds is None:
-                raise InputError("round_seconds", None, "none (each policy's own) applies to elastic workloads only")
+    def _check_source(self) -> None:
+        """Fields of a drawn Pollux workload set on another source are errors, not silently ignored."""
+        if self.workload is None:
+            for name in WORKLOAD_ONLY:
+                if name in self.changed():
+                    raise InputError(name, getattr(self, name), "applies to workload pollux only")
             return
-        if self.workload is not None and self.workload != "pollux":
+        if self.workload != "pollux":
             raise InputError("workload", self.workload, "must be pollux")
-        for name, value in changed.items():
-            if name not in ELASTIC_FIELDS:
-                raise InputError(name, value, "does not apply to elastic workloads")
         if self.jobs < 1:
             raise InputError("jobs", self.jobs, "must be at least 1")
         if not self.hours > 0:
             raise InputError("hours", self.hours, "must be positive")
-        if self.round_seconds is not None and not self.round_seconds > 0:
-            raise InputError("round_seconds", self.round_seconds, "must be positive (none: each policy's own)")
+        if self.heterogeneity != 1.0:
+            raise InputError("heterogeneity", self.heterogeneity, "applies to Gavel traces' built-in profiles "
+                             "(a Pollux workload's fixed jobs follow the performance model)")
+
+    @property
+    def options(self) -> dict:
+        """`policy_options` as a dict (SimConfig.options)."""
+        if self.policy_options is None:
+            return {}
+        try:
+            data = json.loads(self.policy_options)
+        except json.JSONDecodeError as exc:
+            raise InputError("policy_options", self.policy_options, f"not JSON ({exc.msg})") from None
+        if not isinstance(data, dict):
+            raise InputError("policy_options", self.policy_options, 'must be a JSON object, e.g. {"p": -1}')
+        return data
 
     def changed(self) -> dict[str, Any]:
         """Fields whose value differs from the default, in declaration order."""
@@ -122,10 +132,7 @@ class SweepPoint:
 
 
 FIELDS: dict[str, Any] = {f.name: f for f in fields(SweepPoint)}
-ELASTIC_ONLY = ("jobs", "hours", "realloc_delay", "fairness_floor")
-# what an elastic point may set: `simulate --workload`'s flags
-ELASTIC_FIELDS = ("policy", "cluster", "gpus_per_server", "workload", "trace", "seed", "round_seconds",
-                  "preemption_overhead", "max_hours") + ELASTIC_ONLY
+WORKLOAD_ONLY = ("jobs", "hours")   # what only a drawn Pollux workload has
 
 
 def field_type(name: str) -> str:

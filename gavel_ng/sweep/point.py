@@ -1,7 +1,7 @@
 """Running one sweep point: the same path as `gavel-ng simulate`, returning rows, not files.
 
-An elastic point runs `elastic.compare.run_policy`, as `simulate --workload` does; its row
-has the elastic summary's metrics (gpu_hours, reallocations; no per-job records).
+Every point, Gavel trace or Pollux workload, runs the one simulator (`simulate_point`) and
+gives the same row and per-job records.
 
 Runs in worker processes (local pool or Ray), so everything it returns is plain data
 that the driver appends to the results table.
@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import InputError
 from .grid import SweepPoint
 
 log = logging.getLogger(__name__)
@@ -32,7 +33,7 @@ METRICS = ("avg_jct_hours", "p50_jct_hours", "p90_jct_hours", "p99_jct_hours", "
            "avg_ftf_rho", "max_ftf_rho", "avg_jct_high_priority_hours", "avg_jct_low_priority_hours",
            "lease_renewal_fraction", "unstable", "unstable_reason", "policy_solves", "solve_seconds", "rounds",
            "simulated_hours", "wall_seconds", "mode", "solver_fallbacks", "policy_solved", "paired_fraction",
-           "gpu_hours", "reallocations")
+           "gpu_hours", "reallocations", "adaptive_jobs")
 OPTIONAL = ("space_sharing", "placement_sensitive", "estimate_throughputs", "profile_fraction", "reference_jobs")
 BOOKKEEPING = ("point_id", "status", "error", "finished_at", "host", "digest")   # digest: fingerprint.py
 JOB_COLUMNS = ("job_id", "job_type", "scale_factor", "weight", "arrival_s", "finish_s", "jct_s", "ftf_rho",
@@ -85,34 +86,53 @@ def simulate_point(point: SweepPoint, table_payload: str | None = None, plugins:
     `plugins` (policies.plugins.Plugin, shipped by the driver) are loaded first, so that a
     user's policy resolves by name in this process too; loading is a no-op where they are."""
     from ..cluster import Cluster
-    from ..errors import InputError
     from ..policies.entities import read_entities
     from ..rules.model import read_cluster_rules
     from ..simulator import SimConfig, simulate
     from ..simulator.engine import parse_window
-    from ..traces import TraceGenerator, TraceSpec, generate, read_trace
 
-    if point.elastic:
-        raise InputError("sweep point", point.describe(), "is an elastic workload: run_point gives its row")
     _load(plugins)
     cluster = Cluster.parse(point.cluster, gpus_per_server=point.gpus_per_server).priced()
-    table = _table(point.throughputs, point.heterogeneity, tuple(cluster.worker_types), table_payload,
-                   _file_stamp(point.throughputs))
-    spec = TraceSpec(point.jobs_per_hour, point.multi_gpu, point.priorities, point.slos, point.seed)
-    if point.trace is not None:
-        trace = read_trace(point.trace)
-    elif point.static is not None:
-        trace = generate(spec, table, point.static)
-    else:
-        trace = TraceGenerator(spec, table)
+    pollux = point.workload is not None or _format(point.trace) == "pollux"
+    # a Pollux workload's fixed jobs get their table from the simulator unless one is named
+    table = None if pollux and point.throughputs is None else \
+        _table(point.throughputs, point.heterogeneity, tuple(cluster.worker_types), table_payload,
+               _file_stamp(point.throughputs))
+    trace = _trace(point, cluster, table, pollux)
     config = SimConfig(policy=point.policy, round_seconds=point.round_seconds, window=parse_window(point.window),
                        min_solve_interval=point.min_solve_interval, preemption_overhead_s=point.preemption_overhead,
                        ideal=point.ideal, gavel_compat=point.gavel_compat, seed=point.seed,
                        max_sim_seconds=None if point.max_hours is None else point.max_hours * HOUR,
                        max_active_jobs=point.max_active_jobs, reset_ledger=point.ledger == "reset",
+                       realloc_delay=point.realloc_delay, options=point.options,
                        rules=read_cluster_rules(point.rules, "rules"),
                        entities=read_entities(point.entities, "entities"), **_optional(point))
     return simulate(cluster, table, trace, config)
+
+
+def _format(trace: str | None) -> str | None:
+    """A trace file's format, from its content (traces.trace_format), as `simulate` reads it."""
+    from ..traces import trace_format
+
+    return None if trace is None else trace_format(trace)
+
+
+def _trace(point: SweepPoint, cluster, table, pollux: bool):
+    """The point's jobs: an ElasticTrace for a Pollux workload, else a Gavel Trace or generator."""
+    from ..traces import TraceGenerator, TraceSpec, generate, read_trace
+
+    if pollux:
+        from ..elastic.workload import load_workload
+
+        if point.heterogeneity != 1.0:
+            raise InputError("heterogeneity", point.heterogeneity, "applies to Gavel traces' built-in profiles")
+        return load_workload(cluster, point.trace, point.jobs, point.hours, point.seed)
+    if point.trace is not None:
+        return read_trace(point.trace)
+    spec = TraceSpec(point.jobs_per_hour, point.multi_gpu, point.priorities, point.slos, point.seed)
+    if point.static is not None:
+        return generate(spec, table, point.static)
+    return TraceGenerator(spec, table)
 
 
 def _load(plugins: tuple) -> None:
@@ -122,25 +142,10 @@ def _load(plugins: tuple) -> None:
         load_plugins(plugins)
 
 
-def elastic_summary(point: SweepPoint, plugins: tuple = ()) -> dict[str, Any]:
-    """The row `gavel-ng simulate --workload ...` prints for an elastic point (`compare.run_policy`)."""
-    from ..cluster import Cluster
-    from ..elastic.compare import RunSettings, load_workload, run_policy
-
-    _load(plugins)
-    cluster = Cluster.parse(point.cluster, gpus_per_server=point.gpus_per_server)
-    etrace = load_workload(cluster, point.trace, point.jobs, point.hours, point.seed)
-    settings = RunSettings(round_seconds=point.round_seconds, realloc_delay=point.realloc_delay,
-                           preemption_overhead=point.preemption_overhead, floor=point.fairness_floor,
-                           seed=point.seed, max_hours=point.max_hours)
-    return run_policy(point.policy, cluster, etrace, settings)
-
-
 def _optional(point: SweepPoint) -> dict[str, Any]:
     """Settings only newer simulators know: passed when set, an error naming them otherwise."""
     from dataclasses import fields as dc_fields
 
-    from ..errors import InputError
     from ..simulator import SimConfig
 
     known = {f.name for f in dc_fields(SimConfig)}
@@ -155,15 +160,11 @@ def run_point(point: SweepPoint, table_payload: str | None = None, plugins: tupl
     """Simulate one point; any failure becomes a row with status 'error' (retried on resume)."""
     row: dict[str, Any] = {**point.as_row(), "point_id": point.point_id, "host": socket.gethostname()}
     try:
-        result = elastic_summary(point, plugins) if point.elastic else simulate_point(point, table_payload, plugins)
+        result = simulate_point(point, table_payload, plugins)
     except Exception as exc:  # noqa: BLE001 - one bad point must not end a sweep
         log.debug("point %s failed:\n%s", point.point_id, traceback.format_exc())
         row.update({k: None for k in METRICS})
         row.update(status="error", error=f"{type(exc).__name__}: {exc}", finished_at=time.time())
-        return PointResult(row)
-    if point.elastic:
-        row.update({k: result.get(k) for k in METRICS})
-        row.update(status="ok", error=None, finished_at=time.time())
         return PointResult(row)
     s = result.summary
     row.update({k: s.get(k) for k in METRICS})
