@@ -1,11 +1,8 @@
-"""`gavel-ng policies`: every registered policy with its objective in one line, then the
-elastic simulator's (adaptive jobs: `simulate --workload pollux`)."""
+"""`gavel-ng policies`: every registered policy with its objective in one line."""
 
 from __future__ import annotations
 
-from ..elastic.registry import ELASTIC_POLICIES
 from ..policies import aliases, get_policy, list_policies
-from ..runtime.config import RUNTIME_ELASTIC
 
 
 def add_parser(sub) -> None:
@@ -19,11 +16,6 @@ def run(args) -> int:
     width = max(len(n) for n in names)
     for name in names:
         print(f"{name:<{width}}  {get_policy(name).summary}")
-    print("\nElastic workloads (simulate/sweep --workload pollux, or a Pollux .csv trace; * also on a cluster, "
-          "resizing jobs with an \"adaptive\" block):")
-    for name, spec in ELASTIC_POLICIES.items():
-        mark = "*" if name in RUNTIME_ELASTIC else " "
-        print(f" {mark}{name:<{width}}  {spec.objective}")
     print("\nGavel prototype names:")
     for alias, target in sorted(aliases().items()):
         print(f"  {alias} -> {target}")
