@@ -46,7 +46,7 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from ..policies import get_policy
     from ..policies.plugins import load_plugins
-    from ..runtime.config import RUNTIME_ELASTIC, ClusterConfig
+    from ..runtime.config import ClusterConfig
     from ..runtime.service import SchedulerService
     from ..runtime.store import StoreError
 
@@ -76,8 +76,7 @@ def run(args) -> int:
     load_plugins(config.plugins[:len(config.plugins) - len(args.plugin)], field="cluster-config.plugins")
     load_plugins(args.plugin)
     try:
-        if config.policy not in RUNTIME_ELASTIC:
-            get_policy(config.policy)
+        get_policy(config.policy)
     except (KeyError, ValueError) as exc:
         field = "--policy" if args.policy is not None else "cluster-config.policy"
         raise InputError(field, config.policy, getattr(exc, "reason", str(exc))) from None

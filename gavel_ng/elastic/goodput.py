@@ -112,6 +112,15 @@ class ThroughputParams:
         return batch / self.t_iter(m, s, gpus, servers)
 
 
+def make_params(theta: np.ndarray | list[float], max_local_batch: int, name: str = "job",
+                worker_type: str = "", fit_error: float = 0.0) -> ThroughputParams:
+    """ThroughputParams from Pollux's 7-tuple, as a job fits and reports it (kappa = 0, no memory
+    model: the job's own bound); here so that the scheduler reads reports without the in-job fit."""
+    ag, bg, al, bl, an, bn, gamma = (float(v) for v in theta)
+    return ThroughputParams(name, worker_type, ag, bg, al, bl, 0.0, an, bn, 0.0, gamma, int(max_local_batch),
+                            0.0, 0.0, 0.0, float(fit_error))
+
+
 def _overlap(tg: np.ndarray, ts: np.ndarray, gamma: float) -> np.ndarray:
     if gamma == 1.0:
         return tg + ts

@@ -50,9 +50,6 @@ def validate_submission(spec: JobSpec, table: ThroughputTable, worker_types: lis
                                                      "Gavel job types") from None
 
 
-RUNTIME_ELASTIC = ("goodput", "goodput_agnostic")   # elastic policies a cluster runs (runtime.elastic)
-
-
 @dataclass(frozen=True)
 class ClusterConfig:
     """The scheduler's cluster config file (JSON); flags override policy and round length."""
@@ -61,6 +58,7 @@ class ClusterConfig:
     throughputs: str | None = None           # gavel-osdi20, a .json or a .csv table; None: the built-in model
     prices: dict[str, float] = field(default_factory=dict)
     policy: str = "las"
+    policy_options: dict = field(default_factory=dict)   # a round policy's options (keyword arguments)
     plugins: tuple[str, ...] = ()            # policy plugins (FILE.py relative to the config, or MODULE)
     round_seconds: float = 360.0
     lease_renewals: bool = True
@@ -81,7 +79,7 @@ class ClusterConfig:
     rules: dict = field(default_factory=dict)      # quotas, one distributed job per server, admission (gavel_ng.rules)
     worker_labels: dict = field(default_factory=dict)   # worker id -> server labels, beside the workers' --label
     entities: dict = field(default_factory=dict)   # name -> {weight, policy}: the entities jobs belong to
-    realloc_delay_seconds: float = 30.0      # goodput: what a resize costs a job (Pollux's restart factor)
+    realloc_delay_seconds: float = 30.0      # round policies: what a resize costs a job (Pollux's restart factor)
     metrics_port: int = 0                    # Prometheus text at http://BIND:PORT/metrics; 0: off
 
     @classmethod
@@ -140,7 +138,9 @@ class ClusterConfig:
                 "cluster-config.realloc_delay_seconds", self.realloc_delay_seconds, "must be a number of seconds >= 0")
         require(is_int(self.metrics_port) and 0 <= self.metrics_port < 65536, "cluster-config.metrics_port",
                 self.metrics_port, "must be a port number (0: no metrics)")
-        self._check_elastic()
+        require(isinstance(self.policy_options, dict) and all(isinstance(k, str) for k in self.policy_options),
+                "cluster-config.policy_options", self.policy_options, "must be an object of option: value")
+        self._check_known_policy()
         self.cluster_rules.check_types(list(self.worker_types), "cluster-config.rules")
         self.cluster_rules.check_entities(self.entity_specs, "cluster-config.rules", "cluster-config.entities")
         require(isinstance(self.worker_labels, dict) and all(
@@ -150,16 +150,34 @@ class ClusterConfig:
             require(w in self.worker_types, "cluster-config.prices", w, "unknown worker type")
             require(is_number(price) and price >= 0, f"cluster-config.prices.{w}", price, "must be >= 0")
 
-    def _check_elastic(self) -> None:
-        """An elastic policy runs on a cluster only if it is one the runtime carries out (RUNTIME_ELASTIC)."""
-        from ..elastic.registry import ELASTIC_POLICIES
+    def _check_known_policy(self) -> None:
+        """`check_policy` now when the policy is registered already (a plugin's is checked once loaded)."""
+        from ..policies import get_policy
 
-        if self.policy not in ELASTIC_POLICIES:
+        try:
+            spec = get_policy(self.policy)
+        except InputError:     # a plugin's, or unknown: the scheduler says which once plugins are loaded
             return
-        require(self.policy in RUNTIME_ELASTIC, "cluster-config.policy", self.policy,
-                f"runs in the simulator only; on a cluster the elastic policies are {', '.join(RUNTIME_ELASTIC)}")
-        require(not self.space_sharing, "cluster-config.space_sharing", True, f"{self.policy} gives whole GPUs")
-        require(not self.rules, "cluster-config.rules", self.rules, f"not honoured by {self.policy} yet")
+        self.check_policy(spec)
+
+    def check_policy(self, spec) -> None:
+        """What the policy's declared kind allows: its options, and a round policy's whole GPUs.
+
+        A round policy honours the rules through placement and admission, and the estimator
+        through the throughputs it believes; it decides every round itself, so it gives jobs
+        whole GPUs (no space sharing). An allocation policy takes no options."""
+        if not spec.is_round:
+            require(not self.policy_options, "cluster-config.policy_options", self.policy_options,
+                    f"{spec.name} is an allocation policy: it takes no options")
+            return
+        require(not self.space_sharing, "cluster-config.space_sharing", True,
+                f"{spec.name} is a round policy: it gives jobs whole GPUs")
+        try:
+            spec.decider(self.policy_options)
+        except InputError as exc:
+            raise InputError("cluster-config.policy_options", exc.value, exc.reason) from None
+        except (TypeError, ValueError) as exc:    # the policy's own check of a value
+            raise InputError("cluster-config.policy_options", self.policy_options, f"{spec.name}: {exc}") from None
 
     @property
     def cluster_rules(self):

@@ -1,23 +1,26 @@
-"""The deployment's mechanism, fed by a cluster whose workers come and go.
+"""The deployment's planners, fed by a cluster whose workers come and go.
 
-`DynamicPlanner` is the SchedulerLoop's Planner: it wraps gavel_ng.mechanism's
-RoundMechanism and, when the set of live workers changed, moves it onto the new topology
-(`RoundMechanism.set_topology`): the time each row received and last round's placements
-(renumbered) stay, so that a worker joining costs the others neither their fairness
-history nor their lease renewals.
+`LivePlanner` is what both of them share: a planner over GPU numbers (the allocation
+policies' RoundMechanism, or a round policy's RoundPlanner) moved onto the live workers
+when they changed (`set_topology`: last round's placements, renumbered, stay, so that a
+worker joining costs the others neither their history nor their lease renewals), and the
+(worker id, local GPU) of each planned GPU for the executor.
 
-It also makes that history durable: the ledger (time received per row and worker type)
-is written to the Store after each round that ran something, and the allocation after
-each solve; `restore()` reads both back after a scheduler restart.
+`DynamicPlanner` runs an allocation policy's mechanism and makes its history durable: the
+ledger (time received per row and worker type) is written to the Store after each round
+that ran something, and the allocation after each solve; `restore()` reads both back
+after a scheduler restart. A round policy's is runtime.rounds.ClusterRounds.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 import numpy as np
 
 from ..mechanism import AllocationRows, JobView, Ledger, MechanismConfig, RoundMechanism, RoundPlan, make_plan
+from ..topology import Topology
 from .jobs import FINISHED
 from .records import AllocationRecord, LedgerRecord
 from .state import ClusterState
@@ -26,13 +29,64 @@ from .store import StoreError
 log = logging.getLogger(__name__)
 
 
-class DynamicPlanner:
-    def __init__(self, state: ClusterState, config: MechanismConfig | None = None):
+class LivePlanner:
+    """A planner over GPU numbers (`inner`: plan, record, retire, set_topology(topology, remap)) on the
+    live workers: `build(topology)` makes it on the workers there are now."""
+
+    def __init__(self, state: ClusterState, build: Callable[[Topology], object]):
         self.state = state
-        self.config = config or MechanismConfig()
         topo, self.gpu_map, self.version = state.topology()
-        self.mech = RoundMechanism(topo, self.config)
+        self.inner = build(topo)
+        self.plan_map = self.gpu_map     # the GPU numbering of the plan last handed out
+
+    def restore(self) -> None:
+        """After a restart: nothing kept beside the job state unless a subclass says so."""
+
+    def retire(self, job: int) -> None:
+        self.inner.retire(job)
+
+    def plan(self, new_jobs: JobView | None = None) -> RoundPlan:
+        self._sync_topology()
+        if not self.gpu_map:
+            return make_plan([], [], [], [], [], [], [])
+        self._before_plan()
+        plan = self.inner.plan(new_jobs)
         self.plan_map = self.gpu_map
+        return plan
+
+    def _before_plan(self) -> None:
+        """A subclass's look at the live jobs before each plan (the topology is current)."""
+
+    def record(self, plan: RoundPlan, occupied: np.ndarray) -> None:
+        if plan.num_entries:    # an idle wait (about a second) is no round: history must not decay
+            self.inner.record(plan, occupied)
+
+    def placement(self, plan: RoundPlan, entry: int) -> list[tuple[str, int]]:
+        """(worker id, local GPU) of each GPU of a planned entry, in rank order."""
+        return [self.plan_map[g] for g in np.asarray(plan.gpus[entry]).tolist()]
+
+    def gpu_index(self) -> dict[tuple[str, int], int]:
+        """GPU number of each live (worker id, local GPU)."""
+        return {g: i for i, g in enumerate(self.gpu_map)}
+
+    def _sync_topology(self) -> None:
+        """Move the planner onto the live workers if they changed since it last looked."""
+        topo, gpu_map, version = self.state.topology()
+        if version == self.version:
+            return
+        index = {g: i for i, g in enumerate(gpu_map)}
+        remap = np.array([index.get(g, -1) for g in self.gpu_map], np.int64)
+        self.inner.set_topology(topo, remap)
+        self.gpu_map, self.version = gpu_map, version
+        log.info("topology: %d GPUs on %d workers (%d of them were there before)", len(gpu_map),
+                 len({w for w, _ in gpu_map}), int((remap >= 0).sum()))
+
+
+class DynamicPlanner(LivePlanner):
+    def __init__(self, state: ClusterState, config: MechanismConfig | None = None):
+        self.config = config or MechanismConfig()
+        super().__init__(state, lambda topo: RoundMechanism(topo, self.config))
+        self.mech = self.inner
 
     # ----- restart ---------------------------------------------------------------------------
     def restore(self) -> None:
@@ -60,46 +114,17 @@ class DynamicPlanner:
         self.mech.restore_ledger(ledger)
         log.info("restored the ledger of %d allocation rows (round %d)", len(ledger.rows), saved.round)
 
-    # ----- Planner protocol -------------------------------------------------------------------
+    # ----- Planner protocol (what the mechanism adds) ---------------------------------------------
     def reset(self, alloc: AllocationRows) -> None:
         self._sync_topology()
         self.mech.reset(alloc)
         self._save_allocation(alloc)
         self._save_ledger()
 
-    def retire(self, job: int) -> None:
-        self.mech.retire(job)
-
-    def plan(self, new_jobs: JobView | None = None) -> RoundPlan:
-        self._sync_topology()
-        if not self.gpu_map:
-            return make_plan([], [], [], [], [], [], [])
-        plan = self.mech.plan(new_jobs)
-        self.plan_map = self.gpu_map
-        return plan
-
     def record(self, plan: RoundPlan, occupied: np.ndarray) -> None:
-        if not plan.num_entries:    # an idle wait (about a second) is no round: the ledger must not decay
-            return
-        self.mech.record(plan, occupied)
-        self._save_ledger()
-
-    def placement(self, plan: RoundPlan, entry: int) -> list[tuple[str, int]]:
-        """(worker id, local GPU) of each GPU of a planned entry, in rank order."""
-        return [self.plan_map[g] for g in np.asarray(plan.gpus[entry]).tolist()]
-
-    # ----- topology ------------------------------------------------------------------------------
-    def _sync_topology(self) -> None:
-        """Move the mechanism onto the live workers if they changed since it last looked."""
-        topo, gpu_map, version = self.state.topology()
-        if version == self.version:
-            return
-        index = {g: i for i, g in enumerate(gpu_map)}
-        remap = [index.get(g, -1) for g in self.gpu_map]
-        self.mech.set_topology(topo, remap)
-        self.gpu_map, self.version = gpu_map, version
-        log.info("topology: %d GPUs on %d workers (%d of them were there before)", len(gpu_map),
-                 len({w for w, _ in gpu_map}), sum(g >= 0 for g in remap))
+        if plan.num_entries:
+            super().record(plan, occupied)
+            self._save_ledger()
 
     # ----- persistence ---------------------------------------------------------------------------
     def _save_ledger(self) -> None:

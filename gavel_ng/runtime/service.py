@@ -26,6 +26,8 @@ from ..cluster import resolve_prices
 from ..errors import InputError
 from ..estimator import ThroughputEstimator
 from ..mechanism import MechanismConfig, SchedulerLoop
+from ..policies import get_policy
+from ..policies.registry import ADAPTIVE
 from ..profiles import default_table
 from ..profiles.table_io import resolve_table
 from ..protocol.client import placement_label
@@ -35,8 +37,7 @@ from ..protocol.rpc import Security, Stub, authenticate, make_server, new_token,
 from ..rules import AdmissionControl, RuleCompiler, ServerRules, check_entity
 from .adaptive import AdaptiveReport
 from .checks import Checks
-from .config import RUNTIME_ELASTIC, ClusterConfig, validate_submission
-from .elastic import RuntimeGoodput
+from .config import ClusterConfig, validate_submission
 from .executor import DeployExecutor, Lease
 from .jobs import FINISHED, AttemptRef, DoneReport, JobState
 from .listing import LimitReached, check_queue, check_submission, digest, list_page, slim, status_page
@@ -44,6 +45,7 @@ from .measured import MeasuredTable
 from .metrics import Metrics
 from .planner import DynamicPlanner
 from .records import ClusterInfo
+from .rounds import ClusterRounds
 from .state import ClusterState, Registration
 from .store import Store, StoreError
 from .waiting import Waiting
@@ -141,6 +143,7 @@ class SchedulerServicer:
             spec = JobSpec.from_proto(m)
             validate_submission(spec, self.svc.table.base, self.state.worker_types, f"jobs[{i}]",
                                 estimated=self.state.throughputs.estimator is not None)
+            self.svc.check_policy_jobs(spec, f"jobs[{i}]")
             specs.append(spec)
         key = req.idempotency_key
         bound = digest(specs) if key else ""
@@ -220,10 +223,15 @@ class SchedulerService:
 
             load_plugins(config.plugins, field="cluster-config.plugins")
         self.entities = entities
-        if config.policy in RUNTIME_ELASTIC:     # adaptive jobs resized between rounds (runtime.elastic)
-            self.policy_name = config.policy
-            self.planner = self.allocator = RuntimeGoodput(self.state, config.policy, config.realloc_delay_seconds,
-                                                           time.time)
+        spec = get_policy(config.policy)
+        config.check_policy(spec)
+        self.spec = spec
+        if spec.is_round:     # it decides every round itself (runtime.rounds): no allocation to solve
+            self.allocator = None
+            self.planner = ClusterRounds(self.state, spec, spec.decider(config.policy_options), time.time,
+                                         realloc_delay=config.realloc_delay_seconds)
+            self.policy_name = spec.name
+            placer = self.planner.placer
         else:
             # the configured prices only, no list prices: a cost policy needs every type priced in the config
             prices = resolve_prices(config.worker_types, config.prices, list_prices=False)
@@ -234,7 +242,8 @@ class SchedulerService:
             self.policy_name = self.allocator.spec.name
             # the mechanism as the simulator builds it for this policy (a cost policy's is idle-aware)
             self.planner = DynamicPlanner(self.state, MechanismConfig().for_policy(self.allocator.spec))
-            self.planner.mech.placer.rules = ServerRules(crules, self._job_rules, self._job_tags)
+            placer = self.planner.mech.placer
+        placer.rules = ServerRules(crules, self._job_rules, self._job_tags)
         self.store.save_cluster_info(ClusterInfo(self.policy_name, config.round_seconds, list(config.worker_types),
                                                  str(self.checkpoint_root.resolve())))
         self.planner.restore()
@@ -294,6 +303,18 @@ class SchedulerService:
         finally:
             for key in taken:
                 self.admission.release(key)
+
+    def check_policy_jobs(self, spec: JobSpec, where: str) -> None:
+        """What a round policy's declared properties refuse: a fixed job under a policy that runs adaptive
+        jobs only, and soft type preferences (it picks a type every round by its own rule)."""
+        if not self.spec.is_round:
+            return
+        if self.spec.jobs == ADAPTIVE and spec.adaptive is None:
+            raise InputError(f"{where}.adaptive", None, f"required: {self.spec.name} runs adaptive jobs only")
+        if spec.rules is not None and spec.rules.preferred_types:
+            raise InputError(f"{where}.preferred_types", list(spec.rules.preferred_types),
+                             f"not honoured by {self.spec.name}, a round policy (it picks each round's type itself); "
+                             "use allowed_types")
 
     def cannot_run(self, spec: JobSpec) -> str | None:
         """Why no live worker can run a job of `spec` (lock held), by the throughput table as submit checks it."""

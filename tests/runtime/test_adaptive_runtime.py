@@ -1,5 +1,5 @@
 """Adaptive jobs in the scheduler: reports are checked, kept in SQLite across a restart, and
-decide how many GPUs the `goodput` policy gives a job once it has reported.
+decide how many GPUs the `goodput` round policy gives a job once it has reported (runtime.rounds).
 
 ClusterState over a real SQLite store with one registered 2-GPU worker; no processes (the
 loopback test, tests/worker/test_adaptive_cluster.py, runs the real thing).
@@ -14,15 +14,16 @@ import pytest
 
 from gavel_ng.cli.status_cmd import format_status
 from gavel_ng.errors import InputError
+from gavel_ng.policies import get_policy
 from gavel_ng.profiles import default_table
 from gavel_ng.protocol.client import AdaptiveStatus, JobStatus
 from gavel_ng.protocol.jobspec import JobSpec
 from gavel_ng.protocol.protos import gavel_pb2 as pb
 from gavel_ng.runtime.adaptive import AdaptiveReport, note_launch
 from gavel_ng.runtime.config import ClusterConfig
-from gavel_ng.runtime.elastic import RuntimeGoodput
 from gavel_ng.runtime.jobs import Attempt
 from gavel_ng.runtime.measured import MeasuredTable
+from gavel_ng.runtime.rounds import ClusterRounds
 from gavel_ng.runtime.state import ClusterState, Registration
 from gavel_ng.runtime.status import read_state_dir
 from gavel_ng.runtime.store import Store
@@ -39,9 +40,16 @@ def _state(tmp_path) -> ClusterState:
     return st
 
 
+def _planner(st: ClusterState, name: str, jobs: list[int]) -> ClusterRounds:
+    """The round policy's planner as the service builds it, told of `jobs` (what SchedulerLoop does)."""
+    spec = get_policy(name)
+    planner = ClusterRounds(st, spec, spec.decider(), time.time)
+    planner.arrive(jobs)
+    return planner
+
+
 def _gpus_planned(st: ClusterState, job: int) -> int:
-    policy = RuntimeGoodput(st, "goodput", 0.0, time.time)
-    policy.reset(policy.allocate([job], time.time()))
+    policy = _planner(st, "goodput", [job])
     plan = policy.plan()
     assert plan.num_entries == 1 and int(plan.member_job[0]) == job
     assert all(w == "w1" for w, _ in policy.placement(plan, 0))
@@ -101,18 +109,19 @@ def test_a_malformed_report_is_refused_naming_the_field(field, value):
 def test_fixed_jobs_keep_their_scale_factor_beside_adaptive_ones(tmp_path):
     st = _state(tmp_path)
     ada, fixed = st.submit([ADA, JobSpec("ResNet-18 (batch size 32)", 100, size="tiny")])
-    policy = RuntimeGoodput(st, "goodput", 0.0, time.time)
-    policy.reset(policy.allocate([ada, fixed], time.time()))
-    plan = policy.plan()
+    plan = _planner(st, "goodput", [ada, fixed]).plan()
     got = {int(plan.member_job[e]): len(plan.gpus[e]) for e in range(plan.num_entries)}
     assert got == {ada: 1, fixed: 1}            # the p-mean starves nobody
 
 
-def test_the_cluster_config_refuses_elastic_policies_it_cannot_run():
-    with pytest.raises(InputError, match="cluster-config.policy"):
-        ClusterConfig(policy="pollux").check()
-    with pytest.raises(InputError, match="cluster-config.space_sharing"):
+def test_the_cluster_config_refuses_what_a_round_policy_cannot_do():
+    with pytest.raises(InputError, match="cluster-config.space_sharing.*goodput is a round policy"):
         ClusterConfig(policy="goodput", space_sharing=True).check()
+    with pytest.raises(InputError, match="cluster-config.policy_options='q'.*takes p, restart_factor"):
+        ClusterConfig(policy="goodput", policy_options={"q": 1}).check()
+    with pytest.raises(InputError, match="cluster-config.policy_options.*las is an allocation policy"):
+        ClusterConfig(policy="las", policy_options={"p": 1}).check()
+    ClusterConfig(policy="pollux", rules={"one_distributed_per_server": True}, estimator=True).check()
     with pytest.raises(InputError, match="realloc_delay_seconds"):
         ClusterConfig(policy="goodput", realloc_delay_seconds=-1).check()
 
@@ -124,8 +133,7 @@ def test_goodput_agnostic_places_jobs_on_live_workers_of_two_types(tmp_path):
     st.restore()
     st.register(Registration("a", "127.0.0.1:1", "v100", 2), lambda address: (None, None))
     jobs = st.submit([ADA, ADA, JobSpec("ResNet-18 (batch size 32)", 100, size="tiny")])
-    policy = RuntimeGoodput(st, "goodput_agnostic", 0.0, time.time)
-    policy.reset(policy.allocate(jobs, time.time()))
+    policy = _planner(st, "goodput_agnostic", jobs)
     assert sum(len(g) for g in policy.plan().gpus) == 2          # one worker: its two GPUs
     st.register(Registration("b", "127.0.0.1:2", "k80", 4), lambda address: (None, None))   # a worker joins
     plan = policy.plan()
@@ -134,6 +142,19 @@ def test_goodput_agnostic_places_jobs_on_live_workers_of_two_types(tmp_path):
     gpus = [g for p in placed for g in p]
     assert len(gpus) == len(set(gpus)) <= 6 and {w for w, _ in gpus} <= {"a", "b"}
     assert all(len({w for w, _ in p}) == 1 for p in placed)       # each job on one worker's GPUs
+
+
+def test_a_running_job_keeps_its_gpus_under_a_new_planner(tmp_path):
+    """After a scheduler restart the planner knows nothing of last round: the live attempt says where
+    the job runs, and the job stays there (a renewal, no resize)."""
+    st = _state(tmp_path)
+    ada, fixed = st.submit([ADA, JobSpec("ResNet-18 (batch size 32)", 100, size="tiny")])
+    st.jobs[fixed].live = Attempt(fixed, 1, [("w1", 0)], "v100", True, time.time(), time.time() + 60, 0)
+    st.jobs[ada].live = Attempt(ada, 1, [("w1", 1)], "v100", True, time.time(), time.time() + 60, 0)
+    policy = _planner(st, "goodput", [ada, fixed])
+    plan = policy.plan()
+    got = {int(plan.member_job[e]): (policy.placement(plan, e), bool(plan.renewed[e])) for e in range(plan.num_entries)}
+    assert got == {ada: ([("w1", 1)], True), fixed: ([("w1", 0)], True)}
 
 
 def test_status_shows_the_gpus_an_adaptive_job_holds_now(tmp_path):
@@ -153,3 +174,28 @@ def test_status_shows_the_gpus_an_adaptive_job_holds_now(tmp_path):
     info = pb.JobInfo(job_id=job, spec=ADA.to_proto(), status="running", placement="v100 w1:0,1 w2:3", gpus=3)
     live = dataclasses.replace(offline, jobs=[JobStatus.from_proto(info)])
     assert live.jobs[0].gpus == 3 and gpus_column(live) == "3"
+
+
+def test_a_round_policy_keeps_the_rules_and_its_declared_jobs(make_service):
+    """No allocation to solve; a job's allowed types hold (its rates elsewhere are 0), server rules go to the
+    placer, and a policy that runs adaptive jobs only refuses a fixed one at submission."""
+    svc = make_service(worker_types=("v100", "k80"), policy="goodput", rules={"one_distributed_per_server": True})
+    assert svc.allocator is None and svc.planner.placer.rules is not None
+    st = svc.state
+    st.register(Registration("a", "127.0.0.1:1", "v100", 2), lambda address: (None, None))
+    st.register(Registration("b", "127.0.0.1:2", "k80", 2), lambda address: (None, None))
+    only_k80 = JobSpec.from_dict({"job_type": "ResNet-18 (batch size 32)", "steps": 100, "size": "tiny",
+                                  "allowed_types": ["K80"]})
+    jobs = st.submit([only_k80, ADA])
+    svc.planner.arrive(jobs)
+    plan = svc.planner.plan()
+    where = {int(plan.member_job[e]): {w for w, _ in svc.planner.placement(plan, e)} for e in range(plan.num_entries)}
+    assert where[jobs[0]] == {"b"}
+    svc.check_policy_jobs(only_k80, "jobs[0]")
+    with pytest.raises(InputError, match=r"jobs\[0\].preferred_types"):
+        svc.check_policy_jobs(dataclasses.replace(only_k80, rules=dataclasses.replace(
+            only_k80.rules, preferred_types=("v100",))), "jobs[0]")
+    pollux = make_service("pollux", policy="pollux")
+    pollux.check_policy_jobs(ADA, "jobs[0]")
+    with pytest.raises(InputError, match=r"jobs\[0\].adaptive.*pollux runs adaptive jobs only"):
+        pollux.check_policy_jobs(only_k80, "jobs[0]")

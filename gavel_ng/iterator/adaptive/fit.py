@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import minimize
 
-from gavel_ng.elastic.goodput import ThroughputParams
+from gavel_ng.elastic.goodput import ThroughputParams, make_params
 from gavel_ng.errors import InputError
 
 GAMMA_BOUNDS = (1.0, 10.0)
@@ -68,14 +68,6 @@ class IterationTimes:
         self.warmup = int(state["warmup"])
         self.stats = {Config(*map(int, row[:4])): [int(row[4]), int(row[5]), float(row[6])]
                       for row in state["stats"]}
-
-
-def make_params(theta: np.ndarray | list[float], max_local_batch: int, name: str = "job",
-                worker_type: str = "", fit_error: float = 0.0) -> ThroughputParams:
-    """ThroughputParams from Pollux's 7-tuple (kappa = 0, no memory model: the job's own bound)."""
-    ag, bg, al, bl, an, bn, gamma = (float(v) for v in theta)
-    return ThroughputParams(name, worker_type, ag, bg, al, bl, 0.0, an, bn, 0.0, gamma, int(max_local_batch),
-                            0.0, 0.0, 0.0, float(fit_error))
 
 
 def fit_throughput(gpus, servers, m, s, seconds, max_local_batch: int, name: str = "job",

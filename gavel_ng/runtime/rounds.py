@@ -1,0 +1,126 @@
+"""A round policy on a live cluster: what the cluster knows of its jobs, and the planner on live workers.
+
+Any registered round policy (policies.rounds: `goodput`, `tiresias`, a user's plugin) runs on a
+cluster through the same `RoundPlanner` as in the simulator; `ClusterRounds` moves it onto the
+live workers (runtime.planner.LivePlanner) and `ClusterSource` answers its `RoundSource`
+questions from the `ClusterState` instead of a simulated one:
+
+* **Adaptive jobs** (a job spec with an ``adaptive`` block, under a policy that runs jobs
+  adaptively): goodput on K GPUs of a type is Pollux's best-batch search over the job's
+  *reported* throughput model and noise scale once it reported (runtime.adaptive). Before that,
+  and on a type it has not reported from, the family's modeled profile stands in, at the noise
+  scale it reported (or the family's curve at the job's progress). The measured level carries
+  over to other types: their modeled goodput is scaled by the job's reported-over-modeled
+  goodput on one GPU of the type it ran on, so the model gives only how types and GPU counts compare.
+* **Fixed jobs** (and every job under a policy declared `jobs=FIXED`): their steps/s on each
+  type as the policy should believe them (the measured table, the estimator), as under every
+  allocation policy.
+* **History**: a job's arrival is its submission time, its re-allocations its resizes.
+* **Rules**: a job's `allowed_types` make its rates 0 elsewhere, so no policy picks them; server
+  rules and quotas are the placer's (gavel_ng.rules.placement).
+
+A job whose (type, GPU count) changes is not renewed at its lease end: it checkpoints and the
+executor relaunches it on its new GPUs (a resize). Jobs running now, also after a scheduler
+restart, are where they run: the planner's history and renewals follow their live placements.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..elastic.families import get_family
+from ..elastic.goodput import DEFAULT_NETWORK_GBPS, best_batch_many, make_params, throughput_params
+from ..policies.registry import FIXED, PolicySpec
+from ..policies.rounds import RoundJobs
+from ..round_planner import DEFAULT_GPU_COUNTS, RoundPlanner
+from .planner import LivePlanner
+from .state import ClusterState
+
+
+class ClusterSource:
+    """The `RoundSource` of a round policy on a cluster (module docstring). `adapts=False`: every job
+    runs at its scale factor (a policy declared `jobs=FIXED`)."""
+
+    def __init__(self, state: ClusterState, adapts: bool = True, network_gbps: float = DEFAULT_NETWORK_GBPS):
+        self.state = state
+        self.adapts = adapts
+        self.network = network_gbps
+
+    def _allowed(self, job) -> np.ndarray:
+        """(types,) whether the job's rules let it run on each worker type."""
+        types = list(self.state.worker_types)
+        rules = job.spec.rules
+        if rules is None or rules.allowed_types is None:
+            return np.ones(len(types), bool)
+        names = {n.lower() for n in rules.allowed_types}
+        return np.array([w in names for w in types], bool)
+
+    def round_jobs(self, jobs: list[int]) -> RoundJobs:
+        st = self.state
+        with st.lock:
+            js = [st.jobs[m] for m in jobs]
+            T = np.asarray(st.believed_isolated(jobs), float).reshape(len(jobs), len(st.worker_types))
+            allowed = np.array([self._allowed(j) for j in js], bool).reshape(T.shape)
+            return RoundJobs(np.array([self.adapts and j.spec.adaptive is not None for j in js], bool),
+                             np.array([j.spec.scale_factor for j in js], np.int64), np.where(allowed, T, 0.0),
+                             np.array([j.submitted for j in js], float), np.array([j.resizes for j in js], np.int64))
+
+    def goodput(self, jobs: list[int], worker_type: str, gpus: np.ndarray, servers: np.ndarray) -> np.ndarray:
+        k = np.asarray(gpus, np.int64).ravel()
+        n = np.broadcast_to(np.asarray(servers, np.int64), k.shape)
+        out = np.zeros((len(jobs), len(k)))
+        t = list(self.state.worker_types).index(worker_type)
+        with self.state.lock:
+            for i, m in enumerate(jobs):
+                job = self.state.jobs[m]
+                if self.adapts and job.spec.adaptive is not None and self._allowed(job)[t] and len(k):
+                    out[i] = self._goodput(job, worker_type, k, n)
+        return out
+
+    def _goodput(self, job, worker: str, k: np.ndarray, n: np.ndarray) -> np.ndarray:
+        """The adaptive job's best goodput on k GPUs (n servers) of a type (module docstring)."""
+        spec, rep = job.spec.adaptive, job.report
+        fam = get_family(spec.family)
+        phi = rep.phi if rep is not None and rep.phi is not None else \
+            float((spec.phi or fam.phi)(min(job.steps_done / max(job.spec.steps, 1), 1.0)))
+        modeled = throughput_params(fam, worker, self.network)
+        if rep is None or rep.params is None:
+            return best_batch_many(modeled, spec, phi, k, n)
+        fitted = make_params(rep.params, rep.max_local_batch, spec.family, rep.worker_type, rep.fit_error)
+        if rep.worker_type == worker:
+            return best_batch_many(fitted, spec, phi, k, n)
+        there = throughput_params(fam, rep.worker_type, self.network)
+        one = np.ones(1, np.int64)
+        level = best_batch_many(fitted, spec, phi, one, one)[0] / max(best_batch_many(there, spec, phi, one, one)[0],
+                                                                       1e-300)
+        return best_batch_many(modeled, spec, phi, k, n) * (level if math.isfinite(level) else 1.0)
+
+
+class ClusterRounds(LivePlanner):
+    """The SchedulerLoop's planner for a round policy on a cluster: its RoundPlanner on the live workers."""
+
+    def __init__(self, state: ClusterState, spec: PolicySpec, decide, clock, realloc_delay: float = 0.0,
+                 gpu_counts: tuple[int, ...] = DEFAULT_GPU_COUNTS, seed: int = 0):
+        source = ClusterSource(state, adapts=spec.jobs != FIXED)
+        super().__init__(state, lambda topo: RoundPlanner(spec.name, decide, source, topo, clock,
+                                                          realloc_delay=realloc_delay, gpu_counts=gpu_counts,
+                                                          seed=seed))
+        self.rounds: RoundPlanner = self.inner
+        self.placer = self.rounds.placer
+
+    def arrive(self, jobs: list[int]) -> None:
+        self.rounds.arrive(jobs)
+
+    def _before_plan(self) -> None:
+        """Jobs running now (also after a scheduler restart) are where they run: the restart factor
+        and the renewals follow their live placements."""
+        index, rounds = self.gpu_index(), self.rounds
+        with self.state.lock:
+            for m in rounds.active:
+                live = self.state.jobs[m].live
+                if live is not None and all(p in index for p in live.placement):
+                    gpus = tuple(index[p] for p in live.placement)
+                    rounds.last[m] = gpus
+                    rounds.placer.last[(m,)] = (int(rounds.topo.gpu_type[gpus[0]]), gpus)
