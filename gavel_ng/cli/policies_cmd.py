@@ -4,7 +4,6 @@ one line; a round policy also says how it runs adaptive jobs and how often it de
 from __future__ import annotations
 
 from ..policies import aliases, get_policy, list_policies
-from ..runtime.config import RUNTIME_ELASTIC
 
 JOBS = {"fixed": "every job at its tuned size", "adaptive": "adaptive jobs only", "both": "adaptive jobs adapt"}
 
@@ -20,11 +19,10 @@ def run(args) -> int:
     width = max(len(n) for n in names)
     for name in names:
         spec = get_policy(name)
-        mark = "*" if name in RUNTIME_ELASTIC else " "
         extra = f"  [round policy, every {spec.round_seconds:g} s; {JOBS[spec.jobs]}]" if spec.is_round else ""
-        print(f"{mark}{name:<{width}}  {spec.summary}{extra}")
+        print(f"{name:<{width}}  {spec.summary}{extra}")
     print("\nRound policies decide every round (their default interval in brackets), allocation policies every "
-          "360 s;\n* also resizes jobs with an \"adaptive\" block on a cluster.")
+          "360 s by default;\nevery one runs by name in simulate, sweep and on a cluster.")
     print("\nGavel prototype names:")
     for alias, target in sorted(aliases().items()):
         print(f"  {alias} -> {target}")

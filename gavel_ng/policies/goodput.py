@@ -4,7 +4,8 @@ Why per round and whole: Gavel's mechanism turns an allocation of time fractions
 rounds, so an elastic job rotates between configurations (each change costs the 30 s
 re-allocation delay), waits for the next round boundary after it arrives, and its
 speedups are those of the last arrival or completion while its noise scale grows. On
-Pollux's workload under 360 s rounds that cost `goodput_lp` a job's arrival-to-start wait
+Pollux's workload under 360 s rounds that cost its first, time-sharing version (`goodput_lp`,
+since removed) a job's arrival-to-start wait
 of about half a round and 2.2 re-allocations per job (experiments/README.md). Sia
 (SOSP'23) instead re-solves every scheduling interval at current progress and gives each
 job one configuration; so does this policy:
