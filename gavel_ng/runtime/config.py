@@ -60,7 +60,7 @@ class ClusterConfig:
     policy: str = "las"
     policy_options: dict = field(default_factory=dict)   # a round policy's options (keyword arguments)
     plugins: tuple[str, ...] = ()            # policy plugins (FILE.py relative to the config, or MODULE)
-    round_seconds: float = 360.0
+    round_seconds: float | None = None       # None: the policy's declared interval (resolved())
     lease_renewals: bool = True
     checkpoint_every_rounds: int = 1         # with renewals a job still checkpoints this often: at most K rounds lost
     grace_seconds: float | None = None       # None: a quarter round, between 2 and 60 s
@@ -117,7 +117,8 @@ class ClusterConfig:
         def positive(name: str, value: object) -> None:
             require(is_number(value) and value > 0, f"cluster-config.{name}", value, "must be a positive number")
 
-        positive("round_seconds", self.round_seconds)
+        if self.round_seconds is not None:
+            positive("round_seconds", self.round_seconds)
         positive("heartbeat_seconds", self.heartbeat_seconds)
         for name in ("grace_seconds", "worker_timeout_seconds"):
             if getattr(self, name) is not None:
@@ -193,9 +194,27 @@ class ClusterConfig:
 
         return parse_entities(self.entities, "cluster-config.entities")
 
+    def resolved(self) -> ClusterConfig:
+        """This config with the policy's declared round length where none is given (360 s for allocation
+        policies, 60 s for goodput, pollux, tiresias); its plugins are loaded first, so that a plugin
+        policy's declaration counts."""
+        if self.round_seconds is not None:
+            return self
+        from dataclasses import replace
+
+        from ..policies import get_policy
+
+        if self.plugins:
+            from ..policies.plugins import load_plugins
+
+            load_plugins(self.plugins, field="cluster-config.plugins")
+        return replace(self, round_seconds=get_policy(self.policy).round_seconds)
+
     @property
     def grace(self) -> float:
-        return self.grace_seconds if self.grace_seconds is not None else min(60.0, max(2.0, self.round_seconds / 4))
+        if self.grace_seconds is not None:
+            return self.grace_seconds
+        return min(60.0, max(2.0, self.resolved().round_seconds / 4))
 
     @property
     def worker_timeout(self) -> float:

@@ -189,6 +189,7 @@ class SchedulerServicer:
 class SchedulerService:
     def __init__(self, config: ClusterConfig, state_dir: str | Path, port: int = 50060, bind: str = "0.0.0.0",
                  token: str | None = None):
+        config = config.resolved()     # the policy's declared round length unless the config gives one
         self.config = config
         self.state_dir = Path(state_dir)
         self.store = Store(self.state_dir)

@@ -49,10 +49,12 @@ def test_plot_is_written(tmp_path, capsys):
 
 def test_every_shipped_example_solves_with_every_policy(capsys):
     from gavel_ng.cli.solve_cmd import example_names
-    from gavel_ng.policies import list_policies
+    from gavel_ng.policies import get_policy, list_policies
 
     for example in example_names():
         for policy in list_policies():
+            if get_policy(policy).is_round:
+                continue   # a round policy has no one-shot form (test_a_round_policy_does_not_solve)
             if example == "paper_example" and policy in ("makespan", "ftf", "sjf", "allox", "min_cost",
                                                          "min_cost_slo", "makespan_agnostic", "ftf_agnostic",
                                                          "sjf_agnostic", "allox_agnostic", "min_cost_agnostic",
@@ -60,6 +62,12 @@ def test_every_shipped_example_solves_with_every_policy(capsys):
                 continue  # the paper example has neither steps nor prices
             assert main(["solve", "--example", example, "--policy", policy, "--json"]) == 0, (example, policy)
     capsys.readouterr()
+
+
+def test_a_round_policy_does_not_solve(capsys):
+    assert main(["solve", "--example", "paper_example", "--policy", "tiresias"]) == 2
+    err = capsys.readouterr().err
+    assert "round policy" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
 BAD = [
