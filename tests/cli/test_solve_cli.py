@@ -49,10 +49,12 @@ def test_plot_is_written(tmp_path, capsys):
 
 def test_every_shipped_example_solves_with_every_policy(capsys):
     from gavel_ng.cli.solve_cmd import example_names
-    from gavel_ng.policies import list_policies
+    from gavel_ng.policies import get_policy, list_policies
 
     for example in example_names():
         for policy in list_policies():
+            if get_policy(policy).is_round:
+                continue  # no one-shot allocation (test_a_round_policy_is_a_one_line_error)
             if example == "paper_example" and policy in ("makespan", "ftf", "sjf", "allox", "min_cost",
                                                          "min_cost_slo", "makespan_agnostic", "ftf_agnostic",
                                                          "sjf_agnostic", "allox_agnostic", "min_cost_agnostic",
@@ -60,6 +62,28 @@ def test_every_shipped_example_solves_with_every_policy(capsys):
                 continue  # the paper example has neither steps nor prices
             assert main(["solve", "--example", example, "--policy", policy, "--json"]) == 0, (example, policy)
     capsys.readouterr()
+
+
+@pytest.mark.parametrize("policy", ["tiresias", "goodput"])
+def test_a_round_policy_is_a_one_line_error(policy, capsys):
+    assert main(["solve", "--example", "paper_example", "--policy", policy]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert policy in err and "round policy" in err
+
+
+def test_a_plugin_reading_a_missing_field_is_a_one_line_error(tmp_path):
+    """A wrong guess at a field of p.input names the field, the policy, its line and what exists."""
+    plugin = tmp_path / "reader.py"
+    plugin.write_text("import gavel_ng\n\n\n@gavel_ng.policy(\"bad_reader\", \"reads what is not there\")\n"
+                      "def bad_reader(p):\n    return p.input.nonexistent\n")
+    out = subprocess.run([sys.executable, "-m", "gavel_ng", "solve", "--example", "paper_example",
+                          "--plugin", str(plugin), "--policy", "bad_reader"], capture_output=True, text=True)
+    assert out.returncode == 2, out.stderr
+    err = out.stderr.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert "bad_reader" in err and "'nonexistent'" in err and f"{plugin}:6" in err
+    assert "throughputs" in err and "scale_factors" in err   # what exists
 
 
 BAD = [
