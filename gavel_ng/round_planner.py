@@ -19,6 +19,7 @@ import numpy as np
 
 from .columns import Columns
 from .mechanism import JobView, Placer, RoundPlan, make_plan
+from .policies.fields import call_policy
 from .policies.rounds import Entry, RoundContext, RoundSource
 from .topology import Topology
 
@@ -115,7 +116,7 @@ class RoundPlanner:
 
     def _decide(self, now: float) -> list[Entry]:
         ctx = self.context(now)
-        out = self.decide(ctx)
+        out = call_policy(self.name, self.decide, ctx)
         if isinstance(out, list) and all(isinstance(e, Entry) for e in out):
             return self._checked(ctx, out)
         choice = np.asarray(out)

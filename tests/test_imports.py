@@ -214,7 +214,8 @@ def test_the_library_never_imports_the_cli():
     assert not bad, "library modules importing the CLI:\n" + "\n".join(bad)
 
 
-@pytest.mark.parametrize("module", ["gavel_ng.iterator", "gavel_ng.worker.daemon", "gavel_ng.worker.run_job"])
+@pytest.mark.parametrize("module", ["gavel_ng.iterator", "gavel_ng.worker", "gavel_ng.worker.daemon",
+                                    "gavel_ng.worker.run_job"])
 def test_what_runs_in_a_job_or_on_a_worker_loads_no_solver(module):
     """A training job and a worker daemon start without the policies and their solvers: importing
     the package itself defers its public names (gavel_ng/__init__.py)."""

@@ -26,7 +26,9 @@ def add_parser(sub) -> None:
     p.add_argument("--metrics-port", type=int, metavar="PORT",
                    help="serve Prometheus metrics at http://BIND:PORT/metrics (default: the config's metrics_port; "
                         "0: off)")
-    p.add_argument("--round-seconds", type=float, help="round length in seconds (default: the config's, else the policy's declared interval: 360 for allocation policies, 60 for goodput, pollux, tiresias)")
+    p.add_argument("--round-seconds", type=float,
+                   help="round length in seconds (default: the config's, else the policy's declared interval: "
+                        "360 for allocation policies, 60 for goodput, pollux, tiresias)")
     p.add_argument("--policy", help="scheduling policy (default: the config's, else las)")
     add_plugin_flag(p, "scheduling (in addition to the config's \"plugins\")")
     p.add_argument("--space-sharing", action="store_true",

@@ -14,13 +14,14 @@ import logging
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.optimize import Bounds, LinearConstraint, milp
 
 from ..columns import Columns
 from ..errors import InputError
+from .lp import LinearProgram
 
 log = logging.getLogger(__name__)
 
+MIP_GAP = 1e-6   # relative: the p-mean's terms differ by far more than this between assignments
 STARVED = 1e-3   # speedup of a job without GPUs under p < 0 (else every power mean would be 0)
 DEFAULT_P = -1.0
 
@@ -94,33 +95,45 @@ def _by_gpu_count(S: np.ndarray, need: np.ndarray, columns: Columns):
 
 def assign(V: np.ndarray, need: np.ndarray, keep: np.ndarray, pool: np.ndarray, cap: np.ndarray,
            time_limit: float = 5.0) -> np.ndarray:
-    """The 0/1 program of `solve_configurations` on the kept variables; greedy if HiGHS finds nothing."""
-    M = len(V)
-    keep = keep & (V > 0)
-    vr, vc = np.nonzero(keep)
-    choice = np.full(M, -1, np.int64)
-    n = len(vr)
-    if n == 0:
+    """The 0/1 program of `solve_configurations` on the kept variables (LinearProgram with integer
+    columns); greedy by value if HiGHS finds nothing within `time_limit`."""
+    choice = np.full(len(V), -1, np.int64)
+    prog = program(V, need, keep, pool, cap)
+    if prog is None:
         return choice
-    v = V[vr, vc]
-    g = need[vr, vc].astype(float)
-    idx = np.arange(n)
-    A = sp.vstack([sp.csr_matrix((np.ones(n), (vr, idx)), shape=(M, n)),
-                   sp.csr_matrix((g, (pool[vc], idx)), shape=(len(cap), n))], format="csr")
-    ub = np.concatenate([np.ones(M), cap])
-    res = milp(-v / v.max(), integrality=np.ones(n), bounds=Bounds(0, 1), constraints=LinearConstraint(A, -np.inf, ub),
-               options={"time_limit": time_limit, "mip_rel_gap": 1e-6})
-    if res.x is not None:
+    vr, vc, v, g, A, ub = prog
+    # values scaled to at most 1: the gap and HiGHS's tolerances then mean the same on every instance
+    res = LinearProgram(v / v.max(), A, -np.inf, ub, 0.0, 1.0, maximize=True, time_limit=time_limit,
+                        integrality=True, mip_gap=MIP_GAP).run()
+    if res.feasible:
         on = res.x > 0.5
         choice[vr[on]] = vc[on]
         return choice
-    log.warning("configuration assignment: HiGHS found no solution (%s); greedy", res.message)
+    log.warning("configuration assignment: HiGHS found no solution (%s); greedy", res.status)
     free = cap.copy()
     for i in np.argsort(-v, kind="stable"):
         if choice[vr[i]] < 0 and g[i] <= free[pool[vc[i]]]:
             choice[vr[i]] = vc[i]
             free[pool[vc[i]]] -= g[i]
     return choice
+
+
+def program(V: np.ndarray, need: np.ndarray, keep: np.ndarray, pool: np.ndarray, cap: np.ndarray):
+    """`assign`'s program: one variable per kept (job, column) of positive value, its row and column
+    (vr, vc), value v and GPUs g; rows ``sum_c x[m, c] <= 1`` then GPUs per type <= capacity (A, ub).
+    None when no variable is left. (Separate so that solver_bench times the same program.)"""
+    M = len(V)
+    keep = keep & (V > 0)
+    vr, vc = np.nonzero(keep)
+    n = len(vr)
+    if n == 0:
+        return None
+    v = V[vr, vc]
+    g = need[vr, vc].astype(float)
+    idx = np.arange(n)
+    A = sp.vstack([sp.csr_matrix((np.ones(n), (vr, idx)), shape=(M, n)),
+                   sp.csr_matrix((g, (pool[vc], idx)), shape=(len(cap), n))], format="csr")
+    return vr, vc, v, g, A, np.concatenate([np.ones(M), np.asarray(cap, float)])
 
 
 def _undominated(S: np.ndarray, need: np.ndarray, pool: np.ndarray) -> np.ndarray:

@@ -19,6 +19,7 @@ import scipy.sparse as sp
 
 log = logging.getLogger(__name__)
 INF = highspy.kHighsInf
+FEASIBLE = int(highspy.kSolutionStatusFeasible)   # info.primal_solution_status of a usable point
 
 
 def _swallow_banner() -> None:
@@ -47,41 +48,59 @@ _swallow_banner()
 
 @dataclass
 class LPResult:
-    ok: bool
+    ok: bool              # solved to optimality (a MIP: within its gap)
     status: str
-    x: np.ndarray
+    x: np.ndarray         # zeros unless `feasible`
     row_duals: np.ndarray
     objective: float
+    feasible: bool = False   # x is a feasible point: `ok`, or a MIP stopped early (time limit) with an incumbent
 
 
 class LinearProgram:
-    """maximize or minimize c @ x subject to lo <= A x <= hi, col_lo <= x <= col_hi."""
+    """maximize or minimize c @ x subject to lo <= A x <= hi, col_lo <= x <= col_hi (a scalar bound
+    applies to every row or column); with
+    `integrality` (one flag per column, true: integer) a mixed-integer program.
+
+    A MIP runs HiGHS's branch and bound: the documented meaning of solver "simplex"/"ipm" on a
+    MIP is to drop the integrality (solve the relaxation), so a MIP always runs with "choose";
+    `method` and `devex` then only concern LPs. `mip_gap` is the relative gap at which it stops
+    (HiGHS's default 1e-4 otherwise); `time_limit` bounds either kind (a MIP stopped by it still
+    returns its incumbent: LPResult.feasible)."""
 
     def __init__(self, c, A, row_lo, row_hi, col_lo, col_hi, maximize: bool = True,
-                 method: str = "simplex", time_limit: float | None = None, devex: bool = True):
+                 method: str = "simplex", time_limit: float | None = None, devex: bool = True,
+                 integrality=None, mip_gap: float | None = None):
         rowwise = sp.isspmatrix_csr(A) or isinstance(A, sp.csr_array)
         A = A if rowwise else sp.csc_matrix(A)
+        n = A.shape[1]
+        kinds = np.zeros(n, np.int32) if integrality is None else \
+            np.ascontiguousarray(np.broadcast_to(np.asarray(integrality, bool), (n,)), dtype=np.int32)
+        self.is_mip = bool(kinds.any())
         self.highs = highspy.Highs()
         self.highs.silent()
-        self.highs.setOptionValue("solver", method)
-        # presolve costs more than it saves on these sparse, well-scaled LPs (solver_bench/)
-        self.highs.setOptionValue("presolve", "off")
+        self.highs.setOptionValue("solver", "choose" if self.is_mip else method)
+        # presolve costs more than it saves on these sparse, well-scaled LPs (solver_bench/); a MIP keeps
+        # HiGHS's (on): without it the configuration programs took 1-5x longer (bench_configurations)
+        if not self.is_mip:
+            self.highs.setOptionValue("presolve", "off")
         # devex pricing halves a cold dual simplex against steepest edge here; warm-started
         # sequences (water filling) do better with HiGHS's default choice (solver_bench/)
-        if devex:
+        if devex and not self.is_mip:
             self.highs.setOptionValue("simplex_dual_edge_weight_strategy", 1)
         if time_limit is not None:
             self.highs.setOptionValue("time_limit", float(time_limit))
+        if mip_gap is not None:
+            self.highs.setOptionValue("mip_rel_gap", float(mip_gap))
         # the arrays overload: filling a HighsLp field by field converts each array element by
         # element (about 1 ms an LP of 3,600 columns, 3x HiGHS's own time to take the arrays).
-        # Its integrality argument must have one entry per column (all continuous here).
+        # Its integrality argument has one entry per column (0 continuous, 1 integer).
         fmt = highspy.MatrixFormat.kRowwise if rowwise else highspy.MatrixFormat.kColwise
         sense = highspy.ObjSense.kMaximize if maximize else highspy.ObjSense.kMinimize
-        n = A.shape[1]
         status = self.highs.passModel(
             n, A.shape[0], A.nnz, int(fmt.value), int(sense.value), 0.0,
-            _floats(c, n), _floats(col_lo, n), _floats(col_hi, n), _clip_inf(row_lo), _clip_inf(row_hi),
-            A.indptr.astype(np.int32), A.indices.astype(np.int32), A.data.astype(float), np.zeros(n, np.int32))
+            _floats(c, n), _floats(col_lo, n), _floats(col_hi, n), _broad(row_lo, A.shape[0]),
+            _broad(row_hi, A.shape[0]),
+            A.indptr.astype(np.int32), A.indices.astype(np.int32), A.data.astype(float), kinds)
         if status == highspy.HighsStatus.kError:   # the model stays empty: run() reports it, callers fall back
             log.warning("HiGHS refused an LP of %d columns and %d rows", n, A.shape[0])
         self.num_col, self.num_row = A.shape[1], A.shape[0]
@@ -90,11 +109,15 @@ class LinearProgram:
         self.highs.run()
         status = self.highs.getModelStatus()
         ok = status == highspy.HighsModelStatus.kOptimal
+        info = self.highs.getInfo()
+        # a MIP stopped early (time limit, interrupt) may still hold a feasible incumbent
+        feasible = ok or (self.is_mip and info.primal_solution_status == FEASIBLE)
         sol = self.highs.getSolution()
-        x = np.asarray(sol.col_value, dtype=float) if ok else np.zeros(self.num_col)
-        duals = np.asarray(sol.row_dual, dtype=float) if ok else np.zeros(self.num_row)
-        obj = self.highs.getInfo().objective_function_value if ok else float("nan")
-        return LPResult(ok, self.highs.modelStatusToString(status), x, duals, obj)
+        x = np.asarray(sol.col_value, dtype=float) if feasible else np.zeros(self.num_col)
+        # a MIP has no duals
+        duals = np.asarray(sol.row_dual, dtype=float) if ok and not self.is_mip else np.zeros(self.num_row)
+        obj = info.objective_function_value if feasible else float("nan")
+        return LPResult(ok, self.highs.modelStatusToString(status), x, duals, obj, feasible)
 
     def set_col_bounds(self, cols, lo, hi) -> None:
         cols = np.atleast_1d(np.asarray(cols, dtype=np.int32))

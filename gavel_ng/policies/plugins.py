@@ -1,10 +1,10 @@
 """User policies from outside the package: plugin files and modules, and installed entry points.
 
 A plugin is a Python file or an importable module that registers policies with
-`@gavel_ng.policy(NAME, ...)`. Every command takes `--plugin FILE.py|MODULE` (repeatable);
-the scheduler's cluster config takes `"plugins": [...]`. A file is executed as a module of
-its own, under a name derived from its path and text, so two files called `policies.py`
-never collide; a dotted name is imported normally.
+`@gavel_ng.policy(NAME, ...)` or `@gavel_ng.round_policy(NAME, ...)`. Every command takes
+`--plugin FILE.py|MODULE` (repeatable); the scheduler's cluster config takes `"plugins": [...]`.
+A file is executed as a module of its own, under a name derived from its path and text, so
+two files called `policies.py` never collide; a dotted name is imported normally.
 
 Installed packages need no flag: every entry point of the group `gavel_ng.policies`
 
@@ -127,7 +127,9 @@ def load(plugin: str | Plugin, field: str = FLAG) -> tuple[str, ...]:
         names = _registered_by(module.__name__)   # imported before, outside this loader
     if not names:
         raise InputError(field, plugin.spec, "registers no policy (decorate a function with "
-                                             "@gavel_ng.policy(\"NAME\", ...))")
+                                             "@gavel_ng.policy(\"NAME\", ...), or a round policy (a function of "
+                                             "the round context, or a class with decide(ctx)) with "
+                                             "@gavel_ng.round_policy(\"NAME\", ...))")
     _warn_replaced(before, names, plugin.spec)
     _LOADED[ident] = names
     log.info("plugin %s: %s", plugin.spec, ", ".join(names))
@@ -173,7 +175,7 @@ def add_flag(parser, what: str = "running") -> None:
     """The `--plugin` flag of every command that resolves policies by name."""
     parser.add_argument(FLAG, action="append", default=[], metavar="FILE.py|MODULE",
                         help=f"import user policies (a file or a module that registers them with "
-                             f"@gavel_ng.policy) before {what}; repeatable")
+                             f"@gavel_ng.policy or @gavel_ng.round_policy) before {what}; repeatable")
 
 
 # ----- internals -------------------------------------------------------------------------------

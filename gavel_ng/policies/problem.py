@@ -17,13 +17,16 @@ import numpy as np
 import scipy.sparse as sp
 
 from .affine import Affine
+from .fields import Fields
 from .layout import Layout
 from .objective import Objective, Solution
 from .solving import solve_objective
 
 
-class Problem(Layout):
+class Problem(Layout, Fields):
     """A scheduling problem's layout plus the normalized throughputs and objectives policies use."""
+
+    _FIELDS_LABEL = "p"
 
     @cached_property
     def normalized_thr(self) -> Affine:

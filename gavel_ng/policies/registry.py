@@ -36,6 +36,7 @@ import numpy as np
 from ..errors import InputError
 from ..rules.limits import enforce
 from .constraints import violations
+from .fields import call_policy
 from .layout import map_x
 from .objective import Objective, Solution
 from .partition import merge, relative_gap, split
@@ -303,10 +304,10 @@ def _expand(sol: Solution, classes: SchedulingProblem, inp: SchedulingProblem, i
 
 
 def _run(spec: PolicySpec, p: Problem, solver: str | None) -> Solution:
-    out = spec.fn(p)
+    out = call_policy(spec.name, spec.fn, p)
     if isinstance(out, Solution):
         if out.objective is None and spec.evaluate is not None:
-            out.objective = spec.evaluate(p, out.x)
+            out.objective = call_policy(spec.name, spec.evaluate, p, out.x)
         return out
     return p.solve(as_objective(p, out), solver)
 
@@ -324,8 +325,8 @@ def as_objective(p: Problem, out: object) -> Objective:
 def objective_value(spec: PolicySpec, p: Problem, x: np.ndarray) -> float | None:
     """The policy's objective at x under p's throughputs."""
     if spec.evaluate is not None:
-        return spec.evaluate(p, x)
-    out = spec.fn(p)
+        return call_policy(spec.name, spec.evaluate, p, x)
+    out = call_policy(spec.name, spec.fn, p)
     if isinstance(out, Solution):
         return None
     return as_objective(p, out).value(x)

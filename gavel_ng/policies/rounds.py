@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 
 from ..columns import Columns
+from .fields import Fields
 
 if TYPE_CHECKING:
     from ..topology import Topology
@@ -67,8 +68,10 @@ class RoundSource(Protocol):
 
 
 @dataclass
-class RoundContext:
+class RoundContext(Fields):
     """What a round policy sees (module docstring). Row i of every array is job `jobs[i]`."""
+
+    _FIELDS_LABEL = "ctx"
 
     now: float
     jobs: np.ndarray                 # job ids, in arrival order

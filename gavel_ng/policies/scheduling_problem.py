@@ -14,6 +14,7 @@ from ..pairs import PairTable
 from ..rules.limits import Limits
 from ..throughputs import UNCONSOLIDATED, ThroughputTable
 from .entities import Entity, entity_policies
+from .fields import Fields
 
 
 @dataclass(frozen=True)
@@ -29,8 +30,10 @@ class Combinations:
 
 
 @dataclass(frozen=True)
-class SchedulingProblem:
+class SchedulingProblem(Fields):
     """Jobs, cluster and throughputs in job order: the whole input of a policy."""
+
+    _FIELDS_LABEL = "p.input"
 
     job_ids: list[str]
     worker_types: list[str]

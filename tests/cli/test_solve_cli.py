@@ -54,7 +54,7 @@ def test_every_shipped_example_solves_with_every_policy(capsys):
     for example in example_names():
         for policy in list_policies():
             if get_policy(policy).is_round:
-                continue   # a round policy has no one-shot form (test_a_round_policy_does_not_solve)
+                continue  # no one-shot allocation (test_a_round_policy_is_a_one_line_error)
             if example == "paper_example" and policy in ("makespan", "ftf", "sjf", "allox", "min_cost",
                                                          "min_cost_slo", "makespan_agnostic", "ftf_agnostic",
                                                          "sjf_agnostic", "allox_agnostic", "min_cost_agnostic",
@@ -64,10 +64,26 @@ def test_every_shipped_example_solves_with_every_policy(capsys):
     capsys.readouterr()
 
 
-def test_a_round_policy_does_not_solve(capsys):
-    assert main(["solve", "--example", "paper_example", "--policy", "tiresias"]) == 2
-    err = capsys.readouterr().err
-    assert "round policy" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+@pytest.mark.parametrize("policy", ["tiresias", "goodput"])
+def test_a_round_policy_is_a_one_line_error(policy, capsys):
+    assert main(["solve", "--example", "paper_example", "--policy", policy]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert policy in err and "round policy" in err
+
+
+def test_a_plugin_reading_a_missing_field_is_a_one_line_error(tmp_path):
+    """A wrong guess at a field of p.input names the field, the policy, its line and what exists."""
+    plugin = tmp_path / "reader.py"
+    plugin.write_text("import gavel_ng\n\n\n@gavel_ng.policy(\"bad_reader\", \"reads what is not there\")\n"
+                      "def bad_reader(p):\n    return p.input.nonexistent\n")
+    out = subprocess.run([sys.executable, "-m", "gavel_ng", "solve", "--example", "paper_example",
+                          "--plugin", str(plugin), "--policy", "bad_reader"], capture_output=True, text=True)
+    assert out.returncode == 2, out.stderr
+    err = out.stderr.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert "bad_reader" in err and "'nonexistent'" in err and f"{plugin}:6" in err
+    assert "throughputs" in err and "scale_factors" in err   # what exists
 
 
 BAD = [

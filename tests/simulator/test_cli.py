@@ -18,10 +18,10 @@ def test_json_output_is_clean(capsys, table_args, tmp_path):
     out = capsys.readouterr()
     assert rc == 0
     data = json.loads(out.out)
-    assert list(data) == ["policy", "avg_jct_hours", "p99_jct_hours", "makespan_hours", "utilization",
-                          "jobs_measured", "total_cost_usd", "slo_violations", "slo_dropped", "lease_renewal_fraction",
-                          "unstable",
-                          "policy_solves", "wall_seconds", "warnings"]
+    assert list(data) == ["policy", "avg_jct_hours", "p99_jct_hours", "makespan_hours", "utilization", "gpu_hours",
+                          "jobs_measured", "adaptive_jobs", "reallocations", "total_cost_usd", "slo_violations",
+                          "slo_dropped", "lease_renewal_fraction", "unstable", "policy_solves", "wall_seconds",
+                          "warnings"]
     assert data["jobs_measured"] == 6
     assert (tmp_path / "o" / "jobs.csv").exists() and (tmp_path / "o" / "summary.json").exists()
 

@@ -1,0 +1,93 @@
+"""gavel_ng's layers, bottom to top, and which may import which (every import counts, as in
+test_imports: deferred and TYPE_CHECKING ones too).
+
+* model: what a cluster, a job and its measurements are (errors, jobs, cluster, throughputs,
+  traces, profiles, rules, the estimator, the adaptive-job model in `elastic`, ...): only model.
+* protocol: the scheduler <-> worker/job messages: model.
+* job side: what runs inside a training job or on a worker (iterator, worker, the shipped
+  examples): model and protocol, so that a job starts without the solvers.
+* policies (and problem_io, which builds their input from a file): model.
+* mechanism: turns allocations into rounds and placements; it knows nothing of policies or
+  solvers: model. allocator and round_planner put policies and mechanism together.
+* simulator, runtime: everything below, not each other and not the job side.
+* cli, sweep, the package itself and __main__: anything.
+"""
+
+from __future__ import annotations
+
+import pytest
+from test_imports import ROOT, import_graph
+
+MODEL = frozenset({"errors", "logs", "jobs", "cluster", "throughputs", "traces", "pairs", "columns", "topology",
+                   "allocation", "plots", "profiles", "workloads", "rules", "estimator", "elastic"})
+PROTOCOL = MODEL | {"protocol"}
+SOLVING = MODEL | {"policies", "problem_io", "mechanism", "allocator", "round_planner"}
+TOP = None   # may import anything
+
+# top-level part of gavel_ng -> the parts it may import (its own part always)
+ALLOWED: dict[str, frozenset[str] | None] = {
+    **{m: MODEL for m in MODEL},
+    "protocol": MODEL,
+    "iterator": PROTOCOL,
+    "worker": PROTOCOL | {"iterator"},
+    "examples": PROTOCOL | {"iterator", "worker"},
+    "policies": MODEL,
+    "problem_io": MODEL | {"policies"},
+    "mechanism": MODEL,
+    "allocator": MODEL | {"policies", "mechanism"},
+    "round_planner": MODEL | {"policies", "mechanism"},
+    "simulator": SOLVING | {"protocol"},
+    "runtime": SOLVING | {"protocol"},
+    "cli": TOP, "sweep": TOP, "": TOP, "__main__": TOP,
+}
+
+# Edges allowed for now although they cross a layer (module, imported module): none.
+PENDING: frozenset = frozenset()
+
+
+def part(module: str) -> str:
+    """`gavel_ng.policies.lp` -> `policies`; the package itself -> ``""``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def violations(graph, modules) -> list[tuple[str, str, str]]:
+    """(module, imported module, file:line) of every import the table does not allow."""
+    out = []
+    for m, targets in sorted(graph.items()):
+        allowed = ALLOWED[part(m)]
+        if allowed is None:
+            continue
+        for t, line in sorted(targets.items()):
+            if part(t) != part(m) and part(t) not in allowed:
+                out.append((m, t, f"{modules[m].relative_to(ROOT)}:{line}"))
+    return out
+
+
+def test_every_part_of_the_package_has_a_layer():
+    graph, _ = import_graph()
+    unknown = sorted({part(m) for m in graph} - set(ALLOWED))
+    assert not unknown, f"new top-level modules without a layer in tests/test_layers.py: {unknown}"
+
+
+def test_imports_follow_the_layers():
+    graph, modules = import_graph()
+    bad = [v for v in violations(graph, modules) if v[:2] not in PENDING]
+    if bad:
+        pytest.fail("imports across layers that tests/test_layers.py does not allow:\n"
+                    + "\n".join(f"  {m} -> {t}  ({where})" for m, t, where in bad), pytrace=False)
+
+
+def test_pending_edges_still_exist():
+    """A PENDING edge that is gone must leave the list (else it would hide its return)."""
+    graph, _ = import_graph()
+    gone = sorted(e for e in PENDING if e[1] not in graph.get(e[0], {}))
+    assert not gone, f"PENDING edges no longer in the code, remove them from tests/test_layers.py: {gone}"
+
+
+def test_the_check_sees_a_violation():
+    graph = {"gavel_ng.mechanism.rounds": {"gavel_ng.policies.lp": 7, "gavel_ng.topology": 3},
+             "gavel_ng.policies.lp": {}, "gavel_ng.topology": {}}
+    modules = {m: ROOT / (m.replace(".", "/") + ".py") for m in graph}
+    assert violations(graph, modules) == [
+        ("gavel_ng.mechanism.rounds", "gavel_ng.policies.lp", "gavel_ng/mechanism/rounds.py:7")]
