@@ -60,6 +60,13 @@ class JobRules:
         """Whether it asks more of placement than who owns the job (`user`, `entity`)."""
         return replace(self, user=None, entity=None) != JobRules()
 
+    def allows(self, worker_types) -> list[bool]:
+        """Per worker type, whether the job may run there (`allowed_types`, names compared in lower case)."""
+        if self.allowed_types is None:
+            return [True] * len(worker_types)
+        names = {n.lower() for n in self.allowed_types}
+        return [w.lower() in names for w in worker_types]
+
     @property
     def on_servers(self) -> bool:
         """Whether placement must look at this job (labels, affinity, anti-affinity)."""

@@ -52,10 +52,7 @@ class ClusterSource:
         """(types,) whether the job's rules let it run on each worker type."""
         types = list(self.state.worker_types)
         rules = job.spec.rules
-        if rules is None or rules.allowed_types is None:
-            return np.ones(len(types), bool)
-        names = {n.lower() for n in rules.allowed_types}
-        return np.array([w in names for w in types], bool)
+        return np.array(rules.allows(types) if rules is not None else [True] * len(types), bool)
 
     def round_jobs(self, jobs: list[int]) -> RoundJobs:
         st = self.state

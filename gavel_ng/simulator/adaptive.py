@@ -41,16 +41,27 @@ class AdaptiveModels:
 
 
 class ArraysSource:
-    """The RoundSource (policies.rounds) over the simulator's job arrays."""
+    """The RoundSource (policies.rounds) over the simulator's job arrays. A job's `allowed_types`
+    (gavel_ng.rules) make its rates 0 on the other types, so that no policy picks them."""
 
-    def __init__(self, jobs, network_gbps: float = NETWORK_GBPS):
+    def __init__(self, jobs, worker_types: list[str], network_gbps: float = NETWORK_GBPS):
         self.jobs = jobs
+        self.types = list(worker_types)
         self.network = network_gbps
+
+    def _allowed(self, idx: np.ndarray) -> np.ndarray:
+        """(jobs, types) whether each job may run on each type."""
+        rules = [self.jobs.rules_of(int(m)) for m in idx.tolist()]
+        return np.array([r.allows(self.types) if r is not None else [True] * len(self.types) for r in rules],
+                        bool).reshape(len(idx), len(self.types))
 
     def round_jobs(self, jobs: list[int]) -> RoundJobs:
         ja = self.jobs
         idx = np.asarray(jobs, np.int64)
-        return RoundJobs(ja.adaptive[idx], ja.sf[idx], ja.T[ja.key[idx]], ja.arrival[idx], ja.reallocations[idx])
+        T = ja.T[ja.key[idx]]
+        if ja.rules:
+            T = np.where(self._allowed(idx), T, 0.0)
+        return RoundJobs(ja.adaptive[idx], ja.sf[idx], T, ja.arrival[idx], ja.reallocations[idx])
 
     def goodput(self, jobs: list[int], worker_type: str, gpus: np.ndarray, servers: np.ndarray) -> np.ndarray:
         """One vectorized best-batch search per goodput model over its jobs x configurations."""
@@ -66,6 +77,8 @@ class ArraysSource:
             rows = np.asarray(rows)
             g, _, _ = best_goodput_many(spec, worker_type, k, n, ja.progress[idx[rows]][:, None], self.network)
             out[rows] = g
+        if ja.rules:
+            out[~self._allowed(idx)[:, self.types.index(worker_type)]] = 0.0
         return out
 
 

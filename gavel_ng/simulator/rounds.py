@@ -36,22 +36,23 @@ def check_round_config(spec: PolicySpec, config, crules: ClusterRules, job_rules
     """Settings of Gavel's allocation path that a round policy has no use for: InputError naming them."""
     flags = (("--space-sharing", config.space_sharing), ("--placement-sensitive", config.placement_sensitive),
              ("--estimate-throughputs", config.estimate_throughputs), ("--ideal", config.ideal),
-             ("--gavel-compat", config.gavel_compat), ("--reset-ledger", config.reset_ledger),
-             ("--min-solve-interval", config.min_solve_interval > 0), ("--entities", bool(config.entities)),
-             ("rules.quotas", bool(crules.quotas)))
+             ("--gavel-compat", config.gavel_compat), ("--ledger reset", config.reset_ledger),
+             ("--min-solve-interval", config.min_solve_interval > 0), ("--entities", bool(config.entities)))
     for flag, on in flags:
         if on:
             raise InputError(flag, True, f"{spec.name} is a round policy: {flag} does not apply")
     for m, r in enumerate(job_rules):
-        if r is not None and (r.allowed_types is not None or r.preferred_types):
-            raise InputError(f"trace job {m} rules", "allowed_types/preferred_types",
-                             f"{spec.name} is a round policy: worker-type rules do not apply (server rules do)")
+        if r is not None and r.preferred_types:
+            raise InputError(f"trace job {m} rules.preferred_types", list(r.preferred_types),
+                             f"{spec.name} is a round policy: preferences do not apply (allowed_types and server "
+                             "rules do)")
 
 
 def round_planner(spec: PolicySpec, config, jobs, topology: Topology, clock, crules: ClusterRules,
                   ruled: bool) -> RoundPlanner:
-    """The policy's planner over the job arrays; placement rules (labels, affinity) apply."""
-    planner = RoundPlanner(spec.name, spec.decider(config.options), ArraysSource(jobs), topology, clock,
+    """The policy's planner over the job arrays; placement rules (labels, affinity, quotas) apply."""
+    source = ArraysSource(jobs, list(topology.worker_types))
+    planner = RoundPlanner(spec.name, spec.decider(config.options), source, topology, clock,
                            realloc_delay=config.realloc_delay, gpu_counts=config.gpu_counts, seed=config.seed)
     if ruled:
         planner.placer.rules = ServerRules(crules, jobs.rules_of)

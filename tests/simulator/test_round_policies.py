@@ -93,3 +93,23 @@ def test_admission_applies_to_round_policies(tiny_table, gavel_trace):
     s = simulate(Cluster.parse("v100=4,k80=4", gpus_per_server=4), tiny_table, gavel_trace,
                  SimConfig(policy="tiresias", rules=rules)).summary
     assert s["refused"] > 0 and s["jobs_measured"] == 5 - s["refused"]
+
+
+def test_a_round_policy_keeps_allowed_types_and_refuses_preferences(tiny_table, gavel_trace):
+    """A job's allowed_types zero its rates elsewhere, so no round policy picks them (as on a cluster);
+    a soft preference has no meaning to a round policy and is refused naming the job and the field."""
+    from dataclasses import replace
+
+    from gavel_ng.rules import JobRules
+
+    cluster = Cluster.parse("v100=4,k80=4", gpus_per_server=4)
+    ruled = replace(gavel_trace, rules=[None, None, JobRules(allowed_types=("k80",)), None, None])   # job C
+    plans = []
+    for policy in ("tiresias", "goodput"):
+        s = simulate(cluster, tiny_table, ruled, SimConfig(policy=policy), observe=plans.append).summary
+        assert s["jobs_measured"] == 5
+    on_c = [int(t) for p in plans for m, t in zip(p.member_job, p.types) if m == 2]
+    assert on_c and set(on_c) == {1}            # k80 only, although C runs as fast on the v100
+    preferring = replace(gavel_trace, rules=[JobRules(preferred_types=("v100",))] + [None] * 4)
+    with pytest.raises(InputError, match=r"trace job 0 rules.preferred_types"):
+        simulate(cluster, tiny_table, preferring, SimConfig(policy="tiresias"))
