@@ -64,5 +64,6 @@ def test_scheduler_config_plugin_errors_name_the_key(tmp_path, capsys):
     assert main(["scheduler", "--cluster-config", str(config), "--state", str(tmp_path / "state"), "--port", "0",
                  "--bind", "127.0.0.1"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == (f"gavel-ng scheduler: error: cluster-config.plugins='{tmp_path / 'empty.py'}': registers no "
-                   "policy (decorate a function with @gavel_ng.policy(\"NAME\", ...))")
+    assert err.startswith(f"gavel-ng scheduler: error: cluster-config.plugins='{tmp_path / 'empty.py'}': registers "
+                          "no policy (decorate a function with @gavel_ng.policy(\"NAME\", ...), or a round policy")
+    assert "@gavel_ng.round_policy" in err and len(err.splitlines()) == 1
