@@ -35,20 +35,15 @@ from typing import Protocol
 import numpy as np
 
 from .cluster import price_vector
+from .columns import Columns
 from .mechanism import AllocationRows
 from .pairs import PairTable
 from .policies import Entity, SchedulingProblem
 from .policies.registry import needs_pairs, space_sharing_name
 from .policies.session import PolicySession
 from .rules.compile import RuleCompiler
-from .throughputs import UNCONSOLIDATED
 
 log = logging.getLogger(__name__)
-
-
-def allocation_columns(worker_types: list[str], placement_sensitive: bool = False) -> list[str]:
-    """The allocation's columns: the worker types, then (placement-sensitive) their `_unconsolidated` twins."""
-    return list(worker_types) + ([w + UNCONSOLIDATED for w in worker_types] if placement_sensitive else [])
 
 
 @dataclass(frozen=True)
@@ -113,9 +108,9 @@ class PolicyAllocator:
         self.throughputs = throughputs
         self.worker_types = list(worker_types)
         self.placement_sensitive = placement_sensitive
-        J = len(self.worker_types)
-        self.columns = allocation_columns(self.worker_types, placement_sensitive)
-        self.pools = np.r_[np.arange(J), np.arange(J)] if placement_sensitive else None
+        self.columns = Columns.types(self.worker_types, placement_sensitive)   # the allocation's columns
+        self.names = self.columns.names
+        self.pools = None if self.columns.plain else self.columns.pool
         prices = None if prices is None else price_vector(prices, self.worker_types)
         self.prices = prices if prices is None or self.pools is None else prices[self.pools]
         live = callable(capacity)
@@ -142,11 +137,6 @@ class PolicyAllocator:
     def is_agnostic(self) -> bool:
         return self.spec.agnostic
 
-    @property
-    def col_pool(self) -> np.ndarray | None:
-        """The worker type of each allocation column (None: the columns are the types)."""
-        return self.pools
-
     def column_capacity(self) -> np.ndarray:
         cap = np.asarray(self._capacity(), dtype=float)
         return cap if self.pools is None else cap[self.pools]
@@ -155,12 +145,12 @@ class PolicyAllocator:
         cap = self.column_capacity()
         with self.lock:
             data = self.jobs.policy_jobs(jobs)
-            T = self.throughputs.isolated(data.ids, self.columns)
+            T = self.throughputs.isolated(data.ids, self.names)
             job_rules = data.rules if data.rules is not None else [None] * len(data.ids)
             entities = data.entities if data.entities is not None else [None] * len(data.ids)
             ruled = self.rules is not None and self.rules.active(job_rules)
             if ruled:   # worker types a job may not use, preferences (rules.compile); infeasible jobs left out
-                T, _ = self.rules.compile(job_rules, data.ids, data.scale_factors, T, cap, self.columns, self.pools,
+                T, _ = self.rules.compile(job_rules, data.ids, data.scale_factors, T, cap, self.names, self.pools,
                                           entities, strict=False)
             sf = np.asarray(data.scale_factors, dtype=float)
             runnable = ((T > 0) & (sf[:, None] <= cap[None, :])).any(axis=1)
@@ -169,18 +159,17 @@ class PolicyAllocator:
                 data, T = data.take(keep), T[keep]
                 job_rules = [job_rules[i] for i in keep.tolist()]
                 entities = [entities[i] for i in keep.tolist()]
-            limits = self.rules.limits(job_rules, entities, self.columns,
-                                       np.arange(len(self.columns)) if self.pools is None else self.pools) \
+            limits = self.rules.limits(job_rules, entities, self.names, self.columns.pool) \
                 if ruled and data.ids else None
-            pairs = self.throughputs.pair_table(data.ids, self.columns, T) if self.packed and data.ids else None
+            pairs = self.throughputs.pair_table(data.ids, self.names, T) if self.packed and data.ids else None
             preferences = ruled and self.rules.states_preferences(job_rules)
         ids = data.ids
         if not ids:
-            return AllocationRows([], np.zeros((0, len(self.columns))), np.zeros(0))
+            return AllocationRows([], np.zeros((0, self.columns.num)), np.zeros(0))
         start = time.perf_counter()
         try:
             problem = SchedulingProblem.build(
-                [str(m) for m in ids], self.columns, cap, T, scale_factors=data.scale_factors, weights=data.weights,
+                [str(m) for m in ids], self.names, cap, T, scale_factors=data.scale_factors, weights=data.weights,
                 steps_remaining=data.steps_remaining, steps_total=data.steps_total,
                 time_since_arrival=np.maximum(0.0, now - data.arrival), slo_s=data.slo_s, prices=self.prices,
                 pairs=pairs, pools=self.pools, limits=limits, entities=entities, entity_specs=self.entities,

@@ -15,6 +15,7 @@ from operator import itemgetter
 
 import numpy as np
 
+from ..columns import Columns
 from ..topology import Topology
 from .placement import Placer
 from .priorities import entry_priorities, per_type_order, priorities, rank_entries
@@ -115,30 +116,29 @@ class JobView:
 
 
 class RoundMechanism:
-    """`col_pool` (optional) makes the allocation's columns differ from the topology's types:
-    column j draws on the GPUs of type col_pool[j] (a placement-sensitive allocation has
-    `TYPE` and `TYPE_unconsolidated` columns on the same GPUs), and `col_spread[j]` says
+    """`columns` (gavel_ng.columns; None: the topology's worker types) are the allocation's columns:
+    column j draws on the GPUs of type `columns.pool[j]` (a placement-sensitive allocation has
+    `TYPE` and `TYPE_unconsolidated` columns on the same GPUs), and `columns.spread[j]` says
     that an entry of column j may be spread over servers. Entries of the other columns
     are placed on one server when any has room, and run split (at whatever the executor
     charges for that) only when none has."""
 
-    def __init__(self, topology: Topology, config: MechanismConfig | None = None,
-                 col_pool=None, col_spread=None, col_gpus=None):
+    def __init__(self, topology: Topology, config: MechanismConfig | None = None, columns: Columns | None = None):
         self.cfg = config or MechanismConfig()
-        # col_gpus[j] > 0: every entry of column j takes that many GPUs (an elastic job's configuration
-        # column, gavel_ng.elastic); 0: the row's scale factor. None: always the row's.
-        self.col_gpus = None if col_gpus is None else np.asarray(col_gpus, dtype=np.int64)
         T = len(topology.worker_types)
-        if col_pool is None:
+        if columns is not None and columns.gpus.any():
+            raise ValueError("RoundMechanism: columns of a configuration's GPU count are a round planner's "
+                             "(gavel_ng.round_planner), not the mechanism's")
+        if columns is None or columns.plain:
             self.col_pool = None
             self.J = T
             self.col_spread = np.zeros(T, bool)
         else:
-            self.col_pool = np.asarray(col_pool, dtype=np.int64)
+            self.col_pool = np.asarray(columns.pool, dtype=np.int64)
             self.J = len(self.col_pool)
-            self.col_spread = np.zeros(self.J, bool) if col_spread is None else np.asarray(col_spread, bool)
-            if len(self.col_spread) != self.J or (self.J and (self.col_pool.min() < 0 or self.col_pool.max() >= T)):
-                raise ValueError("col_pool / col_spread must give every column a worker type of the topology")
+            self.col_spread = np.asarray(columns.spread, bool)
+            if self.J and self.col_pool.max() >= T:
+                raise ValueError("columns must give every column a worker type of the topology")
         self._use_topology(topology)
         self.placer = Placer(topology, self.cfg.consolidate)
         self.rng = np.random.default_rng(self.cfg.seed)
@@ -221,11 +221,8 @@ class RoundMechanism:
         self._entries = None
 
     def _gpus_needed(self) -> np.ndarray:
-        """(K, J) GPUs row k takes on column j: its scale factor, or the column's count (col_gpus)."""
-        need = self.row_sf[:, None]
-        if self.col_gpus is not None:
-            need = np.where(self.col_gpus[None, :] > 0, self.col_gpus[None, :], need)
-        return need
+        """(K, 1) GPUs row k takes on any column: its scale factor."""
+        return self.row_sf[:, None]
 
     def knows(self, job: int) -> bool:
         return job in self.rows_of_job
@@ -311,13 +308,11 @@ class RoundMechanism:
     def _select(self, order: np.ndarray, free: list[int], busy: set[int], admit, new_jobs: JobView | None) -> Entries:
         """Greedy selection down `order`, then (when configured) free GPUs to jobs the allocation does
         not know yet; `free` and `busy` are updated in place."""
-        col_gpus = None if self.col_gpus is None else self.col_gpus.tolist()
         taken = greedy_select(order, self.J, self.rows, self._row_sf_list, free, busy, self._single, self.col_pool,
-                              col_gpus, admit)
+                              admit)
         pool = self.col_pool
         rows, cols = map(list, zip(*taken)) if taken else ([], [])
-        sfs = list(map(self._row_sf_list.__getitem__, rows)) if col_gpus is None else \
-            [self._row_sf_list[r] if not col_gpus[j] else col_gpus[j] for r, j in zip(rows, cols)]
+        sfs = list(map(self._row_sf_list.__getitem__, rows))
         types = list(cols) if pool is None else pool[np.asarray(cols, dtype=np.int64)].tolist()
         ent = Entries(list(map(self.rows.__getitem__, rows)), rows, cols, types, sfs)
         if self.cfg.backfill_new_jobs and new_jobs is not None and new_jobs.jobs and sum(free) > 0:

@@ -15,15 +15,14 @@ import numpy as np
 
 def greedy_select(order: np.ndarray, num_types: int, row_members: list[tuple[int, ...]], row_sf: list[int],
                   free: list[int], busy: set[int], row_single: list[int] | None = None,
-                  col_pool: np.ndarray | None = None, col_gpus: list[int] | None = None,
+                  col_pool: np.ndarray | None = None,
                   admit: Callable[[tuple[int, ...], int, int], bool] | None = None) -> list[tuple[int, int]]:
     """Taken (row, column) pairs in the order taken. `free` and `busy` are updated in place.
 
     `row_single[r]` is row r's job when it has one member, else -1 (a fast path: most
     rows are single jobs). `col_pool[j]` is the GPU pool (index into `free`) column j
     draws on (placement-sensitive allocations: `TYPE` and `TYPE_unconsolidated` share the
-    type's GPUs); None: column j is pool j. `col_gpus[j]` > 0 is the GPU count every
-    entry of column j takes (elastic jobs' configuration columns); 0 or None: the row's.
+    type's GPUs); None: column j is pool j.
     `admit(members, pool, gpus)`, asked last for an entry that could otherwise be taken, may
     refuse it (entity quotas per round, gavel_ng.rules): the walk goes on to the next entries.
     """
@@ -32,16 +31,14 @@ def greedy_select(order: np.ndarray, num_types: int, row_members: list[tuple[int
     taken: list[tuple[int, int]] = []
     left = sum(free)
     smallest = min(row_sf) if row_sf else 1
-    if col_gpus is not None:
-        smallest = min([smallest] + [g for g in col_gpus if g > 0])
     rows = (order // num_types).tolist()
     cols = order % num_types
     types = cols.tolist()
-    if col_pool is None and col_gpus is None and admit is None and min(row_single, default=0) >= 0:
+    if col_pool is None and admit is None and min(row_single, default=0) >= 0:
         return _select_singles(rows, types, row_sf, row_single, free, busy, left, smallest)
     pools = types if col_pool is None else np.asarray(col_pool)[cols].tolist()
     for r, j, q in zip(rows, types, pools):
-        s = row_sf[r] if col_gpus is None or not col_gpus[j] else col_gpus[j]
+        s = row_sf[r]
         if free[q] < s:
             continue
         m = row_single[r]

@@ -10,8 +10,9 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..allocator import PolicyAllocator, allocation_columns
+from ..allocator import PolicyAllocator
 from ..cluster import Cluster
+from ..columns import Columns
 from ..elastic.workload import POLLUX_NETWORK_GBPS, ElasticTrace, fit_to_cluster, fixed_job_table
 from ..errors import InputError
 from ..logs import collapse_repeats
@@ -21,7 +22,7 @@ from ..policies.entities import Entity
 from ..policies.registry import get_policy, needs_pairs, space_sharing_name
 from ..round_planner import DEFAULT_GPU_COUNTS
 from ..rules import AdmissionControl, ClusterRules, RuleCompiler, ServerRules, check_entity, simulated_servers
-from ..throughputs import UNCONSOLIDATED, ThroughputTable
+from ..throughputs import ThroughputTable
 from ..topology import Topology
 from ..traces import Trace, TraceGenerator
 from .adaptive import AdaptiveRunner
@@ -207,13 +208,13 @@ def _simulate(cluster: Cluster, table: ThroughputTable | None, trace, config: Si
             estimator = EstimatedThroughputs(table, jobs, workers, config.profile_fraction, config.reference_jobs,
                                              seed=config.seed)
         beliefs = estimator if estimator is not None else \
-            TableThroughputs(jobs, table, allocation_columns(workers, config.placement_sensitive), pairs=packed)
+            TableThroughputs(jobs, table, Columns.types(workers, config.placement_sensitive).names, pairs=packed)
         allocator = PolicyAllocator(config.policy, workers, jobs, beliefs, cluster.capacity(),
                                     prices=priced.price_per_gpu_hour, space_sharing=config.space_sharing,
                                     placement_sensitive=config.placement_sensitive, warm=config.warm_start,
                                     rules=compiler if ruled else None, entities=config.entities)
         ex = SimExecutor(jobs, source, config.round_seconds, len(workers), config.preemption_overhead_s,
-                         integer_steps=config.gavel_compat, col_pool=allocator.col_pool, prices=prices)
+                         integer_steps=config.gavel_compat, col_pool=allocator.pools, prices=prices)
         if ruled:
             ex.rules, ex.rules_columns = compiler, list(workers)
         if estimator is not None:
@@ -279,13 +280,12 @@ def _mechanism(config: SimConfig, allocator: PolicyAllocator, topology: Topology
                jobs: JobArrays, ruled: bool):
     """Gavel's round mechanism for an allocation policy (or the ideal time-sharing baseline)."""
     if config.ideal:
-        return IdealPlanner(len(allocator.columns))
+        return IdealPlanner(allocator.columns.num)
     mcfg = MechanismConfig.gavel_compat(allocator.is_agnostic, config.seed) if config.gavel_compat \
         else MechanismConfig.since_reset(config.seed) if config.reset_ledger else MechanismConfig(seed=config.seed)
     if not config.gavel_compat:
         mcfg = mcfg.for_policy(allocator.spec)   # deliver the types a cost policy paid for (issue 17)
-    spread = None if allocator.col_pool is None else [c.endswith(UNCONSOLIDATED) for c in allocator.columns]
-    planner = RoundMechanism(topology, mcfg, allocator.col_pool, spread)
+    planner = RoundMechanism(topology, mcfg, allocator.columns)
     if ruled:
         planner.placer.rules = ServerRules(crules, jobs.rules_of)
     return planner

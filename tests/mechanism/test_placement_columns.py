@@ -3,6 +3,7 @@
 import numpy as np
 
 from gavel_ng.cluster import Cluster
+from gavel_ng.columns import Columns
 from gavel_ng.mechanism import AllocationRows, MechanismConfig, RoundMechanism, greedy_select
 from gavel_ng.topology import Topology
 
@@ -26,7 +27,7 @@ def test_greedy_columns_draw_on_their_pool():
 
 def test_consolidated_entries_get_whole_servers_spread_ones_the_rest():
     t = topo("v100=8", per=4)
-    m = RoundMechanism(t, MechanismConfig(decay=1.0), col_pool=[0, 0], col_spread=[False, True])
+    m = RoundMechanism(t, MechanismConfig(decay=1.0), Columns.types(t.worker_types, placement_sensitive=True))
     # job 0 (2 GPUs) may spread and ranks first; job 1 (4 GPUs) must be consolidated
     X = np.array([[0.0, 1.0], [0.9, 0.0]])
     m.reset(AllocationRows([(0,), (1,)], X, np.array([2, 4])))
@@ -40,7 +41,7 @@ def test_consolidated_entries_get_whole_servers_spread_ones_the_rest():
 
 def test_pooled_capacity_is_shared_between_twin_columns():
     t = topo("v100=8", per=4)
-    m = RoundMechanism(t, col_pool=[0, 0], col_spread=[False, True])
+    m = RoundMechanism(t, columns=Columns.types(t.worker_types, placement_sensitive=True))
     X = np.array([[0.5, 0.5]] * 3)
     m.reset(AllocationRows([(0,), (1,), (2,)], X, np.full(3, 4)))
     for _ in range(6):
@@ -52,7 +53,7 @@ def test_pooled_capacity_is_shared_between_twin_columns():
 
 def test_consolidated_entry_gives_up_a_split_lease_to_consolidate():
     t = topo("v100=8", per=4)
-    m = RoundMechanism(t, col_pool=[0, 0], col_spread=[False, True])
+    m = RoundMechanism(t, columns=Columns.types(t.worker_types, placement_sensitive=True))
     m.reset(AllocationRows([(0,)], np.array([[0.0, 1.0]]), np.array([4])))
     m.placer.last = {(0,): (0, (2, 3, 4, 5))}                 # last round: split over two servers
     assert m.plan().renewed[0]                                 # spread column: the split lease is renewed

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from gavel_ng.cluster import Cluster
+from gavel_ng.columns import Columns
 from gavel_ng.mechanism import AllocationRows, Ledger, MechanismConfig, RoundMechanism
 from gavel_ng.topology import Topology
 
@@ -137,13 +138,15 @@ def test_nothing_carried_plans_like_a_fresh_mechanism(cfg):
 
 def test_placement_columns_follow_the_new_topology():
     """With TYPE / TYPE_unconsolidated columns the pooled capacity and the spread rule still hold."""
-    pool, spread = [0, 0, 1, 2], [False, True, False, False]
-    m = RoundMechanism(servers(("v100", 2), ("k80", 1)), MechanismConfig(decay=1.0), pool, spread)
+    old = servers(("v100", 2), ("k80", 1))
+    cols = Columns(tuple(old.worker_types), np.array([0, 0, 1, 2]), np.zeros(4, np.int64),
+                   np.array([False, True, False, False]))
+    m = RoundMechanism(old, MechanismConfig(decay=1.0), cols)
     X = np.array([[0.0, 1.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0]])
     m.reset(alloc(X, sfs=[2, 2]))
     new = servers(("v100", 2), ("v100", 2), ("k80", 1))
     m.set_topology(new, [0, 1, 4])
-    fresh = RoundMechanism(new, MechanismConfig(decay=1.0), pool, spread)
+    fresh = RoundMechanism(new, MechanismConfig(decay=1.0), cols)
     fresh.reset(alloc(X, sfs=[2, 2]))
     np.testing.assert_array_equal(m._col_cap, fresh._col_cap)
     for a, b in zip(run(m, 3), run(fresh, 3)):
