@@ -265,7 +265,9 @@ def _simulate(cluster: Cluster, table: ThroughputTable | None, trace, config: Si
                         time.perf_counter() - wall)
     summary["refused"] = sum(1 for m in ex.refused if lo <= m < hi)   # admission refusals in the window
     summary["refusals"] = dict(admission.refusals) if admission is not None else {}
-    summary["solver_fallbacks"] = allocator.warnings if allocator is not None else []
+    summary["solver_fallbacks"] = allocator.warnings if allocator is not None else 0
+    if allocator is None:
+        summary["mode"] = "round policy"     # its own decision every round, no allocation or mechanism
     summary["policy_solved"] = allocator.spec.name if allocator is not None else spec.name
     summary["placement_sensitive"] = bool(config.placement_sensitive)
     summary["paired_fraction"] = round(ex.paired_seconds / ex.run_seconds, 6) if ex.run_seconds else 0.0

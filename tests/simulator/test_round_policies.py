@@ -30,6 +30,7 @@ def test_tiresias_runs_a_gavel_trace_of_fixed_jobs(tiny_table, gavel_trace):
     s = r.summary
     assert s["jobs_measured"] == 5 and not s["unstable"]
     assert s["round_seconds"] == 60.0 and s["adaptive_jobs"] == 0 and s["reallocations"] == 0
+    assert s["mode"] == "round policy" and s["solver_fallbacks"] == 0
     assert s["policy_solves"] == s["rounds"] > 0 and s["policy_solved"] == "tiresias"
     assert s["gpu_hours"] == pytest.approx(float(r.jobs.gpu_seconds.sum()) / 3600, abs=1e-3)
     for p in plans:   # every job at its own scale factor, on a type where it runs
