@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+from pathlib import Path
 
 from ..errors import InputError
 from ..profiles import GPUS, default_table, read_table, write_table
@@ -54,7 +55,8 @@ def add_parser(sub) -> None:
                            description="Check a throughput table, print a summary, and with --out write it "
                                        "in the format of --out's suffix (.json: Gavel JSON, .csv).")
     a.add_argument("file", metavar="FILE", help="the table to check")
-    a.add_argument("--format", help=f"{' or '.join(FORMATS)} (default: from the file's suffix)")
+    a.add_argument("--format", help=f"{' or '.join(FORMATS)} (default: from the file's content: JSON is "
+                                    "Gavel's format, anything else CSV)")
     a.add_argument("--out", metavar="FILE", help="write the table here (.json or .csv)")
     a.set_defaults(run=run_import)
     p.set_defaults(run=run_list)  # plain `gavel-ng profiles` lists
@@ -162,11 +164,18 @@ def run_export(args) -> int:
     return 0
 
 
+def _format_of(path: str) -> str:
+    """The format `read_table` read the file in (by its content)."""
+    from ..profiles.table_io import content_format
+
+    return content_format(Path(path).read_text(encoding="utf-8-sig"))
+
+
 def run_import(args) -> int:
     fmt = _checked_format(args.format) if args.format else None
     out_fmt = format_for(args.out) if args.out else None
     table = read_table(args.file, fmt)
-    print(f"{args.file}: {format_for(args.file, fmt)}, {_counts(table)}, "
+    print(f"{args.file}: {fmt or _format_of(args.file)}, {_counts(table)}, "
           f"{len(table.job_types)} job types")
     width = max(len(w) for w in table.isolated)
     print(f"  {'worker type':<{width}}  {'jobs':>5}  {'pairs':>6}  {'min steps/s':>11}  {'max steps/s':>11}  "

@@ -46,7 +46,8 @@ COLUMNS = REQUIRED + PAIR_COLUMNS
 
 
 def format_for(path: str | Path, format: str | None = None) -> str:
-    """The explicit format if given, else the one the file suffix implies."""
+    """The format to WRITE `path` in: the explicit one if given, else the one its suffix names (a file
+    being read is judged by its content: `content_format`)."""
     if format is not None:
         if format not in FORMATS:
             raise InputError("format", format, f"must be one of {', '.join(FORMATS)}")
@@ -58,15 +59,31 @@ def format_for(path: str | Path, format: str | None = None) -> str:
     return SUFFIXES[suffix]
 
 
+def content_format(text: str) -> str:
+    """A table's format from its text, never its name: whatever parses as JSON is Gavel JSON (a
+    malformed one is then named as such), anything else CSV."""
+    head = text.lstrip()[:1]
+    if head == "{":
+        return "gavel-json"
+    if head in ("[", '"') or head.isdigit():
+        try:
+            json.loads(text)
+        except ValueError:
+            return "csv"
+        return "gavel-json"
+    return "csv"
+
+
 def read_table(path: str | Path, format: str | None = None) -> ThroughputTable:
-    """Load and validate a table; errors name the file, line (CSV) or entry (JSON) and field."""
+    """Load and validate a table (its format from its content unless given); errors name the file,
+    line (CSV) or entry (JSON) and field."""
     path = Path(path)
-    fmt = format_for(path, format)
     try:
         text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
         raise InputError("file", str(path), f"cannot read ({reason})") from None
+    fmt = format_for(path, format) if format is not None else content_format(text)
     return parse_csv(text, path.name) if fmt == "csv" else parse_gavel_json(text, path.name)
 
 
@@ -82,8 +99,8 @@ def resolve_table(value: str | Path, flag: str = "--throughputs") -> ThroughputT
     if not path.is_file():
         what = "no such file" if path.suffix.lower() in SUFFIXES else "neither a file nor a built-in table"
         raise InputError(flag, text, f"{what} (built-in tables: {known}; files: Gavel JSON or CSV)")
-    try:  # CSV by its suffix, Gavel JSON otherwise
-        return read_table(path, SUFFIXES.get(path.suffix.lower(), "gavel-json"))
+    try:  # Gavel JSON or CSV, by content
+        return read_table(path)
     except InputError as exc:
         raise InputError(flag, text, str(exc)) from None
 

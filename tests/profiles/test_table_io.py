@@ -10,6 +10,7 @@ import pytest
 
 from gavel_ng.errors import InputError
 from gavel_ng.profiles import default_table, read_table, write_table
+from gavel_ng.profiles.table_io import resolve_table
 from gavel_ng.throughputs import ThroughputTable
 
 A, B = ("ResNet-18 (batch size 16)", 1), ("LM (batch size 5)", 1)
@@ -163,3 +164,13 @@ def test_invalid_json_names_line(tmp_path: Path) -> None:
     with pytest.raises(InputError) as info:
         read_table(write(tmp_path, '{\n "k80": {\n  "a": 1,,\n }\n}', "table.json"))
     assert str(info.value).startswith("table.json line 3='\"a\": 1,,': not valid JSON")
+
+
+def test_a_table_is_read_by_its_content_not_its_name(tmp_path: Path) -> None:
+    """A Gavel JSON table named .csv and a CSV table named .json (or with no suffix) read as what they are."""
+    as_json = json.dumps({"v100": {"('A', 1)": {"null": 2.0}}})
+    as_csv = "job_type,scale_factor,worker_type,throughput\nA,1,v100,2.0\n"
+    for text, name in ((as_json, "t.csv"), (as_csv, "t.json"), (as_csv, "table"), (as_json, "table.txt")):
+        t = read_table(write(tmp_path, text, name))
+        assert t.get(("A", 1), "v100") == 2.0, name
+        assert resolve_table(str(tmp_path / name)).get(("A", 1), "v100") == 2.0, name
