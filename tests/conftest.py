@@ -36,3 +36,20 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "cluster_factory" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture
+def clean_registry():
+    """The policies a test registers (a plugin, a decorator) leave with it: the registry is global."""
+    import sys
+
+    from gavel_ng.policies import plugins, registry
+
+    registry.ensure_loaded()
+    saved = dict(registry._REGISTRY), dict(registry._ALIASES), dict(plugins._LOADED)
+    yield
+    for live, old in zip((registry._REGISTRY, registry._ALIASES, plugins._LOADED), saved):
+        live.clear()
+        live.update(old)
+    for name in [m for m in sys.modules if m.startswith(("gavel_ng_plugin_", "gng_test_"))]:
+        del sys.modules[name]

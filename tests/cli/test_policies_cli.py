@@ -1,24 +1,10 @@
 """`gavel-ng policies`: both kinds of policy from the one registry."""
 
-import sys
 
 import pytest
 
 from gavel_ng.cli import main
-from gavel_ng.policies import plugins, registry
-
-
-@pytest.fixture
-def clean_registry():
-    """The plugin's policy leaves with the test (the registry is global)."""
-    registry.ensure_loaded()
-    saved = dict(registry._REGISTRY), dict(registry._ALIASES), dict(plugins._LOADED)
-    yield
-    for live, old in zip((registry._REGISTRY, registry._ALIASES, plugins._LOADED), saved):
-        live.clear()
-        live.update(old)
-    for name in [m for m in sys.modules if m.startswith("gavel_ng_plugin_")]:
-        del sys.modules[name]
+from gavel_ng.policies import plugins
 
 
 def test_lists_allocation_and_round_policies(capsys):

@@ -17,7 +17,7 @@ import pytest
 
 from gavel_ng.cli import main
 from gavel_ng.errors import InputError
-from gavel_ng.policies import get_policy, list_policies, plugins, registry
+from gavel_ng.policies import get_policy, list_policies, plugins
 from gavel_ng.sweep import ResultsStore, SweepPoint, run_point
 
 PROPORTIONAL = '''\
@@ -33,16 +33,8 @@ SMALL = ["--cluster", "v100=2,k80=2", "--static", "6"]
 
 
 @pytest.fixture(autouse=True)
-def clean_registry():
-    """Each test starts from the built-in policies and leaves them so (the registry is global)."""
-    registry.ensure_loaded()
-    saved = dict(registry._REGISTRY), dict(registry._ALIASES), dict(plugins._LOADED)
-    yield
-    for live, old in zip((registry._REGISTRY, registry._ALIASES, plugins._LOADED), saved):
-        live.clear()
-        live.update(old)
-    for name in [m for m in sys.modules if m.startswith(("gavel_ng_plugin_", "gng_test_"))]:
-        del sys.modules[name]
+def _each_test_leaves_the_registry_as_it_found_it(clean_registry):
+    """Each test starts from the built-in policies and leaves them so (tests/conftest.py)."""
 
 
 @pytest.fixture
