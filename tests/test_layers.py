@@ -41,10 +41,6 @@ ALLOWED: dict[str, frozenset[str] | None] = {
     "cli": TOP, "sweep": TOP, "": TOP, "__main__": TOP,
 }
 
-# Edges allowed for now although they cross a layer (module, imported module): none.
-PENDING: frozenset = frozenset()
-
-
 def part(module: str) -> str:
     """`gavel_ng.policies.lp` -> `policies`; the package itself -> ``""``."""
     parts = module.split(".")
@@ -72,17 +68,10 @@ def test_every_part_of_the_package_has_a_layer():
 
 def test_imports_follow_the_layers():
     graph, modules = import_graph()
-    bad = [v for v in violations(graph, modules) if v[:2] not in PENDING]
+    bad = violations(graph, modules)
     if bad:
         pytest.fail("imports across layers that tests/test_layers.py does not allow:\n"
                     + "\n".join(f"  {m} -> {t}  ({where})" for m, t, where in bad), pytrace=False)
-
-
-def test_pending_edges_still_exist():
-    """A PENDING edge that is gone must leave the list (else it would hide its return)."""
-    graph, _ = import_graph()
-    gone = sorted(e for e in PENDING if e[1] not in graph.get(e[0], {}))
-    assert not gone, f"PENDING edges no longer in the code, remove them from tests/test_layers.py: {gone}"
 
 
 def test_the_check_sees_a_violation():
