@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
+import timeit
 from pathlib import Path
 
 from gavel_ng.protocol.client import SchedulerClient
@@ -30,12 +31,8 @@ TYPES = ["ResNet-18 (batch size 32)", "LM (batch size 20)", "Recommendation (bat
 
 
 def best(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
+    """Seconds of the fastest of `repeat` calls."""
+    return min(timeit.repeat(fn, number=1, repeat=repeat))
 
 
 def main() -> None:

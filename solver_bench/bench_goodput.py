@@ -18,7 +18,7 @@ covered, see gavel_ng/elastic/goodput.py). Three figures:
 from __future__ import annotations
 
 import argparse
-import time
+import timeit
 
 import numpy as np
 
@@ -29,12 +29,8 @@ TYPES = ("t4", "v100", "a100")
 
 
 def _best_of(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
+    """Seconds of the fastest of `repeat` calls."""
+    return min(timeit.repeat(fn, number=1, repeat=repeat))
 
 
 def main(argv: list[str] | None = None) -> None:

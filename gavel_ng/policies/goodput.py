@@ -5,8 +5,8 @@ rounds, so an elastic job rotates between configurations (each change costs the 
 re-allocation delay), waits for the next round boundary after it arrives, and its
 speedups are those of the last arrival or completion while its noise scale grows. On
 Pollux's workload under 360 s rounds that cost its first, time-sharing version (`goodput_lp`,
-since removed) a job's arrival-to-start wait
-of about half a round and 2.2 re-allocations per job (experiments/README.md). Sia
+since removed) a job's arrival-to-start wait of about half a round and 2.2 re-allocations per
+job (experiments/README.md). Sia
 (SOSP'23) instead re-solves every scheduling interval at current progress and gives each
 job one configuration; so does this policy:
 
