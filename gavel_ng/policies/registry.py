@@ -90,6 +90,8 @@ class PolicySpec:
         if unknown and not any(q.kind == q.VAR_KEYWORD for q in params.values()):
             raise InputError(f"{self.name} option", unknown[0],
                              f"unknown; {self.name} takes {', '.join(known) if known else 'no options'}")
+        for name, value in options.items():
+            _check_option(self.name, name, value, params[name].default if name in params else None)
         if isinstance(self.fn, type):
             return self.fn(**options).decide
         if not options:
@@ -97,6 +99,24 @@ class PolicySpec:
         from functools import partial
 
         return partial(self.fn, **options)
+
+
+def _check_option(policy: str, name: str, value: object, default: object) -> None:
+    """An option's value has the shape of its declared default (a number, a flag, a name), so that a
+    wrong one is refused here in one line rather than deep inside the policy's arithmetic."""
+    import math
+
+    where = f"{policy} option {name}"
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise InputError(where, value, "must be true or false")
+    elif isinstance(default, (int, float)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise InputError(where, value, "must be a finite number")
+        if isinstance(default, int) and not isinstance(value, int) and not float(value).is_integer():
+            raise InputError(where, value, "must be an integer")
+    elif isinstance(default, str) and not isinstance(value, str):
+        raise InputError(where, value, "must be a name")
 
 
 PACKED = "_packed"

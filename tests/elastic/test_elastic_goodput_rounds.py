@@ -93,6 +93,16 @@ def test_bad_p_and_unknown_options_are_input_errors():
         simulate(Cluster.parse("t4=4"), None, et, SimConfig(policy="las", options={"p": 1.0}))
 
 
+@pytest.mark.parametrize("policy, option, value, reason", [
+    ("goodput", "p", "x", "finite number"), ("goodput", "restart_factor", 1, "true or false"),
+    ("pollux", "p", float("nan"), "finite number"), ("pollux", "population", 2.5, "integer")])
+def test_an_option_of_the_wrong_shape_is_named_in_one_line(policy, option, value, reason):
+    from gavel_ng.policies import get_policy
+
+    with pytest.raises(InputError, match=f"{policy} option {option}.*{reason}"):
+        get_policy(policy).decider({option: value})
+
+
 def test_restart_factor_keeps_jobs_on_their_configuration():
     et = pollux_workload(num_jobs=20, hours=1, seed=1)
     cluster = Cluster.parse("t4=8,v100=4,a100=4", gpus_per_server=4)
