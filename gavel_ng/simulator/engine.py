@@ -30,7 +30,7 @@ from .estimated import EstimatedThroughputs
 from .executor import IdealPlanner, JobArrays, SimExecutor
 from .metrics import summarize
 from .oracle import TableThroughputs
-from .rounds import adaptive_models, check_round_config, round_planner
+from .rounds import adaptive_models, check_adaptive_fits, check_round_config, round_planner
 
 log = logging.getLogger(__name__)
 GAVEL_COMPAT_SOLVE_INTERVAL = 1920.0
@@ -183,6 +183,7 @@ def _simulate(cluster: Cluster, table: ThroughputTable | None, trace, config: Si
     crules.check_entities(config.entities, "--rules", "--entities")
     if spec.is_round:
         check_round_config(spec, config, crules, full.rules)
+        check_adaptive_fits(models, cluster, config.gpu_counts)
     _check_fits(full, jobs, cluster, compiler if ruled else None, config.entities,
                 None if models is None else models.adaptive)
     source = (lambda n: generator.ensure(n)) if generator else (lambda n: full)

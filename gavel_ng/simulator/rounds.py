@@ -12,7 +12,7 @@ from ..policies.registry import ADAPTIVE, BOTH, PolicySpec
 from ..round_planner import RoundPlanner
 from ..rules import ClusterRules, ServerRules
 from ..topology import Topology
-from .adaptive import AdaptiveModels, ArraysSource
+from .adaptive import NETWORK_GBPS, AdaptiveModels, ArraysSource
 
 NO_ADAPTIVE_SPECS = "this trace has no adaptive specs (--workload pollux or a Pollux workload CSV)"
 
@@ -30,6 +30,31 @@ def adaptive_models(spec: PolicySpec, etrace, num_jobs: int) -> AdaptiveModels |
         return None
     adapt = has if spec.is_round and spec.jobs in (ADAPTIVE, BOTH) else np.zeros(num_jobs, bool)
     return AdaptiveModels(specs, np.asarray(etrace.work, float), adapt)
+
+
+def check_adaptive_fits(models: AdaptiveModels | None, cluster, gpu_counts) -> None:
+    """An adaptive job that no (type, GPU count) configuration can run would never finish: InputError
+    naming the first such job, up front (else the run would only stop at its time cap)."""
+    from ..elastic.goodput import best_goodput_many
+
+    if models is None or not models.any:
+        return
+    cap = cluster.capacity()
+    fits: dict = {}
+    for m in np.flatnonzero(models.adaptive).tolist():
+        spec = models.specs[m]
+        if spec not in fits:
+            fits[spec] = False
+            for t, w in enumerate(cluster.worker_types):
+                k = np.array([g for g in sorted(set(gpu_counts)) if g <= cap[t]], np.int64)
+                if len(k) and (best_goodput_many(spec, w, k, -(-k // cluster.server_size(w)), 0.0,
+                                                 NETWORK_GBPS)[0] > 0).any():
+                    fits[spec] = True
+                    break
+        if not fits[spec]:
+            raise InputError(f"trace job {m}", spec.family, "fits no configuration of the cluster (GPU counts "
+                             f"{', '.join(map(str, sorted(set(gpu_counts))))} of each type, within its capacity; "
+                             f"min_gpus {spec.min_gpus})")
 
 
 def check_round_config(spec: PolicySpec, config, crules: ClusterRules, job_rules: list) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -123,3 +124,12 @@ def test_goodput_beats_las_and_its_agnostic_twin_on_a_small_heterogeneous_worklo
     assert jct["goodput"] < jct["goodput_agnostic"]
     # and no policy beats the contention-free bound (one type per job, the 30 s start delay)
     assert jct["goodput"] * 3600 > contention_free_jct(et, cluster, 30.0).mean()
+
+
+def test_an_adaptive_job_no_configuration_can_run_is_refused_up_front():
+    et = pollux_workload(num_jobs=3, hours=0.1, seed=0)
+    et.specs[1] = replace(et.specs[1], min_gpus=8)   # the cluster's types have 4 GPUs each
+    with pytest.raises(InputError, match=r"trace job 1.*fits no configuration.*min_gpus 8"):
+        simulate(Cluster.parse("t4=4,v100=4"), None, et, SimConfig(policy="goodput"))
+    et.specs[1] = replace(et.specs[1], min_gpus=4)
+    assert simulate(Cluster.parse("t4=4,v100=4"), None, et, SimConfig(policy="goodput")).summary["jobs_measured"] == 3
