@@ -79,9 +79,11 @@ class RoundPlanner:
 
     # ----- Planner protocol -------------------------------------------------------------------------
     def plan(self, new_jobs: JobView | None = None) -> RoundPlan:
-        start = time.perf_counter()
-        entries = self._decide(self.clock()) if self.active and self.topo.num_gpus else []
-        self.solve_seconds.append(time.perf_counter() - start)
+        entries = []
+        if self.active and self.topo.num_gpus:   # a round with no job to place is no decision
+            start = time.perf_counter()
+            entries = self._decide(self.clock())
+            self.solve_seconds.append(time.perf_counter() - start)
         gpus = [e.gpus for e in entries]
         renewed = [self.last.get(e.job) == e.gpus for e in entries]
         servers = self.topo.gpu_server

@@ -114,3 +114,12 @@ def test_a_round_policy_keeps_allowed_types_and_refuses_preferences(tiny_table, 
     preferring = replace(gavel_trace, rules=[JobRules(preferred_types=("v100",))] + [None] * 4)
     with pytest.raises(InputError, match=r"trace job 0 rules.preferred_types"):
         simulate(cluster, tiny_table, preferring, SimConfig(policy="tiresias"))
+
+
+def test_a_round_with_no_job_to_place_is_not_counted_as_a_decision(tiny_table, make_trace):
+    trace = make_trace([("A", 1, 600, 0), ("B", 1, 600, 20000)])
+    seen = []
+    s = simulate(Cluster.parse("v100=4,k80=4"), tiny_table, trace, SimConfig(policy="tiresias"),
+                 observe=seen.append).summary
+    assert s["jobs_measured"] == 2
+    assert s["policy_solves"] == sum(len(p.member_job) > 0 for p in seen) < s["rounds"]
