@@ -27,12 +27,14 @@ its memory bound ``max_local_batch``: the artifact profiled up to what fit.
 
 **Noise scale.** ``phi = M0 grad_var / grad_sqr`` per row of ``validation-M0.csv`` (AdaptDL's
 estimate, as :mod:`gavel_ng.elastic.families` reads the same files); rows with ``grad_sqr = 0``
-(phi undefined) are skipped. The artifact's ``progress`` counts M0-sized steps at the end of each
+or ``grad_var = 0`` (phi undefined, or 0 where a log-linear table needs it positive) are
+skipped. The artifact's ``progress`` counts M0-sized steps at the end of each
 statistical epoch, so our progress fraction there is ``progress x M0 / work`` (``work`` =
 epochs x examples per epoch of the family, which were read off the same column), clipped to 1.
 AdaptDL's statistics are running averages, so each value stands at the end of its epoch.
 
-`fit_directory` returns the JSON-ready profile set; ``gavel-ng profiles fit-elastic DIR`` writes it.
+`fit_directory` returns the JSON-ready profile set; ``gavel-ng profiles elastic --fit DIR --out FILE``
+writes it.
 """
 
 from __future__ import annotations
@@ -302,8 +304,9 @@ def fit_directory(root: str | Path, name: str = "sia") -> dict:
         "gpu_types": {suffix: gpu for suffix, gpu in SUFFIX_TYPES.items()},
         "method": FIT_METHOD,
         "theta_order": ["alpha_grad", "beta_grad", "alpha_local", "beta_local", "alpha_node", "beta_node", "gamma"],
-        "phi_method": "phi = M0 grad_var / grad_sqr per row of validation-M0.csv (rows with grad_sqr = 0 skipped), "
-                      "at progress fraction = progress x M0 / (epochs x examples per epoch), piecewise log-linear",
+        "phi_method": "phi = M0 grad_var / grad_sqr per row of validation-M0.csv (rows with grad_sqr or grad_var = 0 "
+                      "skipped), at progress fraction = progress x M0 / (epochs x examples per epoch), "
+                      "piecewise log-linear",
         "fits": fits,
         "phi": phi,
     }

@@ -250,3 +250,16 @@ def test_an_unknown_profile_set_is_a_one_line_error(capsys):
         SweepPoint(workload="pollux", elastic_profiles="measured")
     with pytest.raises(InputError, match="profiles"):
         throughput_params("cifar10", "t4", profiles="measured")
+
+
+def test_profiles_elastic_prints_the_fit_and_refits_a_directory(tmp_path, capsys):
+    assert main(["profiles", "elastic"]) == 0
+    out = capsys.readouterr().out
+    assert "rtx2080ti" in out and all(app in out for app in APPS)
+    write_profiles(tmp_path / "src" / "bert", suffix="rtx")
+    target = tmp_path / "set.json"
+    assert main(["profiles", "elastic", "--fit", str(tmp_path / "src"), "--out", str(target)]) == 0
+    data = json.loads(target.read_text())
+    assert data["fits"]["bert"]["rtx2080ti"]["theta"] == pytest.approx(THETA, rel=1e-3)
+    assert "0.0 / 0.0 %" in capsys.readouterr().out
+    assert main(["profiles", "elastic", "--fit", str(tmp_path / "none")]) == 2
