@@ -4,6 +4,7 @@ list    job types (with scale factors) and GPU types (with datasheet figures)
 show    isolated steps/s of every job type on chosen GPU types
 export  the modeled table as Gavel JSON or CSV
 import  validate a user's table (CSV or Gavel JSON), summarize it, optionally convert it
+elastic the measured elastic profile set (fit errors per application and GPU type); --fit DIR refits it
 """
 
 from __future__ import annotations
@@ -59,6 +60,17 @@ def add_parser(sub) -> None:
                                     "Gavel's format, anything else CSV)")
     a.add_argument("--out", metavar="FILE", help="write the table here (.json or .csv)")
     a.set_defaults(run=run_import)
+
+    a = actions.add_parser("elastic", help="the measured elastic profile set: fit errors; --fit DIR refits it",
+                           description="Print the fit of a measured elastic profile set (Pollux's throughput "
+                                       "parameters per application and GPU type, docs/elastic.md) with its errors. "
+                                       "--fit DIR fits them anew from the Sia artifact's profile directory "
+                                       "(APP/placements-SUFFIX.csv, scalability-SUFFIX.csv, validation-M0.csv); "
+                                       "--out writes the set as JSON (gavel_ng/elastic/data/sia.json is one).")
+    a.add_argument("--fit", metavar="DIR", help="fit from this directory instead of showing the shipped set")
+    a.add_argument("--name", default="sia", help="the set's name (default sia)")
+    a.add_argument("--out", metavar="FILE", help="write the set as JSON here")
+    a.set_defaults(run=run_elastic)
     p.set_defaults(run=run_list)  # plain `gavel-ng profiles` lists
 
 
@@ -219,3 +231,41 @@ def _warnings(table: ThroughputTable) -> list[str]:
     if unequal:
         out.append(f"{unequal} pair entries between different scale factors (Gavel pairs only equal ones)")
     return out
+
+
+# ----- elastic --------------------------------------------------------------------------
+def run_elastic(args) -> int:
+    import json
+
+    from ..elastic.measured import error_table, fit_directory
+    from ..elastic.profile_sets import DATA_FILES, measured_set, parse_set
+
+    if args.fit:
+        data = fit_directory(args.fit, args.name)
+        parse_set(data, "fitted set")  # what the package will load must check
+    else:
+        if args.name not in DATA_FILES:
+            raise InputError("--name", args.name, f"no shipped measured set; known: {', '.join(DATA_FILES)}")
+        ms = measured_set(args.name)
+        data = {**ms.provenance, "fits": {}, "phi": {}}
+        for (app, gpu), e in ms.entries.items():
+            data["fits"].setdefault(app, {})[gpu] = {"theta": list(e.theta), "max_local_batch": e.max_local_batch,
+                                                     "rows": e.rows, "median_error": e.median_error,
+                                                     "max_error": e.max_error, "node_measured": e.node_measured}
+        data["phi"] = {app: t.to_dict() for app, t in ms.phi.items()}
+    print(f"profile set {data.get('name', args.name)}: {data.get('source', '')}")
+    print(f"fitted {data.get('fitted', '?')}: {data.get('method', '')}")
+    print("relative error of the predicted iteration time (step + sync), median / max:")
+    rows = error_table(data)
+    gpus = list(dict.fromkeys(g for _, g, *_ in rows))
+    cells = {(a, g): f"{100 * med:.1f} / {100 * mx:.1f} %" for a, g, _, med, mx in rows}
+    apps = list(dict.fromkeys(a for a, *_ in rows))
+    print(f"  {'application':<12}" + "".join(f"{g:>17}" for g in gpus))
+    for a in apps:
+        print(f"  {a:<12}" + "".join(f"{cells.get((a, g), '-'):>17}" for g in gpus))
+    if args.out:
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(data, indent=1) + "\n")
+        print(f"wrote {out}")
+    return 0

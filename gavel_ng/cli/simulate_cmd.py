@@ -14,6 +14,8 @@ import json
 from pathlib import Path
 
 from ..cluster import Cluster
+from ..elastic.efficiency import PROFILE_SETS
+from ..elastic.profile_sets import check_profiles
 from ..errors import InputError
 from ..logs import format_warnings
 from ..policies import get_policy
@@ -70,6 +72,10 @@ def add_parser(sub) -> None:
                    help="the --trace file's format (default: read from its content)")
     p.add_argument("--jobs", type=int, help="--workload pollux: number of jobs (default 160)")
     p.add_argument("--hours", type=float, help="--workload pollux: arrival window in hours (default 8)")
+    p.add_argument("--elastic-profiles", default="modeled", metavar="|".join(PROFILE_SETS),
+                   help="a Pollux workload's profile set: modeled (default: gavel_ng's performance model) or sia "
+                        "(fitted to the Sia artifact's measurements; docs/elastic.md); fixed and adaptive jobs "
+                        "both use it")
     p.add_argument("--realloc-delay", type=float, default=30.0, metavar="SECONDS",
                    help="adaptive jobs: seconds lost at each change of GPU count or type (default 30, as Pollux)")
     p.add_argument("--policy-option", action="append", metavar="KEY=VALUE",
@@ -153,6 +159,8 @@ def run(args) -> int:
     for flag in ("jobs", "hours"):
         if getattr(args, flag) is not None and not args.workload:
             raise InputError(f"--{flag}", getattr(args, flag), "applies to --workload pollux")
+    if check_profiles(args.elastic_profiles, "--elastic-profiles") != "modeled" and not pollux:
+        raise InputError("--elastic-profiles", args.elastic_profiles, "applies to a Pollux workload")
     # a Pollux workload's fixed jobs get their table from the simulator unless one is given
     table = resolve_table(args.throughputs) if args.throughputs else \
         None if pollux else default_table(cluster.worker_types)
@@ -188,7 +196,8 @@ def load_trace(args, cluster: Cluster, table, pollux: bool):
         from ..elastic.workload import POLLUX_HOURS, POLLUX_JOBS, load_workload
 
         return load_workload(cluster, args.trace, POLLUX_JOBS if args.jobs is None else args.jobs,
-                             POLLUX_HOURS if args.hours is None else args.hours, args.seed)
+                             POLLUX_HOURS if args.hours is None else args.hours, args.seed,
+                             profiles=args.elastic_profiles)
     spec = TraceSpec(args.jobs_per_hour, args.multi_gpu, args.priorities, args.slos, args.seed)
     if args.trace:
         return read_trace(args.trace)

@@ -12,6 +12,8 @@ policies (gavel_ng.policies: goodput, pollux, tiresias) use it; it imports neith
   the exact vectorized best-batch search per configuration.
 * `workload`: the ``pollux`` workload (Table 1 mix, 160 jobs in 8 hours), a reader and
   writer for the Pollux artifact's workload CSVs, and its fit to a cluster.
+* `measured`, `profile_sets`: profile sets by name: ``modeled`` (the above) or ``sia``, Pollux's
+  parameters and the noise scale fitted to the Sia artifact's measurements (package data).
 * `bounds`: each job's contention-free JCT, a lower bound to judge a policy against.
 
 See docs/elastic.md.
@@ -22,8 +24,10 @@ from __future__ import annotations
 from .bounds import contention_free_jct
 from .efficiency import (
                          LR_SCALING_RULES,
+                         PROFILE_SETS,
                          AdaptiveSpec,
                          PhiCurve,
+                         PhiTable,
                          efficiency,
                          progress_after,
                          progress_per_step,
@@ -41,6 +45,7 @@ from .goodput import (
                          speedup,
                          throughput_params,
 )
+from .profile_sets import measured_set, phi_curve
 from .workload import (
                          POLLUX_APPLICATIONS,
                          ElasticTrace,
@@ -54,10 +59,11 @@ from .workload import (
                          write_pollux_csv,
 )
 
-__all__ = ["FAMILIES", "LR_SCALING_RULES", "POLLUX_APPLICATIONS", "SIZE_CLASSES", "AdaptiveSpec", "ConfigTable",
-           "ElasticFamily", "ElasticTrace", "PhiCurve", "ThroughputParams", "best_batch", "best_goodput",
+__all__ = ["FAMILIES", "LR_SCALING_RULES", "POLLUX_APPLICATIONS", "PROFILE_SETS", "SIZE_CLASSES", "AdaptiveSpec",
+           "ConfigTable", "ElasticFamily", "ElasticTrace", "PhiCurve", "PhiTable", "ThroughputParams", "best_batch",
+           "best_goodput",
            "best_goodput_many", "cap_tuned_gpus", "configuration_table", "contention_free_jct", "efficiency",
            "fit_to_cluster", "fixed_job_table", "load_workload",
-           "get_family", "goodput",
+           "get_family", "goodput", "measured_set", "phi_curve",
            "pollux_workload", "progress_after", "progress_per_step", "read_pollux_csv", "seconds_to_progress",
            "speedup", "throughput_params", "tuned_configurations", "write_pollux_csv"]

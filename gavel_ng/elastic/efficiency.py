@@ -31,6 +31,14 @@ scaling, Adam-type optimizers), ``linear``. They decide how the learning rate fo
 the batch size; the scheduler only needs to know that one exists. ``none`` means the job
 cannot change its batch size: its batch stays at ``M0`` (``E = 1``) and only its GPU
 count adapts, Pollux's "non-adaptive job".
+
+A measured noise scale (`PhiTable`) is piecewise geometric instead: log-linear between
+measured points, so each piece integrates in the same closed form. Both curve classes
+answer ``curve(p)`` and ``curve.integral(p1, p2, M0)``, all that progress needs.
+
+Profile sets (``AdaptiveSpec.profiles``, `PROFILE_SETS`): ``modeled`` reads every
+throughput parameter off the built-in performance model; ``sia`` uses the parameters and
+noise scale fitted to the Sia artifact's measurements (:mod:`gavel_ng.elastic.profile_sets`).
 """
 
 from __future__ import annotations
@@ -43,6 +51,8 @@ import numpy as np
 from gavel_ng.errors import InputError
 
 LR_SCALING_RULES = ("adascale", "sqrt", "linear", "none")
+PROFILE_SETS = ("modeled", "sia")
+"""Throughput and noise-scale profile sets by name; ``modeled`` is the default."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +73,96 @@ class PhiCurve:
         p = np.clip(progress, 0.0, 1.0)
         out = self.phi0 * np.power(self.growth, p)
         return float(out) if np.ndim(out) == 0 else out
+
+    def integral(self, p_from: np.ndarray, p_to: np.ndarray, init_batch: float) -> np.ndarray:
+        """Integral of ``dp / (phi(p) + M0)`` from p_from to p_to (both in [0, 1], p_to >= p_from)."""
+        m0 = float(init_batch)
+        p1, p2 = np.asarray(p_from, float), np.asarray(p_to, float)
+        if self.growth == 1.0:
+            return (p2 - p1) / (self.phi0 + m0)
+        ln_g = math.log(self.growth)
+        phi1 = self.phi0 * np.power(self.growth, p1)
+        phi2 = self.phi0 * np.power(self.growth, p2)
+        return ((p2 - p1) - np.log((phi2 + m0) / (phi1 + m0)) / ln_g) / m0
+
+    def to_dict(self) -> dict:
+        return {"phi0": self.phi0, "growth": self.growth}
+
+
+@dataclass(frozen=True)
+class PhiTable:
+    """A measured noise scale: ``phi`` at increasing progress fractions, log-linear in between and
+    constant outside them (``phi(p) = phi[0]`` before the first point, ``phi[-1]`` after the last)."""
+
+    progress: tuple[float, ...]
+    phi: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        p, v = self.progress, self.phi
+        if not (isinstance(p, (tuple, list)) and isinstance(v, (tuple, list)) and len(p) == len(v) >= 1):
+            raise InputError("phi.progress", p, "needs as many progress points as phi values, at least one")
+        if not all(_finite(x) and 0.0 <= x <= 1.0 for x in p) or any(b <= a for a, b in zip(p, p[1:])):
+            raise InputError("phi.progress", p, "must increase strictly within [0, 1]")
+        if not all(_finite(x) and x > 0 for x in v):
+            raise InputError("phi.phi", v, "must be finite numbers > 0")
+        object.__setattr__(self, "progress", tuple(float(x) for x in p))
+        object.__setattr__(self, "phi", tuple(float(x) for x in v))
+        # knots from 0 to 1 (the constant ends made explicit) and the integral's value at each knot, per M0
+        x = np.unique(np.concatenate([[0.0], self.progress, [1.0]]))
+        y = np.log(np.interp(x, self.progress, self.phi))
+        object.__setattr__(self, "_x", x)
+        object.__setattr__(self, "_logphi", y)
+        object.__setattr__(self, "_cum", {})
+
+    def __call__(self, progress: float | np.ndarray) -> float | np.ndarray:
+        """phi at progress fraction(s); progress is clipped to [0, 1]."""
+        out = np.exp(np.interp(np.clip(progress, 0.0, 1.0), self._x, self._logphi))
+        return float(out) if np.ndim(out) == 0 else out
+
+    def _piece(self, i: np.ndarray, a: np.ndarray, b: np.ndarray, m0: float) -> np.ndarray:
+        """Integral of dp / (phi + M0) from a to b, both within piece i (closed form of a geometric piece)."""
+        x, y = self._x, self._logphi
+        width = x[i + 1] - x[i]
+        rate = (y[i + 1] - y[i]) / np.where(width > 0, width, 1.0)
+        phi_a = np.exp(y[i] + rate * (a - x[i]))
+        phi_b = np.exp(y[i] + rate * (b - x[i]))
+        flat = np.abs(rate) < 1e-12
+        with np.errstate(divide="ignore", invalid="ignore"):
+            curved = ((b - a) - np.log((phi_b + m0) / (phi_a + m0)) / np.where(flat, 1.0, rate)) / m0
+        return np.where(flat, (b - a) / (phi_a + m0), curved)
+
+    def _from_zero(self, p: np.ndarray, m0: float) -> np.ndarray:
+        cum = self._cum.get(m0)
+        if cum is None:
+            k = np.arange(len(self._x) - 1)
+            cum = np.concatenate([[0.0], np.cumsum(self._piece(k, self._x[:-1], self._x[1:], m0))])
+            self._cum[m0] = cum
+        i = np.clip(np.searchsorted(self._x, p, side="right") - 1, 0, len(self._x) - 2)
+        return cum[i] + self._piece(i, self._x[i], p, m0)
+
+    def integral(self, p_from: np.ndarray, p_to: np.ndarray, init_batch: float) -> np.ndarray:
+        """Integral of ``dp / (phi(p) + M0)`` from p_from to p_to (both in [0, 1], p_to >= p_from)."""
+        m0 = float(init_batch)
+        p1, p2 = np.asarray(p_from, float), np.asarray(p_to, float)
+        return np.maximum(self._from_zero(p2, m0) - self._from_zero(p1, m0), 0.0)
+
+    def to_dict(self) -> dict:
+        return {"progress": list(self.progress), "phi": list(self.phi)}
+
+
+def parse_phi(data: object, where: str = "phi") -> PhiCurve | PhiTable:
+    """A noise-scale curve from its JSON object, by its shape: ``{"phi0", "growth"}`` or
+    ``{"progress": [...], "phi": [...]}``."""
+    if isinstance(data, dict) and set(data) <= {"phi0", "growth"} and "phi0" in data:
+        return PhiCurve(data["phi0"], data.get("growth", 1.0))
+    if isinstance(data, dict) and set(data) == {"progress", "phi"}:
+        try:
+            return PhiTable(tuple(data["progress"]) if isinstance(data["progress"], list) else data["progress"],
+                            tuple(data["phi"]) if isinstance(data["phi"], list) else data["phi"])
+        except InputError as exc:
+            raise InputError(exc.field.replace("phi", where, 1), exc.value, exc.reason) from None
+    raise InputError(where, data, "must be an object {\"phi0\": ..., \"growth\": ...} or "
+                                  "{\"progress\": [...], \"phi\": [...]}")
 
 
 def efficiency(batch: float | np.ndarray, init_batch: float,
@@ -89,7 +189,8 @@ class AdaptiveSpec:
     count (``max_gpus`` None: as many as the batch allows); ``min_local_batch`` and
     ``max_local_batch`` bound the per-GPU batch (``max_local_batch`` None: the GPU's
     memory decides); ``accumulation`` allows gradient accumulation; ``phi`` overrides
-    the family's gradient-noise curve.
+    the family's gradient-noise curve; ``profiles`` names the profile set (`PROFILE_SETS`)
+    its throughput parameters and noise scale come from.
     """
 
     family: str
@@ -101,10 +202,13 @@ class AdaptiveSpec:
     min_local_batch: int = 1
     max_local_batch: int | None = None
     accumulation: bool = True
-    phi: PhiCurve | None = None
+    phi: PhiCurve | PhiTable | None = None
+    profiles: str = "modeled"
 
     def __post_init__(self) -> None:
         f = "adaptive"
+        if self.profiles not in PROFILE_SETS:
+            raise InputError(f"{f}.profiles", self.profiles, f"unknown profile set; known: {', '.join(PROFILE_SETS)}")
         _require_int(self.init_batch, f"{f}.init_batch", 1)
         _require_int(self.max_batch, f"{f}.max_batch", 1)
         if self.max_batch < self.init_batch:
@@ -124,7 +228,7 @@ class AdaptiveSpec:
                                  f"must be >= min_local_batch ({self.min_local_batch})")
 
     FIELDS = ("family", "init_batch", "max_batch", "min_gpus", "max_gpus", "lr_scaling", "min_local_batch",
-              "max_local_batch", "accumulation", "phi")
+              "max_local_batch", "accumulation", "phi", "profiles")
 
     @classmethod
     def from_dict(cls, data: object, where: str = "adaptive", family: str | None = None) -> AdaptiveSpec:
@@ -145,11 +249,11 @@ class AdaptiveSpec:
             raise InputError(f"{where}.accumulation", data["accumulation"], "must be true or false")
         if not isinstance(data.get("lr_scaling", "adascale"), str):
             raise InputError(f"{where}.lr_scaling", data["lr_scaling"], "must be a string")
+        if not isinstance(data.get("profiles", "modeled"), str):
+            raise InputError(f"{where}.profiles", data["profiles"], "must be a string")
         phi = data.get("phi")
         if phi is not None:
-            if not (isinstance(phi, dict) and set(phi) <= {"phi0", "growth"} and "phi0" in phi):
-                raise InputError(f"{where}.phi", phi, "must be an object {\"phi0\": ..., \"growth\": ...}")
-            phi = PhiCurve(phi["phi0"], phi.get("growth", 1.0))
+            phi = parse_phi(phi, f"{where}.phi")
         kw = {k: data[k] for k in cls.FIELDS if k in data and k not in ("family", "phi")}
         try:
             return cls(family=fam.strip().lower(), phi=phi, **kw)
@@ -158,9 +262,11 @@ class AdaptiveSpec:
             raise InputError(field, exc.value, exc.reason) from None
 
     def to_dict(self) -> dict:
-        out = {k: getattr(self, k) for k in self.FIELDS if k != "phi"}
+        out = {k: getattr(self, k) for k in self.FIELDS if k not in ("phi", "profiles")}
         if self.phi is not None:
-            out["phi"] = {"phi0": self.phi.phi0, "growth": self.phi.growth}
+            out["phi"] = self.phi.to_dict()
+        if self.profiles != "modeled":  # the default stays implicit: older readers take these dicts
+            out["profiles"] = self.profiles
         return out
 
     @property
@@ -173,7 +279,7 @@ class AdaptiveSpec:
         return efficiency(batch, self.init_batch, phi)
 
 
-def seconds_to_progress(curve: PhiCurve, init_batch: float, batch: float | np.ndarray,
+def seconds_to_progress(curve: PhiCurve | PhiTable, init_batch: float, batch: float | np.ndarray,
                         throughput: float | np.ndarray, work: float | np.ndarray,
                         p_from: float | np.ndarray, p_to: float | np.ndarray) -> float | np.ndarray:
     """Seconds a job needs to go from progress fraction ``p_from`` to ``p_to``.
@@ -182,23 +288,18 @@ def seconds_to_progress(curve: PhiCurve, init_batch: float, batch: float | np.nd
     M0-equivalent examples in all. ``dp/dt = X E(M, phi(p)) / W``, so with
     ``1/E = 1 + (M - M0)/(phi + M0)``
 
-        t = W/X [ (p2 - p1) + (M - M0) * I ],   I = integral of dp / (phi0 g^p + M0)
-          = W/X [ (p2 - p1) + (M - M0)/M0 * ((p2 - p1) - ln((phi(p2) + M0)/(phi(p1) + M0)) / ln g) ]
+        t = W/X [ (p2 - p1) + (M - M0) * I ],   I = integral of dp / (phi(p) + M0)
 
-    (for ``g = 1``: ``I = (p2 - p1)/(phi0 + M0)``). Zero throughput gives +inf.
+    and ``I`` in closed form (`PhiCurve.integral`: for the geometric curve
+    ``((p2 - p1) - ln((phi(p2) + M0)/(phi(p1) + M0)) / ln g) / M0``, ``(p2 - p1)/(phi0 + M0)``
+    for ``g = 1``; `PhiTable.integral` sums the same over its pieces). Zero throughput gives +inf.
     """
     m0 = float(init_batch)
     p1 = np.clip(np.asarray(p_from, float), 0.0, 1.0)
     p2 = np.clip(np.asarray(p_to, float), 0.0, 1.0)
     dp = np.maximum(p2 - p1, 0.0)
     p2 = p1 + dp
-    if curve.growth == 1.0:
-        integral = dp / (curve.phi0 + m0)
-    else:
-        ln_g = math.log(curve.growth)
-        phi1 = curve.phi0 * np.power(curve.growth, p1)
-        phi2 = curve.phi0 * np.power(curve.growth, p2)
-        integral = (dp - np.log((phi2 + m0) / (phi1 + m0)) / ln_g) / m0
+    integral = curve.integral(p1, p2, m0)
     x = np.asarray(throughput, float)
     with np.errstate(divide="ignore", invalid="ignore"):
         out = np.where(x > 0, np.asarray(work, float) / x * (dp + (np.asarray(batch, float) - m0) * integral),
@@ -206,15 +307,16 @@ def seconds_to_progress(curve: PhiCurve, init_batch: float, batch: float | np.nd
     return float(out) if np.ndim(out) == 0 else out
 
 
-def progress_after(curve: PhiCurve, init_batch: float, batch: float | np.ndarray,
+def progress_after(curve: PhiCurve | PhiTable, init_batch: float, batch: float | np.ndarray,
                    throughput: float | np.ndarray, work: float | np.ndarray,
                    p_from: float | np.ndarray, seconds: float | np.ndarray) -> float | np.ndarray:
     """Progress fraction after running ``seconds`` at a fixed configuration (capped at 1).
 
-    Inverts `seconds_to_progress` by Newton's method: t(p) is increasing, and concave
-    when M >= M0 and phi grows (dt/dp = W/X (phi + M)/(phi + M0) then falls), so the
-    iterates from ``p_from`` rise monotonically to the root without overshooting; in
-    the other cases they are kept in [p_from, 1] and converge all the same.
+    Inverts `seconds_to_progress` by Newton's method, safeguarded: t(p) is increasing, so
+    each iterate narrows a bracket [lo, hi] around the root (from [p_from, 1]) and a Newton
+    step that leaves it is replaced by the bracket's midpoint. For a geometric curve with
+    M >= M0, t is concave and the Newton iterates rise to the root without overshooting;
+    a measured curve (`PhiTable`) may fall in places, where the bracket keeps it safe.
     """
     p0 = np.clip(np.asarray(p_from, float), 0.0, 1.0)
     target = np.maximum(np.asarray(seconds, float), 0.0)
@@ -226,18 +328,23 @@ def progress_after(curve: PhiCurve, init_batch: float, batch: float | np.ndarray
     t_end = seconds_to_progress(curve, init_batch, b, x, w, p0, 1.0)
     done = np.asarray(t_end <= target)
     p = p0.copy()
+    lo, hi = p0.copy(), np.ones_like(p0)
     active = ~done & (x > 0) & (target > 0)
-    for _ in range(60):
+    for _ in range(100):
         if not active.any():
             break
-        t = np.asarray(seconds_to_progress(curve, init_batch, b[active], x[active], w[active], p0[active], p[active]))
-        phi = curve.phi0 * np.power(curve.growth, p[active])
-        slope = w[active] / x[active] * (phi + b[active]) / (phi + init_batch)
-        step = (target[active] - t) / slope
-        p[active] = np.clip(p[active] + step, p0[active], 1.0)
-        still = np.abs(step) > 1e-12
-        idx = np.flatnonzero(active)
-        active[idx[~still]] = False
+        a = np.flatnonzero(active)
+        t = np.asarray(seconds_to_progress(curve, init_batch, b[a], x[a], w[a], p0[a], p[a]))
+        below = t < target[a]
+        lo[a] = np.where(below, p[a], lo[a])
+        hi[a] = np.where(below, hi[a], p[a])
+        phi = np.asarray(curve(p[a]), float)
+        slope = w[a] / x[a] * (phi + b[a]) / (phi + init_batch)
+        new = p[a] + (target[a] - t) / slope
+        new = np.where((new >= lo[a]) & (new <= hi[a]), new, 0.5 * (lo[a] + hi[a]))
+        step = new - p[a]
+        p[a] = new
+        active[a[(np.abs(step) <= 1e-12) | (hi[a] - lo[a] <= 1e-12)]] = False
     out = np.where(done, 1.0, p).reshape(shape)
     return float(out) if np.ndim(out) == 0 else out
 

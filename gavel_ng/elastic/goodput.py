@@ -34,6 +34,19 @@ one (``gavel_ng.profiles.model``) for the family's profile and the GPU type.
   as the built-in model requires (``memory_scale * peak + context_bytes <= GPU
   memory``); the largest per-GPU batch that fits is ``max_local_batch``.
 
+Profile sets (``profiles=``, or the job's ``AdaptiveSpec.profiles``): the above is the
+``modeled`` set. A measured set (``sia``, :mod:`gavel_ng.elastic.profile_sets`) gives the
+fitted parameters of (family, GPU type) directly (``kappa = 0``, its own gamma; ``network_gbps``
+and ``gamma`` do not apply: the measured sync times already hold the cluster's network and
+overlap; the largest measured per-GPU batch is ``max_local_batch``). A type the set did not
+measure is bootstrapped as Sia does (throughput on N GPUs of A = throughput on N GPUs of B x
+the single-GPU ratio A/B): from the measured type B nearest to A on the datasheet (least sum
+of |log ratio| of FP32 and tensor FLOP/s and memory bandwidth; the family's modeled speeds
+would be a poorer guide where the model is host-bound, as for ncf), every time parameter is
+scaled by the modeled single-GPU ratio ``c =
+T_grad,A(M0) / T_grad,B(M0)`` (T_iter is homogeneous in them, so every configuration's
+time scales by c), and ``max_local_batch`` by the modeled memory ratio.
+
 Best batch per configuration (Pollux Eq. 13): the largest goodput over per-GPU batches
 ``m`` in ``[min_local_batch, max_local_batch]`` and accumulation steps ``s`` such that
 ``M0 <= M <= max_batch`` and accumulation is used only beyond the memory limit (``s = 0``,
@@ -59,6 +72,7 @@ from gavel_ng.profiles.model import iteration_time, load_constants
 
 from .efficiency import AdaptiveSpec, efficiency
 from .families import ElasticFamily, get_family
+from .profile_sets import MODELED, check_profiles, measured_set, phi_curve
 
 DEFAULT_NETWORK_GBPS = 10.0  # as the built-in table (gavel_ng.profiles.defaults)
 
@@ -128,18 +142,56 @@ def _overlap(tg: np.ndarray, ts: np.ndarray, gamma: float) -> np.ndarray:
 
 
 def throughput_params(family: str | ElasticFamily, worker_type: str,
-                      network_gbps: float = DEFAULT_NETWORK_GBPS, gamma: float = 1.0) -> ThroughputParams:
-    """The family's throughput parameters on worker_type, read off the built-in model (cached)."""
+                      network_gbps: float = DEFAULT_NETWORK_GBPS, gamma: float = 1.0,
+                      profiles: str = MODELED) -> ThroughputParams:
+    """The family's throughput parameters on worker_type from a profile set (cached): read off the
+    built-in model (``modeled``) or a measured set's fit (module docstring)."""
     fam = family if isinstance(family, ElasticFamily) else get_family(family)
+    check_profiles(profiles)
     if not (isinstance(network_gbps, (int, float)) and math.isfinite(network_gbps) and network_gbps > 0):
         raise InputError("network_gbps", network_gbps, "must be a finite number > 0")
     if not (isinstance(gamma, (int, float)) and 1.0 <= gamma <= 10.0):
         raise InputError("gamma", gamma, "must be in [1, 10] (Pollux's bounds)")
+    if profiles != MODELED:
+        return _measured(fam, str(worker_type).lower().removesuffix("_unconsolidated"), profiles)
     try:
         gpu = get_gpu(worker_type)
     except KeyError as exc:
         raise InputError("worker_type", worker_type, str(exc.args[0])) from None
     return _derive(fam, gpu.name, float(network_gbps), float(gamma))
+
+
+@cache
+def _measured(fam: ElasticFamily, worker: str, profiles: str) -> ThroughputParams:
+    """A measured set's parameters, or the nearest measured type's scaled (module docstring)."""
+    ms = measured_set(profiles)
+    entry = ms.entries.get((fam.name, worker))
+    if entry is not None:
+        return make_params(entry.theta, entry.max_local_batch, fam.name, worker, entry.max_error)
+    try:
+        gpu = get_gpu(worker)
+    except KeyError as exc:
+        raise InputError("worker_type", worker, str(exc.args[0])) from None
+    options = []
+    for other in ms.types_of(fam.name):
+        try:
+            spec = get_gpu(other)
+        except KeyError:  # a measured type the performance model does not know: no modeled ratio
+            continue
+        distance = sum(abs(math.log(getattr(gpu, f) / getattr(spec, f)))
+                       for f in ("fp32_flops", "tensor_flops", "mem_bytes_per_s"))
+        options.append((distance, spec.name))
+    if not options:
+        raise InputError("worker_type", worker, f"profile set {profiles!r} measured {fam.name} on no GPU type "
+                                                "the performance model knows")
+    _, other = min(options)
+    here = _derive(fam, gpu.name, DEFAULT_NETWORK_GBPS, 1.0)
+    there = _derive(fam, other, DEFAULT_NETWORK_GBPS, 1.0)
+    ratio = float(here.t_grad(fam.init_batch) / there.t_grad(fam.init_batch))
+    src = ms.entries[(fam.name, other)]
+    theta = [v * ratio for v in src.theta[:6]] + [src.theta[6]]
+    mem = here.max_local_batch / there.max_local_batch if there.max_local_batch > 0 else 0.0
+    return make_params(theta, int(math.floor(src.max_local_batch * mem + 1e-9)), fam.name, worker, src.max_error)
 
 
 @cache
@@ -191,8 +243,7 @@ def _spec_of(job: str | AdaptiveSpec | ElasticFamily) -> tuple[AdaptiveSpec, Ela
 
 
 def _phi(spec: AdaptiveSpec, fam: ElasticFamily, progress: np.ndarray | float) -> np.ndarray:
-    curve = spec.phi or fam.phi
-    return np.asarray(curve(progress), float)
+    return np.asarray(phi_curve(spec)(progress), float)
 
 
 def _local_cap(spec: AdaptiveSpec, params: ThroughputParams) -> int:
@@ -212,7 +263,7 @@ def goodput(job: str | AdaptiveSpec | ElasticFamily, worker_type: str, gpus: np.
     search's, not a validity condition.)
     """
     spec, fam = _spec_of(job)
-    params = throughput_params(fam, worker_type, network_gbps, gamma)
+    params = throughput_params(fam, worker_type, network_gbps, gamma, spec.profiles)
     k, n, mm, ss = (np.asarray(v) for v in (gpus, servers, m, s))
     batch = k * mm * (ss + 1)
     ok = ((mm >= spec.min_local_batch) & (mm <= _local_cap(spec, params)) & (ss >= 0)
@@ -240,7 +291,7 @@ def best_goodput_many(job: str | AdaptiveSpec | ElasticFamily, worker_type: str,
     A configuration where no allowed (m, s) exists gets goodput 0 and m = s = 0.
     """
     spec, fam = _spec_of(job)
-    params = throughput_params(fam, worker_type, network_gbps, gamma)
+    params = throughput_params(fam, worker_type, network_gbps, gamma, spec.profiles)
     k, n, prog = np.broadcast_arrays(np.asarray(gpus, np.int64), np.asarray(servers, np.int64),
                                      np.asarray(progress, float))
     shape = k.shape

@@ -36,6 +36,15 @@ duration on a reference GPU. On other types the duration then follows the built-
 table. Per-GPU batch and accumulation follow from the tuned batch and the reference
 GPU's memory (``s`` = fewest accumulation steps that fit). GPU counts that the built-in
 table lacks (6, 12, 16, ...) are added by `fixed_job_table` from the same model.
+
+**Profile sets.** Everything above reads the job's profile set (``profiles=``, recorded in
+each `AdaptiveSpec` and in `ElasticTrace.profiles`), so that fixed and adaptive jobs see the
+same speeds. Under a measured set (``sia``) the tuned configurations, per-GPU batch and
+fixed seconds come from the measured parameters and noise scale, and a fixed job's type is
+its own, ``"<application> <set> (batch size <M>)"`` (the Gavel job types model other
+networks); a step is one optimizer step at total batch M, and `fixed_job_table` gives its
+steps/s on every type from the measured model (on a type with less memory the same batch
+takes more accumulation steps; 0 where it cannot fit).
 """
 
 from __future__ import annotations
@@ -61,6 +70,7 @@ from gavel_ng.traces import POLLUX_COLUMNS, Trace
 from .efficiency import AdaptiveSpec, seconds_to_progress
 from .families import FAMILIES, ElasticFamily, get_family
 from .goodput import DEFAULT_NETWORK_GBPS, throughput_params
+from .profile_sets import MODELED, check_profiles, measured_set, phi_curve
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +99,7 @@ class ElasticTrace:
     local_batches: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # tuned per-GPU m
     accum_steps: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # tuned s
     fixed_seconds: np.ndarray = field(default_factory=lambda: np.zeros(0))  # tuned run on the reference GPU
+    profiles: str = MODELED  # the profile set every job's speeds come from
 
     def __len__(self) -> int:
         return len(self.trace)
@@ -111,31 +122,52 @@ def _profile_batches(profile_family: str) -> tuple[tuple[int, str], ...]:
 
 
 def _fixed_config(fam: ElasticFamily, gpus: int, batch: int, worker_type: str,
-                  network_gbps: float) -> tuple[int, int]:
+                  network_gbps: float, profiles: str = MODELED) -> tuple[int, int]:
     """(m, s) a fixed job with this total batch runs at: fewest accumulation steps that fit."""
     local = -(-batch // gpus)
-    cap = throughput_params(fam, worker_type, network_gbps).max_local_batch
+    cap = throughput_params(fam, worker_type, network_gbps, profiles=profiles).max_local_batch
     s = max(0, -(-local // cap) - 1) if fam.accumulation and cap >= 1 else 0
     return -(-local // (s + 1)), s
 
 
 def _fixed_seconds(fam: ElasticFamily, gpus: int, m: int, s: int, worker_type: str, gpus_per_server: int,
-                   network_gbps: float) -> float:
+                   network_gbps: float, profiles: str = MODELED) -> float:
     """Seconds the whole run takes at a fixed (K, m, s) on worker_type, packed onto few servers."""
-    params = throughput_params(fam, worker_type, network_gbps)
+    params = throughput_params(fam, worker_type, network_gbps, profiles=profiles)
     x = float(params.throughput(m, s, gpus, -(-gpus // gpus_per_server)))
-    return float(seconds_to_progress(fam.phi, fam.init_batch, gpus * m * (s + 1), x, fam.work, 0.0, 1.0))
+    return float(seconds_to_progress(phi_curve(fam.spec(profiles=profiles)), fam.init_batch, gpus * m * (s + 1), x,
+                                     fam.work, 0.0, 1.0))
+
+
+def measured_job_type(app: str, batch: int, profiles: str) -> str:
+    """A fixed job's type under a measured set (module docstring)."""
+    return f"{app} {profiles} (batch size {int(batch)})"
+
+
+def _measured_rate(fam: ElasticFamily, gpus: int, batch: int, worker_type: str, servers: int,
+                   profiles: str) -> float:
+    """Optimizer steps/s of a fixed job (total batch, K GPUs on `servers` servers) under a measured set; 0
+    where the batch cannot fit."""
+    params = throughput_params(fam, worker_type, profiles=profiles)
+    m, s = _fixed_config(fam, gpus, batch, worker_type, DEFAULT_NETWORK_GBPS, profiles)
+    if not 1 <= m <= params.max_local_batch:
+        return 0.0
+    return float(1.0 / params.t_iter(m, s, gpus, servers))
 
 
 def _job_fields(fam: ElasticFamily, gpus: int, batch: int, worker_type: str, gpus_per_server: int,
-                network_gbps: float) -> tuple[str, float, int, int, float]:
-    """(Gavel job type, steps, m, s, seconds on worker_type) of the fixed job (module docstring)."""
-    m, s = _fixed_config(fam, gpus, batch, worker_type, network_gbps)
-    seconds = _fixed_seconds(fam, gpus, m, s, worker_type, gpus_per_server, network_gbps)
-    want = m * fam.work_scale
-    _, job_type = min(_profile_batches(fam.profile_family), key=lambda bt: abs(math.log(bt[0] / want)))
-    rate, _ = throughput(load_workload_profiles()[job_type], get_gpu(worker_type), gpus, gpus <= gpus_per_server,
-                         network_gbps * 1e9 / 8, load_constants())
+                network_gbps: float, profiles: str = MODELED) -> tuple[str, float, int, int, float]:
+    """(job type, steps, m, s, seconds on worker_type) of the fixed job (module docstring)."""
+    m, s = _fixed_config(fam, gpus, batch, worker_type, network_gbps, profiles)
+    seconds = _fixed_seconds(fam, gpus, m, s, worker_type, gpus_per_server, network_gbps, profiles)
+    if profiles != MODELED:
+        job_type = measured_job_type(fam.name, batch, profiles)
+        rate = _measured_rate(fam, gpus, batch, worker_type, -(-gpus // gpus_per_server), profiles)
+    else:
+        want = m * fam.work_scale
+        _, job_type = min(_profile_batches(fam.profile_family), key=lambda bt: abs(math.log(bt[0] / want)))
+        rate, _ = throughput(load_workload_profiles()[job_type], get_gpu(worker_type), gpus,
+                             gpus <= gpus_per_server, network_gbps * 1e9 / 8, load_constants())
     steps = max(1.0, round(seconds * rate)) if rate > 0 and math.isfinite(seconds) else math.inf
     if not math.isfinite(steps):
         raise InputError("batch_size", batch, f"{fam.name} on {gpus} {worker_type} GPU(s) cannot run "
@@ -144,33 +176,37 @@ def _job_fields(fam: ElasticFamily, gpus: int, batch: int, worker_type: str, gpu
 
 
 def _build(names: Sequence[str], times: Sequence[float], apps: Sequence[str], gpus: Sequence[int],
-           batches: Sequence[int], worker_type: str, gpus_per_server: int, network_gbps: float) -> ElasticTrace:
-    fields = [_job_fields(FAMILIES[app], int(n), int(b), worker_type, gpus_per_server, network_gbps)
+           batches: Sequence[int], worker_type: str, gpus_per_server: int, network_gbps: float, *,
+           profiles: str = MODELED) -> ElasticTrace:
+    check_profiles(profiles)
+    fields = [_job_fields(FAMILIES[app], int(n), int(b), worker_type, gpus_per_server, network_gbps, profiles)
               for app, n, b in zip(apps, gpus, batches)]
     count = len(names)
     types = [f[0] for f in fields]
     trace = Trace(types, np.asarray(gpus, np.int64), np.ones(count), np.array([f[1] for f in fields], float),
                   np.full(count, math.inf), np.asarray(times, float))
-    return ElasticTrace(trace, list(names), list(apps), [FAMILIES[a].spec() for a in apps],
+    return ElasticTrace(trace, list(names), list(apps), [FAMILIES[a].spec(profiles=profiles) for a in apps],
                         np.array([FAMILIES[a].work for a in apps], float), np.asarray(batches, np.int64),
                         np.array([f[2] for f in fields], np.int64), np.array([f[3] for f in fields], np.int64),
-                        np.array([f[4] for f in fields], float))
+                        np.array([f[4] for f in fields], float), profiles)
 
 
 # ----- tuned configurations (the fixed-batch baselines' jobs) -----------------------------
 def tuned_configurations(application: str, worker_type: str = REFERENCE_WORKER,
                          gpus_per_server: int = POLLUX_GPUS_PER_SERVER,
-                         network_gbps: float = POLLUX_NETWORK_GBPS) -> list[tuple[int, int, float]]:
+                         network_gbps: float = POLLUX_NETWORK_GBPS, *,
+                         profiles: str = MODELED) -> list[tuple[int, int, float]]:
     """Valid (GPU count, total batch, training seconds) for a well-tuned fixed job (module docstring)."""
-    return list(_tuned(get_family(application).name, get_gpu(worker_type).name, int(gpus_per_server),
-                       float(network_gbps)))
+    check_profiles(profiles)
+    worker = get_gpu(worker_type).name if profiles == MODELED else str(worker_type).lower()
+    return list(_tuned(get_family(application).name, worker, int(gpus_per_server), float(network_gbps), profiles))
 
 
 @cache
 def _tuned(app: str, worker_type: str, gpus_per_server: int,
-           network_gbps: float) -> tuple[tuple[int, int, float], ...]:
+           network_gbps: float, profiles: str = MODELED) -> tuple[tuple[int, int, float], ...]:
     fam = FAMILIES[app]
-    params = throughput_params(fam, worker_type, network_gbps)
+    params = throughput_params(fam, worker_type, network_gbps, profiles=profiles)
     batches = sorted({*(fam.init_batch * 2 ** k for k in range(32) if fam.init_batch * 2 ** k <= fam.max_batch),
                       fam.max_batch})
     best: list[tuple[int, int, float]] = []
@@ -179,10 +215,11 @@ def _tuned(app: str, worker_type: str, gpus_per_server: int,
         for batch in batches:
             if batch < n * fam.min_local_batch:
                 continue
-            m, s = _fixed_config(fam, n, batch, worker_type, network_gbps)
+            m, s = _fixed_config(fam, n, batch, worker_type, network_gbps, profiles)
             if m > params.max_local_batch:
                 continue
-            options.append((_fixed_seconds(fam, n, m, s, worker_type, gpus_per_server, network_gbps), batch))
+            options.append((_fixed_seconds(fam, n, m, s, worker_type, gpus_per_server, network_gbps, profiles),
+                            batch))
         if options:
             seconds, batch = min(options)
             best.append((n, batch, float(seconds)))
@@ -198,8 +235,10 @@ def _tuned(app: str, worker_type: str, gpus_per_server: int,
 # ----- the generated workload ------------------------------------------------------------
 def pollux_workload(num_jobs: int = POLLUX_JOBS, hours: float = POLLUX_HOURS, seed: int = 0,
                     worker_type: str = REFERENCE_WORKER, gpus_per_server: int = POLLUX_GPUS_PER_SERVER,
-                    network_gbps: float = POLLUX_NETWORK_GBPS) -> ElasticTrace:
-    """Pollux's synthetic workload: Table 1's mix, Poisson arrivals at num_jobs / hours."""
+                    network_gbps: float = POLLUX_NETWORK_GBPS, *, profiles: str = MODELED) -> ElasticTrace:
+    """Pollux's synthetic workload: Table 1's mix, Poisson arrivals at num_jobs / hours; the tuned
+    configurations and fixed-job fields from the profile set `profiles`."""
+    check_profiles(profiles)
     if not (isinstance(num_jobs, int) and num_jobs >= 1):
         raise InputError("num_jobs", num_jobs, "must be an integer >= 1")
     if not (isinstance(hours, (int, float)) and math.isfinite(hours) and hours > 0):
@@ -213,12 +252,13 @@ def pollux_workload(num_jobs: int = POLLUX_JOBS, hours: float = POLLUX_HOURS, se
     picks = rng.random(num_jobs)
     gpus, batches = [], []
     for app, u in zip(apps, picks):
-        configs = tuned_configurations(app, worker_type, gpus_per_server, network_gbps)
+        configs = tuned_configurations(app, worker_type, gpus_per_server, network_gbps, profiles=profiles)
         n, b, _ = configs[min(int(u * len(configs)), len(configs) - 1)]
         gpus.append(n)
         batches.append(b)
     names = [f"{a}-{i}" for i, a in enumerate(apps)]
-    return _build(names, np.round(times), apps, gpus, batches, worker_type, gpus_per_server, network_gbps)
+    return _build(names, np.round(times), apps, gpus, batches, worker_type, gpus_per_server, network_gbps,
+                  profiles=profiles)
 
 
 def cap_tuned_gpus(etrace: ElasticTrace, max_gpus: int, worker_type: str = REFERENCE_WORKER,
@@ -242,14 +282,15 @@ def cap_tuned_gpus(etrace: ElasticTrace, max_gpus: int, worker_type: str = REFER
         return etrace
     for m in wide.tolist():
         app = etrace.applications[m]
-        fits = [c for c in tuned_configurations(app, worker_type, gpus_per_server, network_gbps) if c[0] <= max_gpus]
+        fits = [c for c in tuned_configurations(app, worker_type, gpus_per_server, network_gbps,
+                                                profiles=etrace.profiles) if c[0] <= max_gpus]
         if fits:
             gpus[m], batches[m] = fits[-1][0], fits[-1][1]
         else:
             gpus[m] = max(c for c in TUNED_GPU_COUNTS if c <= max_gpus)
             batches[m] = max(int(batches[m]), int(gpus[m]))
     out = _build(etrace.names, etrace.trace.arrivals, etrace.applications, gpus, batches, worker_type,
-                 gpus_per_server, network_gbps)
+                 gpus_per_server, network_gbps, profiles=etrace.profiles)
     out.specs = list(etrace.specs)
     out.work = etrace.work.copy()
     return out
@@ -267,23 +308,26 @@ def fit_to_cluster(etrace: ElasticTrace, cluster: Cluster) -> ElasticTrace:
 
 
 def load_workload(cluster: Cluster, trace: str | None = None, jobs: int = POLLUX_JOBS, hours: float = POLLUX_HOURS,
-                  seed: int = 0) -> ElasticTrace:
+                  seed: int = 0, *, profiles: str = MODELED) -> ElasticTrace:
     """The workload `simulate --workload pollux` / `--trace FILE.csv` (and a sweep point) runs, fit to
-    `cluster`: one place, so that both give the same jobs."""
+    `cluster`: one place, so that both give the same jobs. `profiles` is the profile set."""
+    check_profiles(profiles, "--elastic-profiles")
     if trace is not None:
-        return fit_to_cluster(read_pollux_csv(trace), cluster)
+        return fit_to_cluster(read_pollux_csv(trace, profiles=profiles), cluster)
     if jobs < 1:
         raise InputError("--jobs", jobs, "must be at least 1")
     if not hours > 0:
         raise InputError("--hours", hours, "must be positive")
-    return fit_to_cluster(pollux_workload(num_jobs=jobs, hours=hours, seed=seed), cluster)
+    return fit_to_cluster(pollux_workload(num_jobs=jobs, hours=hours, seed=seed, profiles=profiles), cluster)
 
 
 # ----- the artifact's CSV format ---------------------------------------------------------
 def read_pollux_csv(path: str | Path, worker_type: str = REFERENCE_WORKER,
                     gpus_per_server: int = POLLUX_GPUS_PER_SERVER,
-                    network_gbps: float = POLLUX_NETWORK_GBPS) -> ElasticTrace:
-    """Read a Pollux workload CSV; jobs are ordered by arrival (stable), names kept."""
+                    network_gbps: float = POLLUX_NETWORK_GBPS, *, profiles: str = MODELED) -> ElasticTrace:
+    """Read a Pollux workload CSV; jobs are ordered by arrival (stable), names kept; speeds from the
+    profile set `profiles`."""
+    check_profiles(profiles)
     path = Path(path)
     try:
         text = path.read_text()
@@ -346,7 +390,7 @@ def read_pollux_csv(path: str | Path, worker_type: str = REFERENCE_WORKER,
     order = sorted(range(len(names)), key=lambda i: times[i])
     pick = [[seq[i] for i in order] for seq in (names, times, apps, gpus, batches)]
     return _build(*pick, worker_type=worker_type, gpus_per_server=gpus_per_server,  # type: ignore[arg-type]
-                  network_gbps=network_gbps)
+                  network_gbps=network_gbps, profiles=profiles)
 
 
 def write_pollux_csv(etrace: ElasticTrace, path: str | Path) -> None:
@@ -380,23 +424,47 @@ def _int(text: str, where: str, minimum: int) -> int:
 
 # ----- a throughput table for the fixed jobs ---------------------------------------------
 def fixed_job_table(etrace: ElasticTrace, gpus: list[str] | None = None,
-                    network_gbps: float = DEFAULT_NETWORK_GBPS) -> ThroughputTable:
-    """The built-in table for these GPU types plus rows for the trace's other GPU counts.
+                    network_gbps: float = DEFAULT_NETWORK_GBPS, *, profiles: str | None = None) -> ThroughputTable:
+    """Steps/s of the trace's fixed jobs on these GPU types, from the trace's profile set.
 
-    The added (job type, scale factor) rows come from the same performance model as the
-    built-in table (consolidated and ``_unconsolidated``; no pair entries).
+    ``modeled``: the built-in table plus (job type, scale factor) rows for the trace's other
+    GPU counts, from the same performance model (consolidated and ``_unconsolidated``; no
+    pair entries). A measured set: only the trace's own job types (module docstring),
+    consolidated on one server and unconsolidated across servers; ``gpus`` defaults to the
+    set's measured types, and ``network_gbps`` does not apply. ``profiles`` (default: the
+    trace's) must be the set the trace was built with: its job types depend on it.
     """
+    profiles = etrace.profiles if profiles is None else check_profiles(profiles)
+    if profiles != etrace.profiles:
+        raise InputError("profiles", profiles, f"the trace was built with the {etrace.profiles!r} profile set")
+    keys = dict.fromkeys((t, int(sf)) for t, sf in zip(etrace.trace.job_types, etrace.trace.scale_factors))
+    if profiles != MODELED:
+        return _measured_table(etrace, keys, gpus, profiles)
     table = default_table(gpus, network_gbps=network_gbps)
     c = load_constants()
-    profiles = load_workload_profiles()
+    profiles_by_type = load_workload_profiles()
     net = network_gbps * 1e9 / 8
-    keys = dict.fromkeys((t, int(sf)) for t, sf in zip(etrace.trace.job_types, etrace.trace.scale_factors))
     for worker in table.worker_types:
         spec = get_gpu(worker)
         for key in keys:
             if key in table.isolated[worker]:
                 continue
-            p = profiles[key[0]]
+            p = profiles_by_type[key[0]]
             table.isolated[worker][key] = throughput(p, spec, key[1], True, net, c)[0]
             table.isolated.setdefault(worker + UNCONSOLIDATED, {})[key] = throughput(p, spec, key[1], False, net, c)[0]
+    return table
+
+
+def _measured_table(etrace: ElasticTrace, keys: dict, gpus: list[str] | None, profiles: str) -> ThroughputTable:
+    if gpus is None:
+        gpus = sorted({gpu for _, gpu in measured_set(profiles).entries})
+    what = {t: (app, int(b)) for t, app, b in zip(etrace.trace.job_types, etrace.applications, etrace.batch_sizes)}
+    table = ThroughputTable()
+    for worker in (str(g).lower() for g in gpus):
+        here, spread = table.isolated.setdefault(worker, {}), table.isolated.setdefault(worker + UNCONSOLIDATED, {})
+        for job_type, k in keys:
+            app, batch = what[job_type]
+            fam = FAMILIES[app]
+            here[(job_type, k)] = _measured_rate(fam, k, batch, worker, 1, profiles)
+            spread[(job_type, k)] = _measured_rate(fam, k, batch, worker, k, profiles)
     return table

@@ -32,6 +32,7 @@ import numpy as np
 
 from ..elastic.families import get_family
 from ..elastic.goodput import DEFAULT_NETWORK_GBPS, best_batch_many, make_params, throughput_params
+from ..elastic.profile_sets import phi_curve
 from ..policies.registry import FIXED, PolicySpec
 from ..policies.rounds import RoundJobs
 from ..round_planner import DEFAULT_GPU_COUNTS, RoundPlanner
@@ -81,14 +82,14 @@ class ClusterSource:
         spec, rep = job.spec.adaptive, job.report
         fam = get_family(spec.family)
         phi = rep.phi if rep is not None and rep.phi is not None else \
-            float((spec.phi or fam.phi)(min(job.steps_done / max(job.spec.steps, 1), 1.0)))
-        modeled = throughput_params(fam, worker, self.network)
+            float(phi_curve(spec)(min(job.steps_done / max(job.spec.steps, 1), 1.0)))
+        modeled = throughput_params(fam, worker, self.network, profiles=spec.profiles)
         if rep is None or rep.params is None:
             return best_batch_many(modeled, spec, phi, k, n)
         fitted = make_params(rep.params, rep.max_local_batch, spec.family, rep.worker_type, rep.fit_error)
         if rep.worker_type == worker:
             return best_batch_many(fitted, spec, phi, k, n)
-        there = throughput_params(fam, rep.worker_type, self.network)
+        there = throughput_params(fam, rep.worker_type, self.network, profiles=spec.profiles)
         one = np.ones(1, np.int64)
         level = best_batch_many(fitted, spec, phi, one, one)[0] / max(best_batch_many(there, spec, phi, one, one)[0],
                                                                        1e-300)

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..elastic.efficiency import progress_after, seconds_to_progress
-from ..elastic.families import get_family
 from ..elastic.goodput import best_goodput, best_goodput_many, throughput_params
+from ..elastic.profile_sets import phi_curve
 from ..elastic.workload import POLLUX_NETWORK_GBPS
 from ..policies.rounds import RoundJobs
 
@@ -139,9 +139,10 @@ class AdaptiveRunner:
         g, mb, s = best_goodput(spec, worker, k, servers, p, self.network)
         if g <= 0 or seconds <= 0:
             return max(seconds, 0.0), False
-        curve = spec.phi or get_family(spec.family).phi
+        curve = phi_curve(spec)
         batch = k * mb * (s + 1)
-        x = float(throughput_params(spec.family, worker, self.network).throughput(mb, s, k, servers))
+        x = float(throughput_params(spec.family, worker, self.network, profiles=spec.profiles)
+                  .throughput(mb, s, k, servers))
         work = float(ja.work[m])
         need = float(seconds_to_progress(curve, spec.init_batch, batch, x, work, p, 1.0))
         if need <= seconds:

@@ -161,7 +161,7 @@ def _simulate(cluster: Cluster, table: ThroughputTable | None, trace, config: Si
         etrace = fit_to_cluster(trace, cluster)
         trace = etrace.trace
         if table is None:
-            table = fixed_job_table(etrace, workers, network_gbps=POLLUX_NETWORK_GBPS)
+            table = fixed_job_table(etrace, workers, network_gbps=POLLUX_NETWORK_GBPS, profiles=etrace.profiles)
     elif table is None:
         raise InputError("table", None, "a Gavel trace needs a throughput table (simulator.default_table)")
     for w in workers:

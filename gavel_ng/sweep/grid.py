@@ -17,6 +17,7 @@ import json
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from ..elastic.profile_sets import check_profiles
 from ..errors import InputError
 
 DEFAULT_CLUSTER = "v100=36,p100=36,k80=36"
@@ -61,6 +62,7 @@ class SweepPoint:
     jobs: int = 160
     hours: float = 8.0
     realloc_delay: float = 30.0          # seconds an adaptive job loses at each change of configuration
+    elastic_profiles: str = "modeled"    # a Pollux workload's profile set (`simulate --elastic-profiles`)
     policy_options: str | None = None    # the policy's options as a JSON object (`simulate --policy-option`)
 
     def __post_init__(self) -> None:
@@ -78,6 +80,7 @@ class SweepPoint:
             raise InputError("round_seconds", self.round_seconds, "must be positive (none: the policy's own)")
         if not self.realloc_delay >= 0:
             raise InputError("realloc_delay", self.realloc_delay, "must be a number of seconds >= 0")
+        check_profiles(self.elastic_profiles, "elastic_profiles")
         if isinstance(self.policy_options, dict):   # a --grid file's JSON object as it is
             object.__setattr__(self, "policy_options", json.dumps(self.policy_options))
         if self.policy_options is not None:
