@@ -22,7 +22,9 @@ The 0/1 program, over the goodput matrix G (job x configuration):
   GPUs it could use are free;
 * at most one configuration per job, GPUs of each type within capacity (`ctx.assign`);
 * scale-up: an adaptive job starts at its minimum (1 GPU) and grows by at most `scale_up`
-  (2x) per round from the GPUs it holds; it may shrink freely.
+  (2x) per round from the GPUs it holds; it may shrink freely. A job that did not run last
+  round (new or preempted) starts again at its minimum (the paper's rule read literally; Sia's
+  artifact learns a job's limit on one type and applies it to every type).
 
 Placement follows Sia's placer (`place_configurations`): a configuration of fewer GPUs than
 a node stays on one (virtual) node, a whole-node one takes whole free nodes; a job whose
@@ -227,8 +229,8 @@ def _pack(topo: Topology, nodes: list[np.ndarray], R: int, items: list[tuple[int
         taken: list[int] = []
         if whole:
             empty = [n for n, ids in enumerate(nodes) if size[n] == R and free[ids].all()]
-            # own nodes first, then nodes no other job held, then the rest
-            empty.sort(key=lambda n: (-int(own[nodes[n]].any()), int(others[nodes[n]].any()), n))
+            # own nodes first, then those where the fewest GPUs other jobs held are taken from them
+            empty.sort(key=lambda n: (-int(own[nodes[n]].any()), int(others[nodes[n]].sum()), n))
             if len(empty) < whole:
                 continue
             for n in empty[:whole]:
