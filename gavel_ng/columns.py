@@ -34,10 +34,15 @@ class Columns:
     @classmethod
     def configurations(cls, worker_types, capacity, gpu_counts) -> Columns:
         """The worker types (a fixed job takes its scale factor there), then every (type, K GPUs) with
-        K in `gpu_counts` and at most the type's capacity, a type's in increasing K."""
+        K in `gpu_counts` and at most the type's capacity, a type's in increasing K. `gpu_counts` is
+        one list of counts for every type, or (a list of lists, one per type) each type's own."""
+        counts = list(gpu_counts)
+        per_type = bool(counts) and all(np.ndim(c) == 1 for c in counts)
+        if per_type and len(counts) != len(worker_types):
+            raise ValueError(f"gpu_counts: {len(counts)} lists of counts for {len(worker_types)} worker types")
         pool, gpus = list(range(len(worker_types))), [0] * len(worker_types)
         for t in range(len(worker_types)):
-            for k in sorted(set(int(k) for k in gpu_counts)):
+            for k in sorted(set(int(k) for k in (counts[t] if per_type else counts))):
                 if k <= capacity[t]:
                     pool.append(t)
                     gpus.append(k)

@@ -35,17 +35,18 @@ class RoundPlanner:
     """Planner (mechanism.round) for a round policy's `decide(ctx)` (module docstring).
 
     `clock()` is the time the context's `now` and `record` read (the executor's). `seed` seeds
-    the context's random stream; `gpu_counts` are the configurations' GPU counts."""
+    the context's random stream; `gpu_counts` are the configurations' GPU counts, or a function of
+    the topology giving each type's (a policy's declared configuration set, `PolicySpec.gpu_counts`)."""
 
     def __init__(self, name: str, decide: Callable[[RoundContext], object], source: RoundSource,
                  topology: Topology, clock: Callable[[], float], *, realloc_delay: float = 0.0,
-                 gpu_counts: tuple[int, ...] = DEFAULT_GPU_COUNTS, seed: int = 0):
+                 gpu_counts: tuple[int, ...] | Callable[[Topology], list] = DEFAULT_GPU_COUNTS, seed: int = 0):
         self.name = name
         self.decide = decide
         self.source = source
         self.clock = clock
         self.delay = float(realloc_delay)
-        self.gpu_counts = tuple(gpu_counts)
+        self.gpu_counts = gpu_counts if callable(gpu_counts) else tuple(gpu_counts)
         self.rng = np.random.default_rng(seed)
         self.placer = Placer(topology, consolidate=True)
         self.active: dict[int, None] = {}             # arrival order
@@ -58,7 +59,8 @@ class RoundPlanner:
 
     def _use(self, topology: Topology) -> None:
         self.topo = topology
-        self.columns = Columns.configurations(list(topology.worker_types), topology.capacity, self.gpu_counts)
+        counts = self.gpu_counts(topology) if callable(self.gpu_counts) else self.gpu_counts
+        self.columns = Columns.configurations(list(topology.worker_types), topology.capacity, counts)
 
     def set_topology(self, topology: Topology, gpu_remap) -> None:
         """GPUs renumbered (workers joined or left): `gpu_remap[g]` is old GPU g's new number, -1 if gone.

@@ -26,6 +26,13 @@ the search first gives as many jobs GPUs as it can and then maximizes the mean.
   job then runs with the best batch for the GPUs it actually got (PolluxAgent tunes on
   its own GPUs). A job's GPUs are all of one type (Sia's setup for Pollux on mixed
   clusters); the type is not chosen for speed.
+* **Mixed clusters as Sia ran Pollux** (``mixed_types="sia"``, registered as ``pollux_sia``;
+  Sia §4.3): the search sees every server as virtual nodes of at most 4 GPUs (an 8-GPU
+  server is two), gives a job at most 16 GPUs and may give it GPUs of several types; the
+  chosen allocation then keeps, per job, only the GPUs of the type of which it got the most
+  (a tie goes to the type with the higher peak tensor FLOP/s in the GPU catalog,
+  `gavel_ng.profiles.get_gpu`); its other GPUs idle that round. The default
+  (``"repair"``) confines each job to one type inside the search instead, so nothing idles.
 * **Search** (population-based, as PolluxSched): ``population`` allocation matrices,
   seeded with the current one, mutants of it and one that gives every pending job a
   GPU; each of ``generations`` rounds makes as many children by tournament selection,
@@ -42,9 +49,14 @@ import math
 import numpy as np
 
 from ..errors import InputError
+from ..profiles import get_gpu
 from .configurations import STARVED
 from .registry import ADAPTIVE, round_policy
 from .rounds import Entry, RoundContext
+
+MIXED_TYPES = ("repair", "sia")   # one type per job inside the search; or Sia's majority type afterwards
+SIA_NODE_GPUS = 4                 # Sia presents servers to Pollux as virtual nodes of this many GPUs
+SIA_MAX_GPUS = 16                 # and caps a job at this many GPUs
 
 
 def power_mean(speedups: np.ndarray, p: float) -> np.ndarray:
@@ -57,10 +69,19 @@ def power_mean(speedups: np.ndarray, p: float) -> np.ndarray:
               "server) by a population search, re-allocation penalty, one distributed job per server",
               jobs=ADAPTIVE, round_seconds=60.0, type_aware=False)
 class Pollux:
-    """PolluxSched's allocation search (module docstring)."""
+    """PolluxSched's allocation search (module docstring). `mixed_types`: "repair" (one type per job
+    inside the search) or "sia" (Sia's setup: virtual 4-GPU nodes, 16 GPUs at most, majority type kept);
+    None: the registered policy's default."""
+
+    default_mixed = "repair"
 
     def __init__(self, p: float = -1.0, population: int = 32, generations: int = 40, model_type: str | None = None,
-                 realloc_delay: float | None = None, interference_avoidance: bool = True):
+                 realloc_delay: float | None = None, interference_avoidance: bool = True,
+                 mixed_types: str | None = None):
+        mixed_types = self.default_mixed if mixed_types is None else mixed_types
+        if mixed_types not in MIXED_TYPES:
+            raise InputError("pollux.mixed_types", mixed_types, f"must be one of {', '.join(MIXED_TYPES)}")
+        self.sia = mixed_types == "sia"
         if not (math.isfinite(p) and p != 0):
             raise InputError("pollux.p", p, "must be a finite non-zero number (p = -1 in the paper)")
         for name, v, lo in (("population", population, 2), ("generations", generations, 0)):
@@ -82,10 +103,20 @@ class Pollux:
         self.model = model
         self.topo = topo
         self.rng = ctx.rng
-        self.node_type = topo.server_type
-        self.node_cap = np.array([len(g) for g in topo.server_gpus], np.int64)
+        # the nodes the search sees: the servers, or (Sia's setup) virtual nodes of at most 4 GPUs
+        self.node_gpus = []
+        for ids in topo.server_gpus:
+            step = SIA_NODE_GPUS if self.sia else max(len(ids), 1)
+            self.node_gpus += [ids[i:i + step] for i in range(0, len(ids), step)]
+        self.gpu_node = np.zeros(topo.num_gpus, np.int64)
+        for n, ids in enumerate(self.node_gpus):
+            self.gpu_node[ids] = n
+        self.node_type = topo.gpu_type[[ids[0] for ids in self.node_gpus]].astype(np.int64)
+        self.node_cap = np.array([len(g) for g in self.node_gpus], np.int64)
         self.onehot = np.eye(len(names), dtype=np.int64)[self.node_type]     # (N, types)
-        self.kmax_cluster = int(topo.capacity.max())                         # one type per job
+        # one type per job, or (Sia) any mix of types up to 16 GPUs
+        self.kmax_cluster = min(SIA_MAX_GPUS, topo.num_gpus) if self.sia else int(topo.capacity.max())
+        self.power = type_power(names)
         self.held = ctx.held
 
     def decide(self, ctx: RoundContext) -> list[Entry]:
@@ -118,7 +149,10 @@ class Pollux:
             both_fit = np.concatenate([fit, fitness(kids)])
             keep = np.argsort(-both_fit, kind="stable")[: self.pop]
             pop, fit = both[keep], both_fit[keep]
-        return self._entries(jobs, pop[int(np.argmax(fit))])
+        best = pop[int(np.argmax(fit))]
+        if self.sia:
+            best = majority_type(best, self.node_type, self.power)
+        return self._entries(jobs, best)
 
     def _goodput_tables(self, ctx: RoundContext) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Best goodput of each job at 0..K GPUs of the model type, on one server and spread; its GPU cap
@@ -148,10 +182,9 @@ class Pollux:
     def _current(self, J: int) -> np.ndarray:
         """Last round's allocation matrix of the jobs."""
         A = np.zeros((J, len(self.node_cap)), np.int64)
-        server = self.topo.gpu_server
         for i, g in enumerate(self.held):
             if g:
-                np.add.at(A[i], server[list(g)], 1)
+                np.add.at(A[i], self.gpu_node[list(g)], 1)
         return A
 
     def _seed_population(self, A0: np.ndarray, running: np.ndarray) -> np.ndarray:
@@ -192,11 +225,13 @@ class Pollux:
         return out
 
     def _repair(self, A: np.ndarray, kmax: np.ndarray) -> np.ndarray:
-        """One type per job, at most its GPU cap, server capacity, one distributed job per server."""
+        """One type per job (not in Sia's setup), at most its GPU cap, node capacity, one distributed job
+        per node."""
         A = A.copy()
-        per_type = A @ self.onehot                                          # (P, J, types)
-        keep = np.argmax(per_type + self.rng.random(per_type.shape) * 0.5, axis=2)
-        A[self.node_type[None, None, :] != keep[:, :, None]] = 0
+        if not self.sia:
+            per_type = A @ self.onehot                                      # (P, J, types)
+            keep = np.argmax(per_type + self.rng.random(per_type.shape) * 0.5, axis=2)
+            A[self.node_type[None, None, :] != keep[:, :, None]] = 0
         A = _cap_cumulative(A, kmax[None, :, None], axis=2, order=self.rng.permutation(A.shape[2]))
         A = _cap_cumulative(A, self.node_cap[None, None, :], axis=1, order=self.rng.permutation(A.shape[1]))
         if self.avoid:
@@ -216,17 +251,51 @@ class Pollux:
         want = {}
         for i, m in enumerate(jobs.tolist()):
             for n in np.flatnonzero(A[i]).tolist():
-                mine = [g for g in self.held[i] if topo.gpu_server[g] == n][: int(A[i, n])]
+                mine = [g for g in self.held[i] if self.gpu_node[g] == n][: int(A[i, n])]
                 taken[mine] = True
                 gpus.setdefault(m, []).extend(mine)
                 want[(m, n)] = int(A[i, n]) - len(mine)
         for (m, n), k in want.items():
             if k:
-                ids = topo.server_gpus[n]
+                ids = self.node_gpus[n]
                 new = ids[~taken[ids]][:k].tolist()
                 taken[new] = True
                 gpus[m].extend(new)
         return [Entry(m, int(topo.gpu_type[g[0]]), tuple(sorted(g))) for m, g in gpus.items()]
+
+
+@round_policy("pollux_sia", "pollux as Sia ran it on mixed clusters: virtual 4-GPU nodes, at most 16 GPUs per "
+              "job, GPUs of several types allowed in the search, then only the majority type's kept (the rest idle)",
+              jobs=ADAPTIVE, round_seconds=60.0, type_aware=False)
+class PolluxSia(Pollux):
+    """`pollux` with `mixed_types="sia"` by default (module docstring)."""
+
+    default_mixed = "sia"
+
+
+def type_power(worker_types: list[str]) -> np.ndarray:
+    """Each type's peak tensor FLOP/s from the GPU catalog (-1 for a type it does not list): Sia's
+    tie-break between types, by a declared figure."""
+    out = []
+    for w in worker_types:
+        try:
+            out.append(get_gpu(w).tensor_flops)
+        except KeyError:
+            out.append(-1.0)
+    return np.array(out, float)
+
+
+def majority_type(A: np.ndarray, node_type: np.ndarray, power: np.ndarray) -> np.ndarray:
+    """A (jobs x nodes) with each job's GPUs outside the type of which it has the most set to 0; a
+    tie goes to the more powerful type (`power`), then to the lower type index."""
+    T = len(power)
+    counts = np.zeros((len(A), T), np.int64)
+    for t in range(T):
+        counts[:, t] = A[:, node_type == t].sum(axis=1)
+    rank = np.empty(T, np.int64)
+    rank[np.lexsort((-np.arange(T), power))] = np.arange(T)       # 0: least powerful
+    keep = np.argmax(counts * T + rank[None, :], axis=1)
+    return np.where(node_type[None, :] == keep[:, None], A, 0)
 
 
 def _cap_cumulative(A: np.ndarray, cap: np.ndarray, axis: int, order: np.ndarray) -> np.ndarray:

@@ -69,6 +69,7 @@ class PolicySpec:
     kind: str = ALLOCATION    # ALLOCATION: an objective over X; ROUND: decides each round (policies.rounds)
     jobs: str = FIXED         # round policies: FIXED, ADAPTIVE or BOTH (how it runs adaptive jobs, below)
     round_seconds: float = 360.0   # how often it decides unless told otherwise (Gavel: 360 s; Pollux, Sia: 60 s)
+    gpu_counts: Callable | None = None   # round policies: topology -> GPU counts per type (its configurations)
 
     @property
     def is_round(self) -> bool:
@@ -161,7 +162,7 @@ def policy(name: str, summary: str = "", *, aliases: tuple[str, ...] = (),
 
 
 def round_policy(name: str, summary: str = "", *, jobs: str = BOTH, round_seconds: float = 60.0,
-                 type_aware: bool = True, aliases: tuple[str, ...] = ()):
+                 type_aware: bool = True, aliases: tuple[str, ...] = (), gpu_counts: Callable | None = None):
     """Register a round policy (policies.rounds): `fn(ctx)` returning a column per job or a list of
     `Entry`, or a class built with the policy's options whose `decide(ctx)` does.
 
@@ -169,7 +170,11 @@ def round_policy(name: str, summary: str = "", *, jobs: str = BOTH, round_second
     a job spec's `adaptive` block): BOTH: adaptive jobs adapt, the others run at their GPU count;
     FIXED: every job runs at its tuned GPU count and batch; ADAPTIVE: it needs every job adaptive.
     `round_seconds` is how often it decides by default; `type_aware=False` declares a policy blind
-    to the worker type (shown as heterogeneity-agnostic)."""
+    to the worker type (shown as heterogeneity-agnostic). `gpu_counts(topology)`, when given, declares
+    the policy's own configuration set: one list of GPU counts per worker type, from which the planner
+    builds `ctx.columns` instead of its global counts (Sia's follow each type's server size)."""
+    if gpu_counts is not None and not callable(gpu_counts):
+        raise TypeError(f"round policy {name}: gpu_counts must be a function of the topology")
     if jobs not in (FIXED, ADAPTIVE, BOTH):
         raise ValueError(f"round policy {name}: jobs must be {FIXED!r}, {ADAPTIVE!r} or {BOTH!r}, not {jobs!r}")
     if not (isinstance(round_seconds, (int, float)) and round_seconds > 0):
@@ -181,7 +186,7 @@ def round_policy(name: str, summary: str = "", *, jobs: str = BOTH, round_second
             raise TypeError(f"round policy {name}: register a function of the context or a class with decide(ctx)")
         text = summary or ((fn.__doc__ or "").strip().splitlines() or [""])[0]
         _REGISTRY[name] = PolicySpec(name, fn, text, not type_aware, kind=ROUND, jobs=jobs,
-                                     round_seconds=float(round_seconds))
+                                     round_seconds=float(round_seconds), gpu_counts=gpu_counts)
         for a in aliases:
             _ALIASES[a] = name
         return fn

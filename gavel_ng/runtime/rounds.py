@@ -103,7 +103,8 @@ class ClusterRounds(LivePlanner):
                  gpu_counts: tuple[int, ...] = DEFAULT_GPU_COUNTS, seed: int = 0):
         source = ClusterSource(state, adapts=spec.jobs != FIXED)
         super().__init__(state, lambda topo: RoundPlanner(spec.name, decide, source, topo, clock,
-                                                          realloc_delay=realloc_delay, gpu_counts=gpu_counts,
+                                                          realloc_delay=realloc_delay,
+                                                          gpu_counts=spec.gpu_counts or gpu_counts,
                                                           seed=seed))
         self.rounds: RoundPlanner = self.inner
         self.placer = self.rounds.placer

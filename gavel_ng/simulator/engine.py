@@ -66,7 +66,7 @@ class SimConfig:
     rules: ClusterRules | None = None      # quotas, server labels, admission (gavel_ng.rules); jobs' own in the trace
     entities: dict[str, Entity] = field(default_factory=dict)   # declared entities; a job's in its trace rules
     realloc_delay: float = 30.0            # seconds an adaptive job loses when its configuration changes
-    gpu_counts: tuple[int, ...] = DEFAULT_GPU_COUNTS   # a round policy's configurations: GPU counts per type
+    gpu_counts: tuple[int, ...] = DEFAULT_GPU_COUNTS   # round policies' GPU counts (one declaring its own: those)
     options: dict = field(default_factory=dict)         # a round policy's options (PolicySpec.decider)
 
     def __post_init__(self) -> None:

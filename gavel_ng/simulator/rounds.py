@@ -78,7 +78,8 @@ def round_planner(spec: PolicySpec, config, jobs, topology: Topology, clock, cru
     """The policy's planner over the job arrays; placement rules (labels, affinity, quotas) apply."""
     source = ArraysSource(jobs, list(topology.worker_types))
     planner = RoundPlanner(spec.name, spec.decider(config.options), source, topology, clock,
-                           realloc_delay=config.realloc_delay, gpu_counts=config.gpu_counts, seed=config.seed)
+                           realloc_delay=config.realloc_delay, gpu_counts=spec.gpu_counts or config.gpu_counts,
+                           seed=config.seed)
     if ruled:
         planner.placer.rules = ServerRules(crules, jobs.rules_of)
     return planner
