@@ -103,7 +103,7 @@ def test_restart_factor_keeps_a_job_where_moving_barely_helps():
 
 def test_options_are_checked():
     for opts, field in (({"p": 0.0}, "sia.p"), ({"lam": -1}, "sia.lam"), ({"scale_up": 0.5}, "sia.scale_up"),
-                        ({"restart_factor": "yes"}, "sia.restart_factor")):
+                        ({"restart_factor": "yes"}, "sia option restart_factor")):
         with pytest.raises(InputError, match=field):
             get_policy("sia").decider(opts)
     with pytest.raises(InputError, match="pollux.mixed_types"):
