@@ -13,7 +13,7 @@ import dataclasses
 import json
 from pathlib import Path
 
-from ..cluster import Cluster
+from ..cluster import NAMED_CLUSTERS, Cluster
 from ..errors import InputError
 from ..logs import format_warnings
 from ..policies import get_policy
@@ -54,8 +54,12 @@ def add_parser(sub) -> None:
                    help="policy name (see `gavel-ng policies`; default las), or several comma-separated "
                         "(e.g. las,las_agnostic) to run each on the same trace and compare them with the first")
     add_plugin_flag(p, "simulating")
-    p.add_argument("--cluster", default="v100=36,p100=36,k80=36", help="GPUs per type, e.g. v100=36,p100=36,k80=36")
-    p.add_argument("--gpus-per-server", type=int, default=4, help="GPUs per server (default 4)")
+    p.add_argument("--cluster", default="v100=36,p100=36,k80=36",
+                   help="GPUs per type and optionally GPUs per server of that type, TYPE=COUNT[:PER_SERVER],..., "
+                        "e.g. v100=36,p100=36,k80=36 or t4=24:4,a100=16:8; or a named cluster: "
+                        + "; ".join(f"{k} ({v})" for k, v in NAMED_CLUSTERS.items()))
+    p.add_argument("--gpus-per-server", type=int, default=4,
+                   help="GPUs per server of the types --cluster gives no size (default 4)")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--jobs-per-hour", type=float, help="continuous trace: Poisson arrivals at this rate")
     src.add_argument("--static", type=int, metavar="N", help="static trace: N jobs, all at t=0")
