@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 from ..cluster import NAMED_CLUSTERS, Cluster
+from ..elastic.sia_workloads import WORKLOAD_NAMES
 from ..errors import InputError
 from ..logs import format_warnings
 from ..policies import get_policy
@@ -66,14 +67,15 @@ def add_parser(sub) -> None:
     src.add_argument("--trace", metavar="FILE", help="a Gavel trace file (10 tab-separated columns) or a Pollux "
                                                      "workload CSV (name,time,application,num_replicas,batch_size), "
                                                      "told apart by content")
-    src.add_argument("--workload", choices=("pollux",),
+    src.add_argument("--workload", choices=WORKLOAD_NAMES,
                      help="pollux: Pollux's workload (Table 1 mix, --jobs jobs in --hours hours, Poisson arrivals); "
-                          "policies that run adaptive jobs adapt them, the others run each at its tuned GPU count "
-                          "and batch")
+                          "sia-philly, sia-helios (160 jobs in 8 h), sia-newtrace (960 jobs in 48 h, diurnal with "
+                          "bursts): Sia's job mixes (docs/elastic.md); policies that run adaptive jobs adapt them, "
+                          "the others run each at its tuned GPU count and batch")
     p.add_argument("--trace-format", choices=("gavel", "pollux"),
                    help="the --trace file's format (default: read from its content)")
-    p.add_argument("--jobs", type=int, help="--workload pollux: number of jobs (default 160)")
-    p.add_argument("--hours", type=float, help="--workload pollux: arrival window in hours (default 8)")
+    p.add_argument("--jobs", type=int, help="--workload: number of jobs (default: the workload's, 160 or 960)")
+    p.add_argument("--hours", type=float, help="--workload: arrival window in hours (default: the workload's, 8 or 48)")
     p.add_argument("--realloc-delay", type=float, default=30.0, metavar="SECONDS",
                    help="adaptive jobs: seconds lost at each change of GPU count or type (default 30, as Pollux)")
     p.add_argument("--policy-option", action="append", metavar="KEY=VALUE",
@@ -156,7 +158,7 @@ def run(args) -> int:
     pollux = source_format(args) == "pollux"
     for flag in ("jobs", "hours"):
         if getattr(args, flag) is not None and not args.workload:
-            raise InputError(f"--{flag}", getattr(args, flag), "applies to --workload pollux")
+            raise InputError(f"--{flag}", getattr(args, flag), "applies to --workload")
     # a Pollux workload's fixed jobs get their table from the simulator unless one is given
     table = resolve_table(args.throughputs) if args.throughputs else \
         None if pollux else default_table(cluster.worker_types)
@@ -189,10 +191,9 @@ def load_trace(args, cluster: Cluster, table, pollux: bool):
     from ..traces import TraceGenerator, TraceSpec, generate, read_trace
 
     if pollux:
-        from ..elastic.workload import POLLUX_HOURS, POLLUX_JOBS, load_workload
+        from ..elastic.workload import load_workload
 
-        return load_workload(cluster, args.trace, POLLUX_JOBS if args.jobs is None else args.jobs,
-                             POLLUX_HOURS if args.hours is None else args.hours, args.seed)
+        return load_workload(cluster, args.trace, args.jobs, args.hours, args.seed, workload=args.workload or "pollux")
     spec = TraceSpec(args.jobs_per_hour, args.multi_gpu, args.priorities, args.slos, args.seed)
     if args.trace:
         return read_trace(args.trace)

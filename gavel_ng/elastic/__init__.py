@@ -12,6 +12,8 @@ policies (gavel_ng.policies: goodput, pollux, tiresias) use it; it imports neith
   the exact vectorized best-batch search per configuration.
 * `workload`: the ``pollux`` workload (Table 1 mix, 160 jobs in 8 hours), a reader and
   writer for the Pollux artifact's workload CSVs, and its fit to a cluster.
+* `sia_workloads`: job mixes in the style of Sia's evaluation (SOSP'23 §4.1): Philly-,
+  Helios- and newTrace-like arrivals and size classes, each job at a tuned configuration.
 * `bounds`: each job's contention-free JCT, a lower bound to judge a policy against.
 
 See docs/elastic.md.
@@ -41,6 +43,7 @@ from .goodput import (
                          speedup,
                          throughput_params,
 )
+from .sia_workloads import SIA_WORKLOADS, helios_like, newtrace_like, philly_like, sia_workload
 from .workload import (
                          POLLUX_APPLICATIONS,
                          ElasticTrace,
@@ -55,9 +58,10 @@ from .workload import (
 )
 
 __all__ = ["FAMILIES", "LR_SCALING_RULES", "POLLUX_APPLICATIONS", "SIZE_CLASSES", "AdaptiveSpec", "ConfigTable",
-           "ElasticFamily", "ElasticTrace", "PhiCurve", "ThroughputParams", "best_batch", "best_goodput",
+           "ElasticFamily", "ElasticTrace", "PhiCurve", "SIA_WORKLOADS", "ThroughputParams", "best_batch",
+           "best_goodput",
            "best_goodput_many", "cap_tuned_gpus", "configuration_table", "contention_free_jct", "efficiency",
            "fit_to_cluster", "fixed_job_table", "load_workload",
-           "get_family", "goodput",
+           "get_family", "goodput", "helios_like", "newtrace_like", "philly_like", "sia_workload",
            "pollux_workload", "progress_after", "progress_per_step", "read_pollux_csv", "seconds_to_progress",
            "speedup", "throughput_params", "tuned_configurations", "write_pollux_csv"]

@@ -266,17 +266,23 @@ def fit_to_cluster(etrace: ElasticTrace, cluster: Cluster) -> ElasticTrace:
     return cap_tuned_gpus(etrace, widest)
 
 
-def load_workload(cluster: Cluster, trace: str | None = None, jobs: int = POLLUX_JOBS, hours: float = POLLUX_HOURS,
-                  seed: int = 0) -> ElasticTrace:
-    """The workload `simulate --workload pollux` / `--trace FILE.csv` (and a sweep point) runs, fit to
-    `cluster`: one place, so that both give the same jobs."""
+def load_workload(cluster: Cluster, trace: str | None = None, jobs: int | None = None, hours: float | None = None,
+                  seed: int = 0, workload: str = "pollux") -> ElasticTrace:
+    """The workload `simulate --workload NAME` / `--trace FILE.csv` (and a sweep point) runs, fit to
+    `cluster`: one place, so that both give the same jobs. `workload` is pollux or a name of
+    `sia_workloads.SIA_WORKLOADS`; `jobs` and `hours` default to the workload's own."""
     if trace is not None:
         return fit_to_cluster(read_pollux_csv(trace), cluster)
-    if jobs < 1:
+    if jobs is not None and jobs < 1:
         raise InputError("--jobs", jobs, "must be at least 1")
-    if not hours > 0:
+    if hours is not None and not hours > 0:
         raise InputError("--hours", hours, "must be positive")
-    return fit_to_cluster(pollux_workload(num_jobs=jobs, hours=hours, seed=seed), cluster)
+    if workload != "pollux":   # Sia's mixes: that module builds on this one, hence imported here
+        from .sia_workloads import sia_workload
+
+        return fit_to_cluster(sia_workload(workload, jobs, hours, seed), cluster)
+    return fit_to_cluster(pollux_workload(num_jobs=POLLUX_JOBS if jobs is None else jobs,
+                                          hours=POLLUX_HOURS if hours is None else hours, seed=seed), cluster)
 
 
 # ----- the artifact's CSV format ---------------------------------------------------------

@@ -126,7 +126,8 @@ def _trace(point: SweepPoint, cluster, table, pollux: bool):
 
         if point.heterogeneity != 1.0:
             raise InputError("heterogeneity", point.heterogeneity, "applies to Gavel traces' built-in profiles")
-        return load_workload(cluster, point.trace, point.jobs, point.hours, point.seed)
+        return load_workload(cluster, point.trace, point.jobs, point.hours, point.seed,
+                             workload=point.workload or "pollux")
     if point.trace is not None:
         return read_trace(point.trace)
     spec = TraceSpec(point.jobs_per_hour, point.multi_gpu, point.priorities, point.slos, point.seed)
