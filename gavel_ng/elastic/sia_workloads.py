@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from types import MappingProxyType
 
 import numpy as np
@@ -57,6 +58,7 @@ from gavel_ng.errors import InputError
 
 from .families import FAMILIES
 from .workload import (
+    DRAWN_WORKLOADS,
     POLLUX_GPUS_PER_SERVER,
     POLLUX_HOURS,
     POLLUX_JOBS,
@@ -230,6 +232,9 @@ def sia_workload(name: str, num_jobs: int | None = None, hours: float | None = N
         raise InputError("--workload", name, f"unknown; known: {', '.join(WORKLOAD_NAMES)}")
     make, jobs, window = SIA_WORKLOADS[name]
     return make(num_jobs=jobs if num_jobs is None else num_jobs, hours=window if hours is None else hours, seed=seed)
+
+
+DRAWN_WORKLOADS.update({name: partial(sia_workload, name) for name in SIA_WORKLOADS})
 
 
 # ----- what a workload looks like (tests, docs) -----------------------------------------------------

@@ -43,7 +43,7 @@ from __future__ import annotations
 import csv
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -266,6 +266,12 @@ def fit_to_cluster(etrace: ElasticTrace, cluster: Cluster) -> ElasticTrace:
     return cap_tuned_gpus(etrace, widest)
 
 
+DRAWN_WORKLOADS: dict[str, Callable[[int | None, float | None, int], ElasticTrace]] = {}
+"""Generators `load_workload` knows beside pollux, by name: (jobs, hours, seed) -> ElasticTrace, None
+meaning the workload's own size. `sia_workloads` registers Sia's mixes (it builds on this module, so
+this one cannot import it; the package imports both)."""
+
+
 def load_workload(cluster: Cluster, trace: str | None = None, jobs: int | None = None, hours: float | None = None,
                   seed: int = 0, workload: str = "pollux") -> ElasticTrace:
     """The workload `simulate --workload NAME` / `--trace FILE.csv` (and a sweep point) runs, fit to
@@ -277,10 +283,10 @@ def load_workload(cluster: Cluster, trace: str | None = None, jobs: int | None =
         raise InputError("--jobs", jobs, "must be at least 1")
     if hours is not None and not hours > 0:
         raise InputError("--hours", hours, "must be positive")
-    if workload != "pollux":   # Sia's mixes: that module builds on this one, hence imported here
-        from .sia_workloads import sia_workload
-
-        return fit_to_cluster(sia_workload(workload, jobs, hours, seed), cluster)
+    if workload != "pollux":
+        if workload not in DRAWN_WORKLOADS:
+            raise InputError("--workload", workload, f"unknown; known: pollux, {', '.join(DRAWN_WORKLOADS)}")
+        return fit_to_cluster(DRAWN_WORKLOADS[workload](jobs, hours, seed), cluster)
     return fit_to_cluster(pollux_workload(num_jobs=POLLUX_JOBS if jobs is None else jobs,
                                           hours=POLLUX_HOURS if hours is None else hours, seed=seed), cluster)
 

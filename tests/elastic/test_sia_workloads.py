@@ -109,6 +109,9 @@ def test_load_workload_fits_the_named_workload_to_the_cluster():
     assert e.names == helios_like(num_jobs=30, hours=2, seed=1).names
     with pytest.raises(InputError, match="--jobs"):
         load_workload(small, jobs=0, workload="sia-philly")
+    with pytest.raises(InputError) as info:
+        load_workload(small, workload="sia-alibaba")
+    assert info.value.field == "--workload" and "sia-newtrace" in str(info.value)
 
 
 @pytest.mark.parametrize("name", [n for n in WORKLOAD_NAMES if n != "pollux"])
