@@ -7,7 +7,7 @@ Every point runs the one simulator, whatever its policy or source: a Gavel trace
 (generated, or a file), a drawn workload (`workload`: pollux or one of Sia's mixes) or a
 Pollux CSV as `trace` (the file's content tells, as in `simulate`). Only fields that apply
 to one kind of source are checked against it (`jobs`, `hours`: a drawn workload; a value
-equal to the workload's own is stored as None, so that both spellings share a point id).
+equal to the workload's own size counts as unset in the point id, so both spellings share it).
 """
 
 from __future__ import annotations
@@ -93,14 +93,10 @@ class SweepPoint:
                 if name in self.changed():
                     raise InputError(name, getattr(self, name), "applies to a drawn workload only")
             return
-        from ..elastic.sia_workloads import WORKLOAD_NAMES, workload_size
+        from ..elastic.sia_workloads import WORKLOAD_NAMES
 
         if self.workload not in WORKLOAD_NAMES:
             raise InputError("workload", self.workload, f"must be one of {', '.join(WORKLOAD_NAMES)}")
-        own = dict(zip(("jobs", "hours"), workload_size(self.workload)))
-        for name, value in own.items():
-            if getattr(self, name) == value:
-                object.__setattr__(self, name, None)
         if self.jobs is not None and self.jobs < 1:
             raise InputError("jobs", self.jobs, "must be at least 1")
         if self.hours is not None and not self.hours > 0:
@@ -123,8 +119,16 @@ class SweepPoint:
         return data
 
     def changed(self) -> dict[str, Any]:
-        """Fields whose value differs from the default, in declaration order."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) != f.default}
+        """Fields whose value differs from the default, in declaration order; a drawn workload's
+        `jobs` and `hours` also count as default when they equal the workload's own size."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) != f.default}
+        from ..elastic.sia_workloads import WORKLOAD_NAMES, workload_size
+
+        if self.workload in WORKLOAD_NAMES:
+            for name, own in zip(("jobs", "hours"), workload_size(self.workload)):
+                if out.get(name) == own:
+                    del out[name]
+        return out
 
     @property
     def point_id(self) -> str:

@@ -129,7 +129,7 @@ def test_sweep_points_take_the_names_and_their_own_sizes():
     for name in WORKLOAD_NAMES:
         SweepPoint(workload=name, cluster="sia")
     own = SweepPoint(workload="sia-newtrace", jobs=960, hours=48.0)   # the workload's own size: one point id
-    assert own.point_id == SweepPoint(workload="sia-newtrace").point_id and own.jobs is None
+    assert own.point_id == SweepPoint(workload="sia-newtrace").point_id and own.jobs == 960
     assert SweepPoint(workload="sia-newtrace", jobs=160).point_id != own.point_id
     assert SweepPoint(workload="pollux", jobs=160).point_id == SweepPoint(workload="pollux").point_id
     with pytest.raises(InputError) as info:
