@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 
 import numpy as np
 
@@ -60,18 +61,50 @@ class Cluster:
 
     @classmethod
     def parse(cls, spec: str, gpus_per_server: int | None = None) -> Cluster:
-        """Parse 'v100=36,p100=36,k80=36' (the CLI form)."""
+        """Parse the CLI form: a name of `NAMED_CLUSTERS`, or 'TYPE=COUNT[:GPUS_PER_SERVER],...'
+        (e.g. 't4=24:4,a100=16:8'). A type's own server size overrides `gpus_per_server`; a COUNT
+        that is not a multiple of it leaves a smaller last server."""
+        text = NAMED_CLUSTERS.get(spec.strip().lower(), spec) if isinstance(spec, str) else spec
+        if not isinstance(text, str) or not text.strip():
+            raise InputError("--cluster", spec, f"expected TYPE=COUNT[:GPUS_PER_SERVER],... or one of "
+                                                f"{', '.join(NAMED_CLUSTERS)}")
         gpus: dict[str, int] = {}
-        for part in spec.split(","):
-            name, sep, count = part.strip().partition("=")
+        per: dict[str, int] = {}
+        for part in text.split(","):
+            name, sep, rest = part.strip().partition("=")
+            name = name.strip()
             if not sep or not name:
-                raise InputError("--cluster", part, "expected TYPE=COUNT")
-            try:
-                gpus[name.strip()] = int(count)
-            except ValueError:
-                raise InputError("--cluster", part, "GPU count must be an integer") from None
-        per = {w: gpus_per_server for w in gpus} if gpus_per_server else {}
+                raise InputError("--cluster", part, "expected TYPE=COUNT[:GPUS_PER_SERVER] (or a named cluster: "
+                                                    f"{', '.join(NAMED_CLUSTERS)})")
+            if name in gpus:
+                raise InputError("--cluster", part, f"worker type {name} listed twice")
+            count, colon, size = rest.partition(":")
+            gpus[name] = _cli_int(count, part, "GPU count must be an integer >= 0", 0)
+            if colon:
+                per[name] = _cli_int(size, part, "GPUs per server must be an integer >= 1", 1)
+            elif gpus_per_server:
+                per[name] = gpus_per_server
         return cls(gpus=gpus, gpus_per_server=per)
+
+
+# Named clusters (`--cluster NAME`): Sia (Jayaram Subramanya et al., SOSP'23). §4.3 lists its
+# three settings; §4.2 the node types: t4 = AWS g4dn.12xlarge (4 T4), rtx = 8 RTX 2080 Ti,
+# a100 = DGX-A100 (8 A100), quad = 4 Quadro RTX 6000.
+NAMED_CLUSTERS: MappingProxyType[str, str] = MappingProxyType({
+    "sia": "t4=24:4,rtx2080ti=24:8,a100=16:8",            # heterogeneous: 6 t4, 3 rtx, 2 a100 nodes (64 GPUs)
+    "sia-physical": "rtx2080ti=24:8,a100=16:8,rtx6000=4:4",  # physical: 3 rtx, 2 a100, 1 quad node (44 GPUs)
+    "sia-homogeneous": "t4=64:4",                          # homogeneous: 16 t4 nodes (64 GPUs)
+})
+
+
+def _cli_int(text: str, part: str, reason: str, minimum: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise InputError("--cluster", part, reason) from None
+    if value < minimum:
+        raise InputError("--cluster", part, reason)
+    return value
 
 
 def resolve_prices(worker_types: Sequence[str], *given: Mapping[str, float],

@@ -13,9 +13,10 @@ import dataclasses
 import json
 from pathlib import Path
 
-from ..cluster import Cluster
+from ..cluster import NAMED_CLUSTERS, Cluster
 from ..elastic.efficiency import PROFILE_SETS
 from ..elastic.profile_sets import check_profiles
+from ..elastic.sia_workloads import WORKLOAD_NAMES
 from ..errors import InputError
 from ..logs import format_warnings
 from ..policies import get_policy
@@ -56,26 +57,31 @@ def add_parser(sub) -> None:
                    help="policy name (see `gavel-ng policies`; default las), or several comma-separated "
                         "(e.g. las,las_agnostic) to run each on the same trace and compare them with the first")
     add_plugin_flag(p, "simulating")
-    p.add_argument("--cluster", default="v100=36,p100=36,k80=36", help="GPUs per type, e.g. v100=36,p100=36,k80=36")
-    p.add_argument("--gpus-per-server", type=int, default=4, help="GPUs per server (default 4)")
+    p.add_argument("--cluster", default="v100=36,p100=36,k80=36",
+                   help="GPUs per type and optionally GPUs per server of that type, TYPE=COUNT[:PER_SERVER],..., "
+                        "e.g. v100=36,p100=36,k80=36 or t4=24:4,a100=16:8; or a named cluster: "
+                        + "; ".join(f"{k} ({v})" for k, v in NAMED_CLUSTERS.items()))
+    p.add_argument("--gpus-per-server", type=int, default=4,
+                   help="GPUs per server of the types --cluster gives no size (default 4)")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--jobs-per-hour", type=float, help="continuous trace: Poisson arrivals at this rate")
     src.add_argument("--static", type=int, metavar="N", help="static trace: N jobs, all at t=0")
     src.add_argument("--trace", metavar="FILE", help="a Gavel trace file (10 tab-separated columns) or a Pollux "
                                                      "workload CSV (name,time,application,num_replicas,batch_size), "
                                                      "told apart by content")
-    src.add_argument("--workload", choices=("pollux",),
+    src.add_argument("--workload", choices=WORKLOAD_NAMES,
                      help="pollux: Pollux's workload (Table 1 mix, --jobs jobs in --hours hours, Poisson arrivals); "
-                          "policies that run adaptive jobs adapt them, the others run each at its tuned GPU count "
-                          "and batch")
+                          "sia-philly, sia-helios (160 jobs in 8 h), sia-newtrace (960 jobs in 48 h, diurnal with "
+                          "bursts): Sia's job mixes (docs/elastic.md); policies that run adaptive jobs adapt them, "
+                          "the others run each at its tuned GPU count and batch")
     p.add_argument("--trace-format", choices=("gavel", "pollux"),
                    help="the --trace file's format (default: read from its content)")
-    p.add_argument("--jobs", type=int, help="--workload pollux: number of jobs (default 160)")
-    p.add_argument("--hours", type=float, help="--workload pollux: arrival window in hours (default 8)")
+    p.add_argument("--jobs", type=int, help="--workload: number of jobs (default: the workload's, 160 or 960)")
+    p.add_argument("--hours", type=float, help="--workload: arrival window in hours (default: the workload's, 8 or 48)")
     p.add_argument("--elastic-profiles", default="modeled", metavar="|".join(PROFILE_SETS),
-                   help="a Pollux workload's profile set: modeled (default: gavel_ng's performance model) or sia "
-                        "(fitted to the Sia artifact's measurements; docs/elastic.md); fixed and adaptive jobs "
-                        "both use it")
+                   help="a drawn workload's or Pollux CSV's profile set: modeled (default: gavel_ng's performance "
+                        "model) or sia (fitted to the Sia artifact's measurements; docs/elastic.md); fixed and "
+                        "adaptive jobs both use it")
     p.add_argument("--realloc-delay", type=float, default=30.0, metavar="SECONDS",
                    help="adaptive jobs: seconds lost at each change of GPU count or type (default 30, as Pollux)")
     p.add_argument("--policy-option", action="append", metavar="KEY=VALUE",
@@ -158,9 +164,9 @@ def run(args) -> int:
     pollux = source_format(args) == "pollux"
     for flag in ("jobs", "hours"):
         if getattr(args, flag) is not None and not args.workload:
-            raise InputError(f"--{flag}", getattr(args, flag), "applies to --workload pollux")
+            raise InputError(f"--{flag}", getattr(args, flag), "applies to --workload")
     if check_profiles(args.elastic_profiles, "--elastic-profiles") != "modeled" and not pollux:
-        raise InputError("--elastic-profiles", args.elastic_profiles, "applies to a Pollux workload")
+        raise InputError("--elastic-profiles", args.elastic_profiles, "applies to a drawn workload or a Pollux CSV")
     # a Pollux workload's fixed jobs get their table from the simulator unless one is given
     table = resolve_table(args.throughputs) if args.throughputs else \
         None if pollux else default_table(cluster.worker_types)
@@ -193,10 +199,9 @@ def load_trace(args, cluster: Cluster, table, pollux: bool):
     from ..traces import TraceGenerator, TraceSpec, generate, read_trace
 
     if pollux:
-        from ..elastic.workload import POLLUX_HOURS, POLLUX_JOBS, load_workload
+        from ..elastic.workload import load_workload
 
-        return load_workload(cluster, args.trace, POLLUX_JOBS if args.jobs is None else args.jobs,
-                             POLLUX_HOURS if args.hours is None else args.hours, args.seed,
+        return load_workload(cluster, args.trace, args.jobs, args.hours, args.seed, workload=args.workload or "pollux",
                              profiles=args.elastic_profiles)
     spec = TraceSpec(args.jobs_per_hour, args.multi_gpu, args.priorities, args.slos, args.seed)
     if args.trace:

@@ -73,7 +73,7 @@ def axes_from_args(args) -> tuple[dict[str, list], dict]:
                   if t.strip() or name != "cluster"]
         axes[name] = list(dict.fromkeys(values))
     if not any(k in axes or k in base for k in ("jobs_per_hour", "static", "trace", "workload")):
-        raise InputError("sweep", "trace", "give --jobs-per-hour LIST, --static N, --trace FILE or --workload pollux")
+        raise InputError("sweep", "trace", "give --jobs-per-hour LIST, --static N, --trace FILE or --workload NAME")
     return axes, base
 
 

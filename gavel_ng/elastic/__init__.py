@@ -14,6 +14,8 @@ policies (gavel_ng.policies: goodput, pollux, tiresias) use it; it imports neith
   writer for the Pollux artifact's workload CSVs, and its fit to a cluster.
 * `measured`, `profile_sets`: profile sets by name: ``modeled`` (the above) or ``sia``, Pollux's
   parameters and the noise scale fitted to the Sia artifact's measurements (package data).
+* `sia_workloads`: job mixes in the style of Sia's evaluation (SOSP'23 §4.1): Philly-,
+  Helios- and newTrace-like arrivals and size classes, each job at a tuned configuration.
 * `bounds`: each job's contention-free JCT, a lower bound to judge a policy against.
 
 See docs/elastic.md.
@@ -46,6 +48,7 @@ from .goodput import (
                          throughput_params,
 )
 from .profile_sets import measured_set, phi_curve
+from .sia_workloads import SIA_WORKLOADS, helios_like, newtrace_like, philly_like, sia_workload
 from .workload import (
                          POLLUX_APPLICATIONS,
                          ElasticTrace,
@@ -59,11 +62,12 @@ from .workload import (
                          write_pollux_csv,
 )
 
-__all__ = ["FAMILIES", "LR_SCALING_RULES", "POLLUX_APPLICATIONS", "PROFILE_SETS", "SIZE_CLASSES", "AdaptiveSpec",
-           "ConfigTable", "ElasticFamily", "ElasticTrace", "PhiCurve", "PhiTable", "ThroughputParams", "best_batch",
-           "best_goodput",
+__all__ = ["FAMILIES", "LR_SCALING_RULES", "POLLUX_APPLICATIONS", "PROFILE_SETS", "SIA_WORKLOADS", "SIZE_CLASSES",
+           "AdaptiveSpec", "ConfigTable", "ElasticFamily", "ElasticTrace", "PhiCurve", "PhiTable", "ThroughputParams",
+           "best_batch", "best_goodput",
            "best_goodput_many", "cap_tuned_gpus", "configuration_table", "contention_free_jct", "efficiency",
            "fit_to_cluster", "fixed_job_table", "load_workload",
-           "get_family", "goodput", "measured_set", "phi_curve",
+           "get_family", "goodput", "helios_like", "measured_set", "newtrace_like", "phi_curve", "philly_like",
+           "sia_workload",
            "pollux_workload", "progress_after", "progress_per_step", "read_pollux_csv", "seconds_to_progress",
            "speedup", "throughput_params", "tuned_configurations", "write_pollux_csv"]

@@ -52,7 +52,7 @@ from __future__ import annotations
 import csv
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -307,18 +307,32 @@ def fit_to_cluster(etrace: ElasticTrace, cluster: Cluster) -> ElasticTrace:
     return cap_tuned_gpus(etrace, widest)
 
 
-def load_workload(cluster: Cluster, trace: str | None = None, jobs: int = POLLUX_JOBS, hours: float = POLLUX_HOURS,
-                  seed: int = 0, *, profiles: str = MODELED) -> ElasticTrace:
-    """The workload `simulate --workload pollux` / `--trace FILE.csv` (and a sweep point) runs, fit to
-    `cluster`: one place, so that both give the same jobs. `profiles` is the profile set."""
+DRAWN_WORKLOADS: dict[str, Callable[..., ElasticTrace]] = {}
+"""Generators `load_workload` knows beside pollux, by name: (jobs, hours, seed, profiles=) -> ElasticTrace,
+None meaning the workload's own size. `sia_workloads` registers Sia's mixes (it builds on this module,
+so this one cannot import it; the package imports both)."""
+
+
+def load_workload(cluster: Cluster, trace: str | None = None, jobs: int | None = None, hours: float | None = None,
+                  seed: int = 0, workload: str = "pollux", *, profiles: str = MODELED) -> ElasticTrace:
+    """The workload `simulate --workload NAME` / `--trace FILE.csv` (and a sweep point) runs, fit to
+    `cluster`: one place, so that both give the same jobs. `workload` is pollux or a name of
+    `sia_workloads.SIA_WORKLOADS`; `jobs` and `hours` default to the workload's own; `profiles` is
+    the profile set."""
     check_profiles(profiles, "--elastic-profiles")
     if trace is not None:
         return fit_to_cluster(read_pollux_csv(trace, profiles=profiles), cluster)
-    if jobs < 1:
+    if jobs is not None and jobs < 1:
         raise InputError("--jobs", jobs, "must be at least 1")
-    if not hours > 0:
+    if hours is not None and not hours > 0:
         raise InputError("--hours", hours, "must be positive")
-    return fit_to_cluster(pollux_workload(num_jobs=jobs, hours=hours, seed=seed, profiles=profiles), cluster)
+    if workload != "pollux":
+        if workload not in DRAWN_WORKLOADS:
+            raise InputError("--workload", workload, f"unknown; known: pollux, {', '.join(DRAWN_WORKLOADS)}")
+        return fit_to_cluster(DRAWN_WORKLOADS[workload](jobs, hours, seed, profiles=profiles), cluster)
+    return fit_to_cluster(pollux_workload(num_jobs=POLLUX_JOBS if jobs is None else jobs,
+                                          hours=POLLUX_HOURS if hours is None else hours, seed=seed,
+                                          profiles=profiles), cluster)
 
 
 # ----- the artifact's CSV format ---------------------------------------------------------

@@ -67,6 +67,19 @@ GPUS: MappingProxyType[str, GpuSpec] = MappingProxyType({g.name: g for g in (
         "NVIDIA H100 SXM5 80 GB datasheet (67 TFLOPS FP32, 989 TFLOPS FP16 tensor dense, "
         "3.35 TB/s HBM3, NVLink 4 900 GB/s total = 450 GB/s per direction); AWS EC2 "
         "p5.48xlarge on-demand $98.32/h for 8 GPUs, us-east-1 (2024 list price)"),
+    GpuSpec(
+        "rtx2080ti", 13.4e12, 53.8e12, 616e9, 11e9, _PCIE3_X16, 0.046,
+        "NVIDIA Turing architecture whitepaper, GeForce RTX 2080 Ti at the reference 1,545 MHz "
+        "boost (13.4 TFLOPS FP32; FP16 tensor with FP32 accumulate 53.8 TFLOPS, half the "
+        "107.6 TFLOPS of FP16 accumulate on GeForce boards; 616 GB/s GDDR6, 11 GB); PCIe 3.0 "
+        "x16 (no NVLink bridge in Sia's 8-GPU nodes); not sold by the big clouds: amortized "
+        "purchase price, the Founders Edition launch list price $1,199 (Sept 2018) over three "
+        "years of continuous use = $0.046/h (GPU only: no host, power or margin)"),
+    GpuSpec(
+        "rtx6000", 16.3e12, 130.5e12, 672e9, 24e9, _PCIE3_X16, 0.50,
+        "NVIDIA Quadro RTX 6000 datasheet (16.3 TFLOPS FP32, 130.5 TFLOPS FP16 tensor, "
+        "672 GB/s GDDR6, 24 GB); PCIe 3.0 x16; Lambda GPU Cloud on-demand, 1x Quadro RTX "
+        "6000 instance, $0.50/h"),
 )})
 
 

@@ -4,9 +4,10 @@ A point's id hashes only the fields that differ from their defaults, so adding a
 (with a default) later keeps the ids of results already on disk: resuming still works.
 
 Every point runs the one simulator, whatever its policy or source: a Gavel trace
-(generated, or a file) or a Pollux workload (`workload`, or a Pollux CSV as `trace`: the
-file's content tells, as in `simulate`). Only fields that apply to one kind of source are
-checked against it (`jobs`, `hours`: a drawn workload).
+(generated, or a file), a drawn workload (`workload`: pollux or one of Sia's mixes) or a
+Pollux CSV as `trace` (the file's content tells, as in `simulate`). Only fields that apply
+to one kind of source are checked against it (`jobs`, `hours`: a drawn workload; a value
+equal to the workload's own size counts as unset in the point id, so both spellings share it).
 """
 
 from __future__ import annotations
@@ -58,9 +59,9 @@ class SweepPoint:
     rules: str | None = None
     entities: str | None = None
     # Pollux workloads (gavel_ng.elastic; `simulate --workload` and its flags)
-    workload: str | None = None          # "pollux": Pollux's workload, `jobs` jobs in `hours` hours
-    jobs: int = 160
-    hours: float = 8.0
+    workload: str | None = None          # pollux, sia-philly, sia-helios, sia-newtrace: `jobs` jobs in `hours` hours
+    jobs: int | None = None              # None: the workload's own (160; 960 for sia-newtrace)
+    hours: float | None = None           # None: the workload's own (8; 48 for sia-newtrace)
     realloc_delay: float = 30.0          # seconds an adaptive job loses at each change of configuration
     elastic_profiles: str = "modeled"    # a Pollux workload's profile set (`simulate --elastic-profiles`)
     policy_options: str | None = None    # the policy's options as a JSON object (`simulate --policy-option`)
@@ -93,13 +94,15 @@ class SweepPoint:
         if self.workload is None:
             for name in WORKLOAD_ONLY:
                 if name in self.changed():
-                    raise InputError(name, getattr(self, name), "applies to workload pollux only")
+                    raise InputError(name, getattr(self, name), "applies to a drawn workload only")
             return
-        if self.workload != "pollux":
-            raise InputError("workload", self.workload, "must be pollux")
-        if self.jobs < 1:
+        from ..elastic.sia_workloads import WORKLOAD_NAMES
+
+        if self.workload not in WORKLOAD_NAMES:
+            raise InputError("workload", self.workload, f"must be one of {', '.join(WORKLOAD_NAMES)}")
+        if self.jobs is not None and self.jobs < 1:
             raise InputError("jobs", self.jobs, "must be at least 1")
-        if not self.hours > 0:
+        if self.hours is not None and not self.hours > 0:
             raise InputError("hours", self.hours, "must be positive")
         if self.heterogeneity != 1.0:
             raise InputError("heterogeneity", self.heterogeneity, "applies to Gavel traces' built-in profiles "
@@ -119,8 +122,16 @@ class SweepPoint:
         return data
 
     def changed(self) -> dict[str, Any]:
-        """Fields whose value differs from the default, in declaration order."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) != f.default}
+        """Fields whose value differs from the default, in declaration order; a drawn workload's
+        `jobs` and `hours` also count as default when they equal the workload's own size."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) != f.default}
+        from ..elastic.sia_workloads import WORKLOAD_NAMES, workload_size
+
+        if self.workload in WORKLOAD_NAMES:
+            for name, own in zip(("jobs", "hours"), workload_size(self.workload)):
+                if out.get(name) == own:
+                    del out[name]
+        return out
 
     @property
     def point_id(self) -> str:

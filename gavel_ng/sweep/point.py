@@ -127,9 +127,9 @@ def _trace(point: SweepPoint, cluster, table, pollux: bool):
         if point.heterogeneity != 1.0:
             raise InputError("heterogeneity", point.heterogeneity, "applies to Gavel traces' built-in profiles")
         return load_workload(cluster, point.trace, point.jobs, point.hours, point.seed,
-                             profiles=point.elastic_profiles)
+                             workload=point.workload or "pollux", profiles=point.elastic_profiles)
     if point.elastic_profiles != "modeled":
-        raise InputError("elastic_profiles", point.elastic_profiles, "applies to a Pollux workload")
+        raise InputError("elastic_profiles", point.elastic_profiles, "applies to a drawn workload or a Pollux CSV")
     if point.trace is not None:
         return read_trace(point.trace)
     spec = TraceSpec(point.jobs_per_hour, point.multi_gpu, point.priorities, point.slos, point.seed)

@@ -10,7 +10,7 @@ from gavel_ng.profiles import GPUS, GpuSpec, get_gpu
 
 
 def test_required_types_present() -> None:
-    assert {"k80", "p100", "v100", "t4", "a100", "h100"} <= set(GPUS)
+    assert {"k80", "p100", "v100", "t4", "a100", "h100", "rtx2080ti", "rtx6000"} <= set(GPUS)
     assert all(name == spec.name == name.lower() for name, spec in GPUS.items())
 
 
@@ -21,7 +21,7 @@ def test_sane_ranges(name: str) -> None:
     assert 100e9 < g.mem_bytes_per_s < 5e12
     assert 8e9 <= g.mem_bytes <= 100e9
     assert 10e9 <= g.link_bytes_per_s <= 1e12
-    assert 0.1 < g.dollars_per_hour < 50
+    assert 0.01 < g.dollars_per_hour < 50   # rtx2080ti: an amortized purchase price, $0.046/h
     assert len(g.source) > 40
 
 
@@ -41,3 +41,12 @@ def test_frozen_and_validated() -> None:
     assert isinstance(get_gpu("V100_unconsolidated"), GpuSpec)
     with pytest.raises(KeyError):
         get_gpu("tpu")
+
+
+def test_turing_types_sit_between_t4_and_a100() -> None:
+    # Sia's two on-premise Turing types: faster FP32 and memory than a T4, slower than an A100
+    for name in ("rtx2080ti", "rtx6000"):
+        g = GPUS[name]
+        for field in ("fp32_flops", "mem_bytes_per_s"):
+            assert getattr(GPUS["t4"], field) < getattr(g, field) < getattr(GPUS["a100"], field), (name, field)
+    assert GPUS["rtx2080ti"].mem_bytes < GPUS["t4"].mem_bytes < GPUS["rtx6000"].mem_bytes
