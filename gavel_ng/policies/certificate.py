@@ -44,7 +44,7 @@ def upper_bound(c: np.ndarray, hi: np.ndarray, sf: np.ndarray, cap: np.ndarray, 
 
 def level(c: np.ndarray, x: np.ndarray) -> float:
     """min_m c_m . x_m (inf without jobs)."""
-    return float(np.einsum("mj,mj->m", c, x).min(initial=np.inf))
+    return float((c * x).sum(axis=1).min(initial=np.inf))
 
 
 def feasible(x: np.ndarray, hi: np.ndarray, sf: np.ndarray, cap: np.ndarray, tol: float = 1e-9) -> bool:

@@ -246,6 +246,8 @@ class WarmMaxMin:
         for h in self.models:
             h.changeColsBounds(self.J, cols, np.zeros(self.J), np.zeros(self.J))
             h.changeRowBounds(self._rows(s)[1], -INF, INF)
+        if abs(self.w[s]) > 1e-9:   # a bottleneck job left: the level rises, no certificate can carry the old one
+            self.proven = False
         self.x[s], self.v[s], self.w[s] = 0.0, 0.0, 0.0
         self.free_slots.append(s)
 
