@@ -61,8 +61,11 @@ def greedy_select(order: np.ndarray, num_types: int, row_members: list[tuple[int
 
 def _select_singles(rows: list[int], types: list[int], row_sf: list[int], row_single: list[int], free: list[int],
                     busy: set[int], left: int, smallest: int) -> list[tuple[int, int]]:
-    """greedy_select's loop when every row is one job and columns are the pools (the common case)."""
+    """greedy_select's loop when every row is one job and columns are the pools (the common case).
+    It stops once every row in the order runs (with GPUs to spare, e.g. at low load, the rest of
+    the order would only be skipped entry by entry)."""
     taken: list[tuple[int, int]] = []
+    rows_left = len(set(rows))
     for r, j in zip(rows, types):
         s = row_sf[r]
         if free[j] < s:
@@ -74,7 +77,8 @@ def _select_singles(rows: list[int], types: list[int], row_sf: list[int], row_si
         free[j] -= s
         left -= s
         taken.append((r, j))
-        if left < smallest:
+        rows_left -= 1
+        if left < smallest or not rows_left:
             break
     return taken
 

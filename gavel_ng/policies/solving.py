@@ -226,12 +226,13 @@ def then_costs(p: Layout, objective: Objective) -> np.ndarray:
 
 
 def _then_maximize(p: Layout, objective: Objective, lp: LinearProgram, first: np.ndarray) -> np.ndarray:
-    """Second phase on the live phase-1 model: bound the epigraph variable below, swap the costs
-    and re-run from the phase-1 optimal basis (still primal feasible) instead of from scratch."""
+    """Second phase on the phase-1 model: bound the epigraph variable below, swap the costs and
+    solve by the dual simplex from the slack basis (`restart_dual`: the phase-1 basis, though
+    primal feasible, is thousands of primal pivots from the new optimum at scale)."""
     n = p.num_vars
     lp.set_col_bounds([n], hold_level(float(first[n]), objective.then_tol), INF)
     lp.set_costs(np.r_[then_costs(p, objective), 0.0])
-    lp.use_primal()
+    lp.restart_dual()
     res = lp.run()
     if not res.ok:
         log.warning("second phase of a max-min objective: %s; keeping the first phase's allocation", res.status)
