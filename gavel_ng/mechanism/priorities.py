@@ -37,6 +37,12 @@ def entry_priorities(X: np.ndarray, received: np.ndarray, total: np.ndarray,
     mechanism computes them for its eligible entries only, a flat subset of the (row, type) grid."""
     positive = X > EPS
     never = positive & (received <= 0)
+    if never_served_factor is None and total.min(initial=1.0) > 0:
+        # every type has handed out time (each round but the first few): the same values in half the
+        # array passes, this runs every round
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
+            f = received / total
+            return np.divide(X, f, out=np.zeros(np.broadcast(X, f).shape), where=positive & (f > 0)), never
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # decayed f may underflow
         f = np.where(total > 0, received / np.where(total > 0, total, 1.0), 0.0)   # _shares, in one errstate
         served = f > 0
