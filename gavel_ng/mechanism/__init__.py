@@ -8,7 +8,8 @@ from .round import Allocator, Executor, LoopStats, Planner, RoundResult, Schedul
 from .selection import backfill, greedy_select
 
 __all__ = [
-    "AllocationRows", "Allocator", "Backfilled", "Waitlist", "worth_starting", "Executor", "JobView", "Ledger", "LoopStats", "MechanismConfig", "Placed", "Placer",
+    "AllocationRows", "Allocator", "Backfilled", "Waitlist", "worth_starting",
+    "Executor", "JobView", "Ledger", "LoopStats", "MechanismConfig", "Placed", "Placer",
     "Planner", "RoundMechanism", "RoundPlan", "RoundResult", "SchedulerLoop", "backfill",
     "fractions", "greedy_select", "make_plan", "priorities",
 ]

@@ -20,6 +20,7 @@ import heapq
 import numpy as np
 
 from ..mechanism import RoundPlan, make_plan, worth_starting
+from ..mechanism.backfill import with_backfilled
 
 EPS = 1e-9
 
@@ -72,19 +73,11 @@ def backfill_round(ex, plan: RoundPlan, steps: np.ndarray, start: np.ndarray, us
             holders.append((b.key, b.type, b.sf, s))
             if s < L - EPS:
                 heapq.heappush(times, s)
-        parts.append((sub, st, np.full(len(m), s0), u, d, stop - t))
+        parts.append((chosen, st, np.full(len(m), s0), u, d, stop - t))
         ex.backfilled += sub.num_entries
         ex.backfill_gpu_seconds += float((sub.sfs * (stop - t)).sum())
     if not parts:
         return None
-    subs = [p[0] for p in parts]
-    keys = plan.keys + [k for s in subs for k in s.keys]
-    cols = plan.types if plan.cols is None else plan.cols
-    ran = make_plan(keys, np.concatenate([plan.rows] + [s.rows for s in subs]),
-                    np.concatenate([plan.types] + [s.types for s in subs]),
-                    np.concatenate([plan.sfs] + [s.sfs for s in subs]), plan.gpus + [g for s in subs for g in s.gpus],
-                    np.concatenate([plan.renewed] + [s.renewed for s in subs]),
-                    np.concatenate([plan.consolidated] + [s.consolidated for s in subs]),
-                    cols=None if plan.cols is None else np.concatenate([cols] + [s.cols for s in subs]))
+    ran = with_backfilled(plan, [b for p in parts for b in p[0]])
     return (ran, *(np.concatenate([a] + [p[i] for p in parts]) for i, a in
                    enumerate((steps, start, used, done, occupied), start=1)))

@@ -271,7 +271,8 @@ def _simulate(cluster: Cluster, table: ThroughputTable | None, trace, config: Si
         summary["mode"] = "round policy"     # its own decision every round, no allocation or mechanism
     summary["policy_solved"] = allocator.spec.name if allocator is not None else spec.name
     summary["placement_sensitive"] = bool(config.placement_sensitive)
-    summary["backfill"] = bool(config.backfill and not config.gavel_compat and not config.ideal and allocator is not None)
+    summary["backfill"] = bool(config.backfill and not config.gavel_compat and not config.ideal
+                               and allocator is not None)   # round policies do not backfill
     summary["backfilled_entries"] = ex.backfilled
     summary["backfill_gpu_hours"] = round(ex.backfill_gpu_seconds / 3600, 3)
     summary["paired_fraction"] = round(ex.paired_seconds / ex.run_seconds, 6) if ex.run_seconds else 0.0
