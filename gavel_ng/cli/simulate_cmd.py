@@ -281,6 +281,9 @@ def _text(s: dict) -> str:
     if s.get("refusals"):   # admission control (gavel_ng.rules)
         lines.insert(2, f"refused            {s['refused']} of the measured jobs by admission ("
                         + ", ".join(f"{k}: {v}" for k, v in s["refusals"].items()) + " in the run)")
+    if s.get("backfill"):   # mid-round backfill (gavel_ng.mechanism.backfill)
+        lines.insert(-3, f"mid-round backfill {s['backfilled_entries']} entries, "
+                         f"{s['backfill_gpu_hours']:.1f} GPU hours")
     if s["unstable"]:
         lines.append(f"UNSTABLE: {s['unstable_reason']}")
     if s.get("warnings"):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from loopback_cluster import wait_for
 
 ROUND = 20.0     # long enough that the short job (a process start and a few steps) ends early on a busy machine
