@@ -174,34 +174,35 @@ class Waitlist:
         return tuple(out)
 
 
-def waiting_candidates(order: np.ndarray, num_cols: int, rows: list[tuple[int, ...]], row_sf: list[int],
-                       col_pool: np.ndarray | None, col_spread: np.ndarray, planned: set[int],
+def waiting_candidates(order: np.ndarray, num_cols: int, rows: list[tuple[int, ...]], row_single: list[int],
+                       row_sf: list[int], col_pool: np.ndarray | None, col_spread: np.ndarray, planned: np.ndarray,
                        new_jobs=None, home_col: np.ndarray | None = None) -> Candidates:
     """The entries of `order` (flat row * num_cols + column, best first) none of whose jobs is in
     `planned` (the round's jobs), then each job of `new_jobs` (a JobView) not planned, on every
-    type it runs on, fastest first (its column: `home_col[type]`)."""
+    type it runs on, fastest first (its column: `home_col[type]`). `row_single[k]`: row k's job
+    when it has one, else -1 (the mechanism's own list)."""
     r = order // num_cols
-    j = order % num_cols
-    single = np.array([m[0] if len(m) == 1 else -1 for m in rows], np.int64) if rows else np.zeros(0, np.int64)
+    single = np.asarray(row_single, np.int64)
     lead = single[r] if len(r) else np.zeros(0, np.int64)
-    if planned:
-        gone = np.fromiter(planned, np.int64, len(planned))
-        keep = ~np.isin(lead, gone)
-        multi = np.flatnonzero(keep & (lead < 0))
-        for i in multi.tolist():
-            keep[i] = not planned.intersection(rows[int(r[i])])
-        r, j, lead = r[keep], j[keep], lead[keep]
+    top = max(int(planned.max(initial=-1)), int(lead.max(initial=-1))) + 1
+    ran = np.zeros(top + 1, bool)
+    ran[planned] = True
+    keep = ~ran[lead]                          # lead -1 (a combination) reads the spare last slot: False
+    for i in np.flatnonzero(lead < 0).tolist():
+        keep[i] = not ran[[m for m in rows[int(r[i])] if m < top]].any()
+    idx = np.flatnonzero(keep)
+    r, j = r[idx], order[idx] % num_cols
     keys = [rows[k] for k in r.tolist()]
-    lead = np.array([k[0] for k in keys], np.int64) if keys else np.zeros(0, np.int64)
     types = j if col_pool is None else col_pool[j]
-    sfs = np.asarray(row_sf, np.int64)[r] if len(r) else np.zeros(0, np.int64)
-    spread = col_spread[j] if len(j) else np.zeros(0, bool)
     rows_out, cols_out = r.tolist(), j.tolist()
-    types_out, sfs_out, spread_out = types.tolist(), sfs.tolist(), spread.tolist()
+    types_out = types.tolist()
+    sfs_out = [row_sf[k] for k in rows_out]
+    spread_out = col_spread[j].tolist() if len(j) else []
     if new_jobs is not None and new_jobs.jobs:
         T = np.asarray(new_jobs.throughputs, float)
+        done = set(planned.tolist())
         for i, m in enumerate(new_jobs.jobs):
-            if m in planned:
+            if m in done:
                 continue
             for t in sorted(np.flatnonzero(T[i] > 0).tolist(), key=lambda t: (-T[i, t], t)):
                 col = t if home_col is None else int(home_col[t])
@@ -213,7 +214,7 @@ def waiting_candidates(order: np.ndarray, num_cols: int, rows: list[tuple[int, .
                 types_out.append(t)
                 sfs_out.append(int(new_jobs.sfs[i]))
                 spread_out.append(False)
-        lead = np.array([k[0] for k in keys], np.int64)
+    lead = np.fromiter((k[0] for k in keys), np.int64, len(keys))
     return Candidates(keys, np.asarray(rows_out, np.int64), np.asarray(cols_out, np.int64),
                       np.asarray(types_out, np.int64), np.asarray(sfs_out, np.int64),
                       np.asarray(spread_out, bool), lead)

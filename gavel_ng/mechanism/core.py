@@ -309,10 +309,11 @@ class RoundMechanism:
 
     def _waitlist(self, order: np.ndarray, plan: RoundPlan, new_jobs: JobView | None) -> Waitlist:
         """The round's waiting entries in its order, built only if some entry ends early."""
-        rows, sfs, pool, spread, home = self.rows, self._row_sf_list, self.col_pool, self.col_spread, self._home_col
+        rows, single, sfs, J = self.rows, self._single, self._row_sf_list, self.J
+        pool, spread, home = self.col_pool, self.col_spread, self._home_col
         new = new_jobs if self.cfg.backfill_new_jobs else None
-        build = lambda: waiting_candidates(order, self.J, rows, sfs, pool, spread,   # noqa: E731
-                                           set(plan.member_job.tolist()), new, home)
+        build = lambda: waiting_candidates(order, J, rows, single, sfs, pool, spread,   # noqa: E731
+                                           plan.member_job, new, home)
         return Waitlist(build, self.topo, self.cfg.consolidate, self.placer.rules, remember_in(self.placer))
 
     def _quota_tally(self):

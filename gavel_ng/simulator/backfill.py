@@ -31,13 +31,15 @@ def backfill_round(ex, plan: RoundPlan, steps: np.ndarray, start: np.ndarray, us
     and per entry as SimExecutor.execute keeps them; None when nothing was backfilled."""
     wl, L, ja = plan.waiting, ex.L, ex.jobs
     overhead = min(ex.overhead, L)
+    times = sorted(set(occupied[occupied < L - EPS].tolist()))
+    if not times or not worth_starting(L - times[0], overhead, L) or not len(wl.candidates):
+        return None                             # (most rounds with an early end: nothing waits)
     end = np.zeros(wl.topo.num_gpus)          # when each GPU is free from (0: no entry held it)
     for g, o in zip(plan.gpus, occupied.tolist()):
         end[list(g)] = o
-    times = sorted(set(occupied[occupied < L - EPS].tolist()))
-    heapq.heapify(times)
     busy = set(plan.member_job.tolist())
-    holders = list(zip(plan.keys, plan.types.tolist(), plan.sfs.tolist(), occupied.tolist()))
+    holders = list(zip(plan.keys, plan.types.tolist(), plan.sfs.tolist(), occupied.tolist())) \
+        if wl.rules is not None else []
     parts = []
     while times:
         t = heapq.heappop(times)
@@ -70,7 +72,8 @@ def backfill_round(ex, plan: RoundPlan, steps: np.ndarray, start: np.ndarray, us
         ex.paired_seconds += float((u - s0)[pairs].sum())
         for b, s in zip(chosen, stop.tolist()):
             end[list(b.gpus)] = s
-            holders.append((b.key, b.type, b.sf, s))
+            if wl.rules is not None:
+                holders.append((b.key, b.type, b.sf, s))
             if s < L - EPS:
                 heapq.heappush(times, s)
         parts.append((chosen, st, np.full(len(m), s0), u, d, stop - t))
