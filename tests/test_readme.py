@@ -95,4 +95,4 @@ def test_demo_prints_the_readme_comparison(capsys):
     out = capsys.readouterr().out
     line = next(x for x in out.splitlines() if x.startswith("las (heterogeneity-aware) vs las_agnostic:"))
     assert line in README
-    assert "average JCT        9.26 h   p50 2.47 h   p90 27.90 h   p99 83.59 h" in out
+    assert "average JCT        9.21 h   p50 2.47 h   p90 27.92 h   p99 83.89 h" in out
