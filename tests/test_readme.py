@@ -95,4 +95,4 @@ def test_demo_prints_the_readme_comparison(capsys):
     out = capsys.readouterr().out
     line = next(x for x in out.splitlines() if x.startswith("las (heterogeneity-aware) vs las_agnostic:"))
     assert line in README
-    assert "average JCT        9.17 h   p50 2.48 h   p90 27.61 h   p99 82.94 h" in out
+    assert "average JCT        9.15 h   p50 2.49 h   p90 28.08 h   p99 83.72 h" in out

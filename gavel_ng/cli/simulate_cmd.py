@@ -111,6 +111,9 @@ def add_parser(sub) -> None:
                    help="re-solve at most every S simulated seconds (default 0: on every reset event)")
     p.add_argument("--preemption-overhead", type=float, default=0.0, metavar="S",
                    help="seconds lost by a job each time it is (re)launched rather than renewed (default 0)")
+    p.add_argument("--no-backfill", action="store_true",
+                   help="leave GPUs a job frees mid-round idle until the round ends (Gavel's rounds; "
+                        "--gavel-compat implies it). Default: the round's waiting entries use them")
     p.add_argument("--ledger", choices=("decay", "reset"), default="decay",
                    help="mechanism memory: decayed time received kept across re-solves (default) or "
                         "restarted at every reset event (the paper's literal rule)")
@@ -179,7 +182,8 @@ def run(args) -> int:
                        space_sharing=args.space_sharing, placement_sensitive=args.placement_sensitive,
                        estimate_throughputs=args.estimate_throughputs, profile_fraction=args.profile_fraction,
                        reference_jobs=args.reference_jobs, realloc_delay=args.realloc_delay, options=options,
-                       rules=read_cluster_rules(args.rules), entities=read_entities(args.entities))
+                       rules=read_cluster_rules(args.rules), entities=read_entities(args.entities),
+                       backfill=not args.no_backfill)
     return report(args, policies, cluster, table, trace, config)
 
 
@@ -291,6 +295,9 @@ def _text(s: dict) -> str:
     if s.get("refusals"):   # admission control (gavel_ng.rules)
         lines.insert(2, f"refused            {s['refused']} of the measured jobs by admission ("
                         + ", ".join(f"{k}: {v}" for k, v in s["refusals"].items()) + " in the run)")
+    if s.get("backfill"):   # mid-round backfill (gavel_ng.mechanism.backfill)
+        lines.insert(-3, f"mid-round backfill {s['backfilled_entries']} entries, "
+                         f"{s['backfill_gpu_hours']:.1f} GPU hours")
     if s["unstable"]:
         lines.append(f"UNSTABLE: {s['unstable_reason']}")
     if s.get("warnings"):

@@ -1,5 +1,6 @@
 """Gavel's round-based mechanism (§5): priorities, greedy selection, placement, the loop."""
 
+from .backfill import Backfilled, Waitlist, worth_starting
 from .core import AllocationRows, JobView, Ledger, MechanismConfig, RoundMechanism, RoundPlan, make_plan
 from .placement import Placed, Placer
 from .priorities import fractions, priorities
@@ -7,7 +8,8 @@ from .round import Allocator, Executor, LoopStats, Planner, RoundResult, Schedul
 from .selection import backfill, greedy_select
 
 __all__ = [
-    "AllocationRows", "Allocator", "Executor", "JobView", "Ledger", "LoopStats", "MechanismConfig", "Placed", "Placer",
+    "AllocationRows", "Allocator", "Backfilled", "Waitlist", "worth_starting",
+    "Executor", "JobView", "Ledger", "LoopStats", "MechanismConfig", "Placed", "Placer",
     "Planner", "RoundMechanism", "RoundPlan", "RoundResult", "SchedulerLoop", "backfill",
     "fractions", "greedy_select", "make_plan", "priorities",
 ]

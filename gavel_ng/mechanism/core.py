@@ -17,6 +17,7 @@ import numpy as np
 
 from ..columns import Columns
 from ..topology import Topology
+from .backfill import Waitlist, remember_in, waiting_candidates
 from .placement import Placer
 from .priorities import entry_priorities, per_type_order, priorities, rank_entries
 from .refill import Entries, place_with_refill
@@ -36,13 +37,14 @@ class MechanismConfig:
     decay: float = 0.9                     # received time is multiplied by this every round (~10-round memory)
     consolidate: bool = True               # multi-GPU entries on one server when one can be had (placement.py)
     idle_aware: bool = False               # priorities from wall-clock time received (see plan())
+    mid_round_backfill: bool = True        # GPUs freed mid-round go to waiting entries (mechanism.backfill)
     seed: int = 0
 
     @classmethod
     def gavel_compat(cls, agnostic: bool, seed: int = 0) -> MechanismConfig:
         return cls(initial_received=180.0, never_served_factor=1e9, type_order=("v100", "p100", "k80"),
                    random_type_order=agnostic, backfill_new_jobs=False, carry_over=0.0, decay=1.0,
-                   consolidate=False, seed=seed)
+                   consolidate=False, mid_round_backfill=False, seed=seed)
 
     @classmethod
     def since_reset(cls, seed: int = 0) -> MechanismConfig:
@@ -100,6 +102,7 @@ class RoundPlan:
     member_entry: np.ndarray    # (F,) its entry
     share: np.ndarray | None = None   # (E, J) time fractions, only for fluid (ideal) plans
     cols: np.ndarray | None = None    # (E,) allocation column of each entry; None: the same as types
+    waiting: Waitlist | None = None   # the entries that wait this round, for mid-round backfill (None: off)
 
     @property
     def num_entries(self) -> int:
@@ -298,8 +301,20 @@ class RoundMechanism:
         else:   # entries the rules keep off every server wait, and their GPUs go down the order
             ent, placed = place_with_refill(self.placer, ent, self._spread,
                                             lambda kept, skip, jobs: self._more(order, kept, skip, jobs, new_jobs))
-        return make_plan(ent.keys, ent.rows, ent.types, ent.sfs, placed.gpus, placed.renewed, placed.consolidated,
+        plan = make_plan(ent.keys, ent.rows, ent.types, ent.sfs, placed.gpus, placed.renewed, placed.consolidated,
                          cols=None if self.col_pool is None else ent.cols)
+        if cfg.mid_round_backfill:
+            plan.waiting = self._waitlist(order, plan, new_jobs)
+        return plan
+
+    def _waitlist(self, order: np.ndarray, plan: RoundPlan, new_jobs: JobView | None) -> Waitlist:
+        """The round's waiting entries in its order, built only if some entry ends early."""
+        rows, single, sfs, J = self.rows, self._single, self._row_sf_list, self.J
+        pool, spread, home = self.col_pool, self.col_spread, self._home_col
+        new = new_jobs if self.cfg.backfill_new_jobs else None
+        build = lambda: waiting_candidates(order, J, rows, single, sfs, pool, spread,   # noqa: E731
+                                           plan.member_job, new, home)
+        return Waitlist(build, self.topo, self.cfg.consolidate, self.placer.rules, remember_in(self.placer))
 
     def _quota_tally(self):
         rules = self.placer.rules

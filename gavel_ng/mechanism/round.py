@@ -25,6 +25,8 @@ log = logging.getLogger(__name__)
 class RoundResult:
     occupied: np.ndarray                         # (E,) seconds each entry held its GPUs
     finished: list[int] = field(default_factory=list)
+    plan: RoundPlan | None = None                # the plan as it ran when the executor added entries
+                                                 # (mid-round backfill); `occupied` is then over its entries
 
 
 class Allocator(Protocol):
@@ -109,6 +111,8 @@ class SchedulerLoop:
         view = ex.job_view(list(self.unallocated)) if self.unallocated else None
         plan = self.planner.plan(view)
         result = ex.execute(plan)
+        if result.plan is not None:
+            plan = result.plan
         self.planner.record(plan, result.occupied)
         for job in result.finished:
             self.active.pop(job, None)

@@ -81,6 +81,7 @@ class ClusterConfig:
     entities: dict = field(default_factory=dict)   # name -> {weight, policy}: the entities jobs belong to
     realloc_delay_seconds: float = 30.0      # round policies: what a resize costs a job (Pollux's restart factor)
     metrics_port: int = 0                    # Prometheus text at http://BIND:PORT/metrics; 0: off
+    backfill: bool = True                    # GPUs a job frees mid-round run waiting jobs until the round ends
 
     @classmethod
     def load(cls, path: str | Path) -> ClusterConfig:
@@ -125,7 +126,7 @@ class ClusterConfig:
                 positive(name, getattr(self, name))
         require(isinstance(self.plugins, (tuple, list)) and all(isinstance(x, str) for x in self.plugins),
                 "cluster-config.plugins", self.plugins, "must be a list of FILE.py paths or module names")
-        for name in ("lease_renewals", "measured_throughputs", "space_sharing", "estimator"):
+        for name in ("lease_renewals", "measured_throughputs", "space_sharing", "estimator", "backfill"):
             require(isinstance(getattr(self, name), bool), f"cluster-config.{name}", getattr(self, name),
                     "must be true or false")
         require(is_int(self.max_failures) and self.max_failures >= 1, "cluster-config.max_failures",

@@ -94,6 +94,7 @@ class DeployExecutor:
         self._version = -1
         self.idle = False                     # the last plan ran nothing: no round is counting down
         self.waiting = None                   # runtime.waiting.Waiting: why each queued job waits, per plan
+        self.backfill = None                  # runtime.backfill.LiveBackfill: freed GPUs run waiting jobs mid-round
 
     # ----- Executor protocol ---------------------------------------------------------------
     def now(self) -> float:
@@ -128,12 +129,17 @@ class DeployExecutor:
             self._run_until(self.round_end)
         self._begin_round(desired)
         self._run_until(self.round_start + self.L - self.plan_margin)
-        return RoundResult(self._occupied(plan), self.state.drain_finished())
+        result = RoundResult(self._occupied(plan), self.state.drain_finished())
+        if self.backfill is not None:
+            self.backfill.complete(plan, result)
+        return result
 
     def publish(self, plan: RoundPlan) -> dict[int, Assignment]:
         """The next round's plan: renewals are answered from it, and each queued job's reason decided."""
         desired = self._resolve(plan)
         with self.state.cv:
+            if self.backfill is not None:
+                self.backfill.publish(plan)
             self.next = desired
             self.idle = not desired
             if self.waiting is not None:
@@ -170,6 +176,8 @@ class DeployExecutor:
             self.round_start, self.round_end = start, start + self.L
             st.round_no = round_no
             self.current, self.next = desired, None
+            if self.backfill is not None:
+                self.backfill.begin()
             st.cv.notify_all()
 
     def _occupied(self, plan: RoundPlan) -> np.ndarray:
@@ -203,6 +211,8 @@ class DeployExecutor:
                 if st.topology_version != self._version:
                     self._version = st.topology_version
                     self.on_topology_change()
+                if self.backfill is not None:
+                    self.backfill.tick(now)
                 launches = self._pick_launches(now)
             self.send_kills(kills)
             for job, att in launches:

@@ -36,6 +36,7 @@ from ..protocol.protos import gavel_pb2 as pb
 from ..protocol.rpc import Security, Stub, authenticate, make_server, new_token, open_channel
 from ..rules import AdmissionControl, RuleCompiler, ServerRules, check_entity
 from .adaptive import AdaptiveReport
+from .backfill import LiveBackfill
 from .checks import Checks
 from .config import ClusterConfig, validate_submission
 from .executor import DeployExecutor, Lease
@@ -242,7 +243,8 @@ class SchedulerService:
                                              on_solve=self._solved, rules=self.rules, entities=entities)
             self.policy_name = self.allocator.spec.name
             # the mechanism as the simulator builds it for this policy (a cost policy's is idle-aware)
-            self.planner = DynamicPlanner(self.state, MechanismConfig().for_policy(self.allocator.spec))
+            self.planner = DynamicPlanner(self.state, MechanismConfig(mid_round_backfill=config.backfill)
+                                          .for_policy(self.allocator.spec))
             placer = self.planner.mech.placer
         placer.rules = ServerRules(crules, self._job_rules, self._job_tags)
         self.store.save_cluster_info(ClusterInfo(self.policy_name, config.round_seconds, list(config.worker_types),
@@ -252,6 +254,8 @@ class SchedulerService:
         self.executor = DeployExecutor(self.state, self.planner.placement, self.checkpoint_root,
                                        self.stop_event, self._topology_changed)
         self.waiting = self.executor.waiting = Waiting(self.state, crules.quotas, self.policy_name)
+        if config.backfill and not spec.is_round:   # a round policy's plans carry no waitlist (docs/deploy.md)
+            self.executor.backfill = LiveBackfill(self.executor, lambda: self.planner.plan_map)
         self.loop = SchedulerLoop(self.planner, self.allocator, self.executor, admission=self.admission,
                                   owner=self._owner)
         self.bind, self.port = bind, port

@@ -68,6 +68,7 @@ class SimConfig:
     realloc_delay: float = 30.0            # seconds an adaptive job loses when its configuration changes
     gpu_counts: tuple[int, ...] = DEFAULT_GPU_COUNTS   # round policies' GPU counts (one declaring its own: those)
     options: dict = field(default_factory=dict)         # a round policy's options (PolicySpec.decider)
+    backfill: bool = True                  # GPUs freed mid-round go to waiting entries (off under gavel_compat)
 
     def __post_init__(self) -> None:
         if self.round_seconds is not None and not self.round_seconds > 0:
@@ -271,6 +272,10 @@ def _simulate(cluster: Cluster, table: ThroughputTable | None, trace, config: Si
         summary["mode"] = "round policy"     # its own decision every round, no allocation or mechanism
     summary["policy_solved"] = allocator.spec.name if allocator is not None else spec.name
     summary["placement_sensitive"] = bool(config.placement_sensitive)
+    summary["backfill"] = bool(config.backfill and not config.gavel_compat and not config.ideal
+                               and allocator is not None)   # round policies do not backfill
+    summary["backfilled_entries"] = ex.backfilled
+    summary["backfill_gpu_hours"] = round(ex.backfill_gpu_seconds / 3600, 3)
     summary["paired_fraction"] = round(ex.paired_seconds / ex.run_seconds, 6) if ex.run_seconds else 0.0
     summary["estimated_throughputs"] = estimator is not None
     if estimator is not None:
@@ -288,6 +293,8 @@ def _mechanism(config: SimConfig, allocator: PolicyAllocator, topology: Topology
         else MechanismConfig.since_reset(config.seed) if config.reset_ledger else MechanismConfig(seed=config.seed)
     if not config.gavel_compat:
         mcfg = mcfg.for_policy(allocator.spec)   # deliver the types a cost policy paid for (issue 17)
+    if not config.backfill:
+        mcfg = replace(mcfg, mid_round_backfill=False)
     planner = RoundMechanism(topology, mcfg, allocator.columns)
     if ruled:
         planner.placer.rules = ServerRules(crules, jobs.rules_of)

@@ -29,6 +29,7 @@ from ..rules.model import entities_of
 from ..throughputs import UNCONSOLIDATED, ThroughputTable
 from ..traces import Trace
 from .adaptive import AdaptiveModels, AdaptiveRunner
+from .backfill import backfill_round
 
 
 @dataclass
@@ -166,6 +167,8 @@ class SimExecutor:
         self.believed_throughputs = None     # callable(jobs) -> (n, J) what backfill sees; None: the truth
         self.paired_seconds = 0.0            # job-seconds run sharing a GPU
         self.run_seconds = 0.0               # job-seconds run
+        self.backfilled = 0                  # entries started mid-round on freed GPUs (simulator.backfill)
+        self.backfill_gpu_seconds = 0.0      # GPU-seconds they held
         self.clock = 0.0
         self.order = np.zeros(0, np.int64)   # admission order (by arrival, stable)
         self.next_pos = 0
@@ -284,6 +287,12 @@ class SimExecutor:
             np.maximum.at(occupied, e, used)
             ran = used - start
             self.paired_seconds += float(ran[np.bincount(e, minlength=plan.num_entries)[e] > 1].sum())
+        as_run = None
+        if plan.waiting is not None and plan.share is None and occupied.min(initial=L) < L:
+            as_run = backfill_round(self, plan, steps, start, used, done, occupied)   # freed GPUs, rest of round
+            if as_run is not None:
+                plan, steps, start, used, done, occupied = as_run
+                jobs = plan.member_job
         self.run_seconds += float((used - start).sum())
         if self.on_round is not None:
             self.on_round(plan, steps, start, used)     # per member (per job for fluid plans)
@@ -299,7 +308,10 @@ class SimExecutor:
             self.busy += np.bincount(plan.types, weights=gpu_seconds, minlength=self.J)
             charge = gpu_seconds * self.prices[plan.types] / 3600.0
         self._charge(plan, charge, gpu_seconds)
-        return self._settle(occupied, jobs[done], used[done])   # a job runs at most once a round
+        result = self._settle(occupied, jobs[done], used[done])   # a job runs at most once a round
+        if as_run is not None:
+            result.plan = plan
+        return result
 
     def _settle(self, occupied: np.ndarray, finished: np.ndarray, used_done: np.ndarray) -> RoundResult:
         """Finish times, the active-job integral and the clock at the round's end."""

@@ -1,0 +1,125 @@
+"""Mid-round backfill on a live cluster: GPUs a job frees before its round ends run waiting jobs.
+
+The round's plan carries the mechanism's `Waitlist` (gavel_ng.mechanism.backfill), the code the
+simulator asks too. The executor's loop (runtime.executor) tells `LiveBackfill` when a plan is
+published and when its round begins, and calls `tick(now)` every few tens of milliseconds. When a
+planned (or backfilled) job of the round has finished or failed since the last look, the GPUs no
+live attempt holds and no planned job still waits for are offered to the waitlist, and each
+chosen job becomes an assignment of the current round: the executor launches it like any other,
+with a lease that ends at the round boundary (renewed there only if the next plan keeps it on
+the same GPUs). A `backfill` event records each choice.
+
+Nothing starts with less than a quarter round left (mechanism.backfill.worth_starting, with no
+modeled start-up: a launch's real cost is what that bound is for), nor once the next round's plan
+is published (at most 30 s, and 30 % of a round, before the boundary): every backfill happens
+while the plan of its round is the mechanism's latest, so its GPU numbers are the planner's and
+the next round's placement may renew the backfilled job in place.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import numpy as np
+
+from ..mechanism import Backfilled, RoundPlan, RoundResult, worth_starting
+from ..mechanism.backfill import with_backfilled
+from .jobs import FINISHED
+from .store import StoreError
+
+log = logging.getLogger(__name__)
+
+
+class LiveBackfill:
+    """`gpu_map()`: the (worker id, local GPU) of each GPU number of the plans (the planner's)."""
+
+    def __init__(self, executor, gpu_map: Callable[[], list[tuple[str, int]]]):
+        self.ex = executor
+        self.gpu_map = gpu_map
+        self.pending: RoundPlan | None = None      # the plan published for the next round
+        self.plan: RoundPlan | None = None         # the current round's
+        self.entries: list[tuple[Backfilled, float]] = []   # what was backfilled this round, and when
+        self.ended = 0                             # the round's jobs seen finished or failed
+
+    def publish(self, plan: RoundPlan) -> None:
+        if plan.waiting is not None:
+            plan.waiting.build()     # now, before a solve changes the mechanism's rows
+        self.pending = plan
+
+    def begin(self) -> None:
+        self.plan, self.pending = self.pending, None
+        self.entries, self.ended = [], 0
+
+    def tick(self, now: float) -> None:
+        """Offer GPUs freed since the last look to the waitlist (state lock held)."""
+        ex, plan = self.ex, self.plan
+        if plan is None or plan.waiting is None or self.pending is not None or ex.round_end is None \
+                or now >= ex.round_end:
+            return                 # (once the next plan is out, the mechanism has moved on)
+        st = ex.state
+        ended = {m for m in ex.current if (j := st.jobs.get(m)) is None or j.status in FINISHED
+                 or j.blocked_round == st.round_no}
+        if len(ended) <= self.ended or not worth_starting(ex.round_end - now, 0.0, ex.L):
+            return
+        self.ended = len(ended)
+        gmap = self.gpu_map()
+        taken = {p for j in st.jobs.values() if j.live is not None for p in j.live.placement}
+        taken.update(p for m, a in ex.current.items() if m not in ended for p in a.placement)
+        free = np.array([p not in taken and ex._alive(p[0]) for p in gmap], bool)
+        if not free.any():
+            return
+        busy = set(ex.current) | {m for m, j in st.jobs.items() if j.live is not None}
+        holding = self._holding(plan, ended) if plan.waiting.rules is not None else ()
+        chosen = plan.waiting.choose(free, busy, holding)
+        for b in chosen:
+            if not self._assign(b, gmap, now):
+                break
+
+    def _holding(self, plan: RoundPlan, ended: set[int]) -> list[tuple[tuple[int, ...], int, int]]:
+        out = [(k, int(t), int(sf)) for k, t, sf in zip(plan.keys, plan.types, plan.sfs) if not ended.issuperset(k)]
+        return out + [(b.key, b.type, b.sf) for b, _ in self.entries if not ended.issuperset(b.key)]
+
+    def _assign(self, b: Backfilled, gmap, now: float) -> bool:
+        """The chosen entry joins the current round (recorded first: a refused write assigns nothing)."""
+        from .executor import Assignment
+
+        ex, st = self.ex, self.ex.state
+        placement = tuple(gmap[g] for g in b.gpus)
+        worker_type = st.worker_types[b.type]
+        try:
+            with st.store.transaction():
+                for m in b.key:
+                    st.store.event("backfill", job_id=m, round_no=st.round_no, worker_type=worker_type,
+                                   placement=[list(p) for p in placement], seconds_left=round(ex.round_end - now, 3))
+        except StoreError:
+            return False
+        for m in b.key:
+            partner = next((x for x in b.key if x != m), None)
+            ex.current[m] = Assignment(m, placement, worker_type, b.consolidated, partner)
+        self.entries.append((b, now))
+        log.info("backfill: job(s) %s on %s for the %.0f s left of round %d", ",".join(map(str, b.key)),
+                 worker_type, ex.round_end - now, st.round_no, extra={"jobs": list(b.key)})
+        return True
+
+    def complete(self, plan: RoundPlan, result: RoundResult) -> None:
+        """The round as it ran (RoundResult.plan): its plan and the entries backfilled into it, each
+        credited with the seconds it held its GPUs (to the round's end if it still runs)."""
+        if plan is not self.plan or not self.entries:
+            return
+        ex, st = self.ex, self.ex.state
+        held = []
+        with st.lock:
+            for b, t0 in self.entries:
+                secs = 0.0
+                for m in b.key:
+                    job = st.jobs.get(m)
+                    if job is None:
+                        continue
+                    if job.finished is not None and job.finished < ex.round_end:
+                        secs = max(secs, job.finished - t0)
+                    elif job.live is not None:
+                        secs = max(secs, ex.round_end - t0)
+                held.append(min(max(secs, 0.0), ex.L))
+        result.plan = with_backfilled(plan, [b for b, _ in self.entries])
+        result.occupied = np.concatenate([result.occupied, held])

@@ -1,0 +1,86 @@
+"""Mid-round backfill in the simulator: the rest of a round on the GPUs its early finishers free.
+
+The round's entries run first (executor.SimExecutor.execute); each that ends before the round
+does frees its GPUs at that moment. Those moments are taken in time order: at each, the plan's
+`Waitlist` (gavel_ng.mechanism.backfill, the code the runtime asks too) chooses entries for the
+GPUs free then (freed ones and any no entry held this round), and each chosen entry starts
+there, pays the start-up overhead a launch pays (`--preemption-overhead`) and runs at its true
+rate until it is done or the round ends. One that is done early frees its GPUs in turn.
+
+What comes back is the round as it ran: the plan with the backfilled entries appended and every
+member's steps, start, end and finished flag, so that progress, GPU-seconds, cost, the
+estimator's measurements and the mechanism's ledger (time received per row) see them as they
+see any entry.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+
+from ..mechanism import RoundPlan, make_plan, worth_starting
+from ..mechanism.backfill import with_backfilled
+
+EPS = 1e-9
+
+
+def backfill_round(ex, plan: RoundPlan, steps: np.ndarray, start: np.ndarray, used: np.ndarray,
+                   done: np.ndarray, occupied: np.ndarray):
+    """(plan, steps, start, used, done, occupied) of the round with its backfilled entries, per member
+    and per entry as SimExecutor.execute keeps them; None when nothing was backfilled."""
+    wl, L, ja = plan.waiting, ex.L, ex.jobs
+    overhead = min(ex.overhead, L)
+    times = sorted(set(occupied[occupied < L - EPS].tolist()))
+    if not times or not worth_starting(L - times[0], overhead, L) or not len(wl.candidates):
+        return None                             # (most rounds with an early end: nothing waits)
+    end = np.zeros(wl.topo.num_gpus)          # when each GPU is free from (0: no entry held it)
+    for g, o in zip(plan.gpus, occupied.tolist()):
+        end[list(g)] = o
+    busy = set(plan.member_job.tolist())
+    holders = list(zip(plan.keys, plan.types.tolist(), plan.sfs.tolist(), occupied.tolist())) \
+        if wl.rules is not None else []
+    parts = []
+    while times:
+        t = heapq.heappop(times)
+        while times and times[0] <= t + EPS:
+            heapq.heappop(times)
+        if not worth_starting(L - t, overhead, L):
+            break                               # later moments leave even less of the round
+        holding = [(k, ty, sf) for k, ty, sf, e in holders if e > t + EPS] if wl.rules is not None else ()
+        chosen = wl.choose(end <= t + EPS, busy, holding)
+        if not chosen:
+            continue
+        sub = make_plan([b.key for b in chosen], [b.row for b in chosen], [b.type for b in chosen],
+                        [b.sf for b in chosen], [b.gpus for b in chosen], np.zeros(len(chosen), bool),
+                        [b.consolidated for b in chosen], cols=[b.col for b in chosen])
+        rate, _ = ex._throughputs(sub)
+        s0 = t + min(overhead, L - t)
+        m = sub.member_job
+        rem = ja.remaining[m]
+        can = rate * (L - s0)
+        if ex.integer_steps:
+            can = np.floor(can)
+        d = (rem <= can) & (rate > 0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            u = np.where(d, s0 + rem / np.where(rate > 0, rate, 1.0), L)
+        st = np.where(d, rem, can)
+        ja.remaining[m] = rem - st
+        stop = np.zeros(sub.num_entries)
+        np.maximum.at(stop, sub.member_entry, u)
+        pairs = np.bincount(sub.member_entry, minlength=sub.num_entries)[sub.member_entry] > 1
+        ex.paired_seconds += float((u - s0)[pairs].sum())
+        for b, s in zip(chosen, stop.tolist()):
+            end[list(b.gpus)] = s
+            if wl.rules is not None:
+                holders.append((b.key, b.type, b.sf, s))
+            if s < L - EPS:
+                heapq.heappush(times, s)
+        parts.append((chosen, st, np.full(len(m), s0), u, d, stop - t))
+        ex.backfilled += sub.num_entries
+        ex.backfill_gpu_seconds += float((sub.sfs * (stop - t)).sum())
+    if not parts:
+        return None
+    ran = with_backfilled(plan, [b for p in parts for b in p[0]])
+    return (ran, *(np.concatenate([a] + [p[i] for p in parts]) for i, a in
+                   enumerate((steps, start, used, done, occupied), start=1)))
