@@ -5,11 +5,11 @@ from .core import AllocationRows, JobView, Ledger, MechanismConfig, RoundMechani
 from .placement import Placed, Placer
 from .priorities import fractions, priorities
 from .round import Allocator, Executor, LoopStats, Planner, RoundResult, SchedulerLoop
-from .selection import backfill, greedy_select
+from .selection import greedy_select
 
 __all__ = [
     "AllocationRows", "Allocator", "Backfilled", "Waitlist", "worth_starting",
     "Executor", "JobView", "Ledger", "LoopStats", "MechanismConfig", "Placed", "Placer",
-    "Planner", "RoundMechanism", "RoundPlan", "RoundResult", "SchedulerLoop", "backfill",
+    "Planner", "RoundMechanism", "RoundPlan", "RoundResult", "SchedulerLoop",
     "fractions", "greedy_select", "make_plan", "priorities",
 ]

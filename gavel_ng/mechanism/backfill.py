@@ -232,17 +232,3 @@ def remember_in(placer) -> Callable[[tuple[int, ...], int, tuple[int, ...]], Non
         placer.last[key] = (t, tuple(gpus))
 
     return remember
-
-
-def with_backfilled(plan, entries: list[Backfilled]):
-    """`plan` with `entries` appended: the round as it ran, which the executor reports back
-    (RoundResult.plan) so that the ledger credits the backfilled rows like any other."""
-    from .core import make_plan
-
-    cols = plan.types if plan.cols is None else plan.cols
-    return make_plan(plan.keys + [b.key for b in entries], np.concatenate([plan.rows, [b.row for b in entries]]),
-                     np.concatenate([plan.types, [b.type for b in entries]]),
-                     np.concatenate([plan.sfs, [b.sf for b in entries]]), plan.gpus + [b.gpus for b in entries],
-                     np.concatenate([plan.renewed, np.zeros(len(entries), bool)]),
-                     np.concatenate([plan.consolidated, [b.consolidated for b in entries]]),
-                     cols=None if plan.cols is None else np.concatenate([cols, [b.col for b in entries]]))

@@ -21,7 +21,7 @@ from .backfill import Waitlist, remember_in, waiting_candidates
 from .placement import Placer
 from .priorities import entry_priorities, per_type_order, priorities, rank_entries
 from .refill import Entries, place_with_refill
-from .selection import backfill, greedy_select
+from .selection import greedy_select, place_new_jobs
 
 
 @dataclass(frozen=True)
@@ -331,7 +331,7 @@ class RoundMechanism:
         types = list(cols) if pool is None else pool[np.asarray(cols, dtype=np.int64)].tolist()
         ent = Entries(list(map(self.rows.__getitem__, rows)), rows, cols, types, sfs)
         if self.cfg.backfill_new_jobs and new_jobs is not None and new_jobs.jobs and sum(free) > 0:
-            for i, t in backfill(new_jobs.jobs, new_jobs.sfs, new_jobs.throughputs, free, busy, admit):
+            for i, t in place_new_jobs(new_jobs.jobs, new_jobs.sfs, new_jobs.throughputs, free, busy, admit):
                 ent.add((new_jobs.jobs[i],), -1, t if pool is None else int(self._home_col[t]), t, new_jobs.sfs[i])
         return ent
 
@@ -389,3 +389,15 @@ def make_plan(keys, rows, types, sfs, gpus, renewed, consolidated, share=None, c
                      np.asarray(sfs, dtype=np.int64), gpus, np.asarray(renewed, dtype=bool),
                      np.asarray(consolidated, dtype=bool), member_job, member_entry, share,
                      None if cols is None else np.asarray(cols, dtype=np.int64))
+
+
+def with_backfilled(plan: RoundPlan, entries: list) -> RoundPlan:
+    """`plan` with `entries` appended: the round as it ran, which the executor reports back
+    (RoundResult.plan) so that the ledger credits the backfilled rows like any other."""
+    cols = plan.types if plan.cols is None else plan.cols
+    return make_plan(plan.keys + [b.key for b in entries], np.concatenate([plan.rows, [b.row for b in entries]]),
+                     np.concatenate([plan.types, [b.type for b in entries]]),
+                     np.concatenate([plan.sfs, [b.sf for b in entries]]), plan.gpus + [b.gpus for b in entries],
+                     np.concatenate([plan.renewed, np.zeros(len(entries), bool)]),
+                     np.concatenate([plan.consolidated, [b.consolidated for b in entries]]),
+                     cols=None if plan.cols is None else np.concatenate([cols, [b.col for b in entries]]))

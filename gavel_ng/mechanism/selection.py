@@ -83,7 +83,7 @@ def _select_singles(rows: list[int], types: list[int], row_sf: list[int], row_si
     return taken
 
 
-def backfill(jobs: list[int], job_sf: list[int], preference: np.ndarray, free: list[int],
+def place_new_jobs(jobs: list[int], job_sf: list[int], preference: np.ndarray, free: list[int],
              busy: set[int], admit: Callable[[tuple[int, ...], int, int], bool] | None = None) -> list[tuple[int, int]]:
     """Free GPUs to jobs the allocation does not know yet (arrived after the last solve).
 

@@ -24,7 +24,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..mechanism import Backfilled, RoundPlan, RoundResult, worth_starting
-from ..mechanism.backfill import with_backfilled
+from ..mechanism.core import with_backfilled
 from .jobs import FINISHED
 from .store import StoreError
 

@@ -20,7 +20,7 @@ import heapq
 import numpy as np
 
 from ..mechanism import RoundPlan, make_plan, worth_starting
-from ..mechanism.backfill import with_backfilled
+from ..mechanism.core import with_backfilled
 
 EPS = 1e-9
 
