@@ -3,9 +3,10 @@
 `assign` gives each job at most one column (a worker type, or a (type, GPU count)
 configuration: gavel_ng.columns) maximizing a sum of per-(job, column) values within every
 type's GPUs; its LP relaxation has at most one fractional job per capacity row and is most
-often integral already, so the LP is solved first and the 0/1 program only when it is not. `config_values` turns speedups into the values whose sum is the
-power mean of the chosen speedups, and `solve_configurations` is the `goodput` policy's whole
-decision (with its type-blind twin).
+often integral already, so the LP is solved first and the 0/1 program only when it is not.
+`config_values` turns speedups into the values whose sum is the power mean of the chosen
+speedups, and `solve_configurations` is the `goodput` policy's whole decision (with its
+type-blind twin).
 """
 
 from __future__ import annotations
