@@ -146,6 +146,55 @@ class PhiTable:
         p1, p2 = np.asarray(p_from, float), np.asarray(p_to, float)
         return np.maximum(self._from_zero(p2, m0) - self._from_zero(p1, m0), 0.0)
 
+    def invert(self, init_batch: float, batch: np.ndarray, scale: np.ndarray, p_from: np.ndarray,
+               target: np.ndarray) -> np.ndarray:
+        """The progress p at which ``scale [(p - p_from) + (M - M0) integral(p_from, p)]`` reaches
+        ``target`` (1-D arrays; the caller keeps target below its value at p = 1).
+
+        The knots' values pick each root's piece at once, and within a piece phi is geometric, so
+        Newton's method runs on the piece's closed form from the secant between its ends, kept in
+        the piece by the same bracket as `progress_after`'s. Each iteration costs a few ufuncs and
+        there are 3-5 instead of `progress_after`'s 8-12 (each of which locates pieces again)."""
+        m0 = float(init_batch)
+        x, y = self._x, self._logphi
+        last = len(x) - 2
+        cum = self._cum.get(m0)
+        if cum is None:
+            self._from_zero(np.zeros(1), m0)
+            cum = self._cum[m0]
+        f0 = self._from_zero(p_from, m0)
+        gain = (batch - m0)[:, None]
+        at_knots = scale[:, None] * ((x[None, :] - p_from[:, None]) + gain * (cum[None, :] - f0[:, None]))
+        i = np.clip(np.sum(at_knots <= target[:, None], axis=1) - 1, 0, last)
+        i = np.maximum(i, np.clip(np.searchsorted(x, p_from, side="right") - 1, 0, last))
+        rows = np.arange(len(i))
+        lo = np.maximum(x[i], p_from)
+        hi = x[i + 1]
+        t_lo = np.where(x[i] > p_from, at_knots[rows, i], 0.0)
+        t_hi = at_knots[rows, i + 1]
+        base = cum[i] - f0   # integral from p_from to the piece's start (negative when p_from is inside)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            p = np.where(t_hi > t_lo, lo + (target - t_lo) / (t_hi - t_lo) * (hi - lo), lo)
+        p = np.clip(p, lo, hi)
+        width = x[i + 1] - x[i]
+        rate = (y[i + 1] - y[i]) / np.where(width > 0, width, 1.0)
+        active = np.ones(len(p), bool)
+        for _ in range(100):
+            a = np.flatnonzero(active)
+            if not len(a):
+                break
+            pa, ia = p[a], i[a]
+            t = scale[a] * ((pa - p_from[a]) + gain[a, 0] * (base[a] + self._piece(ia, x[ia], pa, m0)))
+            below = t < target[a]
+            lo[a] = np.where(below, pa, lo[a])
+            hi[a] = np.where(below, hi[a], pa)
+            phi = np.exp(y[ia] + rate[a] * (pa - x[ia]))
+            new = pa + (target[a] - t) / (scale[a] * (phi + batch[a]) / (phi + m0))
+            new = np.where((new >= lo[a]) & (new <= hi[a]), new, 0.5 * (lo[a] + hi[a]))
+            p[a] = new
+            active[a[(np.abs(new - pa) <= 1e-12) | (hi[a] - lo[a] <= 1e-12)]] = False
+        return p
+
     def to_dict(self) -> dict:
         return {"progress": list(self.progress), "phi": list(self.phi)}
 
@@ -327,6 +376,13 @@ def progress_after(curve: PhiCurve | PhiTable, init_batch: float, batch: float |
     p0, target, x, b, w = (np.broadcast_to(a, shape).astype(float).ravel() for a in (p0, target, x, b, w))
     t_end = seconds_to_progress(curve, init_batch, b, x, w, p0, 1.0)
     done = np.asarray(t_end <= target)
+    if isinstance(curve, PhiTable):
+        p = p0.copy()
+        go = ~done & (x > 0) & (target > 0)
+        if go.any():
+            p[go] = curve.invert(init_batch, b[go], w[go] / x[go], p0[go], target[go])
+        out = np.where(done, 1.0, p).reshape(shape)
+        return float(out) if np.ndim(out) == 0 else out
     p = p0.copy()
     lo, hi = p0.copy(), np.ones_like(p0)
     active = ~done & (x > 0) & (target > 0)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..elastic.efficiency import progress_after, seconds_to_progress
-from ..elastic.goodput import best_goodput, best_goodput_many, throughput_params
+from ..elastic.goodput import best_goodput_many, throughput_params
 from ..elastic.profile_sets import phi_curve
 from ..elastic.workload import POLLUX_NETWORK_GBPS
 from ..policies.rounds import RoundJobs
@@ -48,6 +48,7 @@ class ArraysSource:
         self.jobs = jobs
         self.types = list(worker_types)
         self.network = network_gbps
+        self._rows: dict = {}   # (model, type, configurations) -> {progress: best goodput row}: `goodput`
 
     def _allowed(self, idx: np.ndarray) -> np.ndarray:
         """(jobs, types) whether each job may run on each type."""
@@ -64,7 +65,11 @@ class ArraysSource:
         return RoundJobs(ja.adaptive[idx], ja.sf[idx], T, ja.arrival[idx], ja.reallocations[idx])
 
     def goodput(self, jobs: list[int], worker_type: str, gpus: np.ndarray, servers: np.ndarray) -> np.ndarray:
-        """One vectorized best-batch search per goodput model over its jobs x configurations."""
+        """One vectorized best-batch search per goodput model over its jobs x configurations.
+
+        A job's row depends only on its model and progress, and most jobs wait with the same
+        progress round after round (every job not yet started at 0): rows are searched once per
+        distinct progress and kept until the next ask on the same (model, type, configurations)."""
         ja = self.jobs
         idx = np.asarray(jobs, np.int64)
         k = np.asarray(gpus, np.int64).reshape(1, -1)
@@ -75,12 +80,19 @@ class ArraysSource:
             by_spec.setdefault(ja.specs[idx[i]], []).append(i)
         for spec, rows in by_spec.items():
             rows = np.asarray(rows)
-            g, _, _ = best_goodput_many(spec, worker_type, k, n, ja.progress[idx[rows]][:, None], self.network)
-            out[rows] = g
+            key = (spec, worker_type, k.tobytes(), n.tobytes())
+            before = self._rows.get(key, {})
+            progress = ja.progress[idx[rows]].tolist()
+            new = sorted(set(progress).difference(before))
+            known = {p: before[p] for p in set(progress).intersection(before)}
+            if new:
+                g, _, _ = best_goodput_many(spec, worker_type, k, n, np.array(new)[:, None], self.network)
+                known.update(zip(new, g))
+            self._rows[key] = known
+            out[rows] = np.array([known[p] for p in progress]).reshape(len(rows), -1)
         if ja.rules:
             out[~self._allowed(idx)[:, self.types.index(worker_type)]] = 0.0
         return out
-
 
 class AdaptiveRunner:
     """Start-up and progress of adaptive entries, round after round (module docstring)."""
@@ -98,24 +110,28 @@ class AdaptiveRunner:
 
     def run(self, plan, entries: np.ndarray, now: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Run the adaptive `entries` of a one-job-per-entry plan: (start-up, seconds held, finished)."""
-        ja, L = self.jobs, self.L
-        start = np.zeros(len(entries))
-        used = np.zeros(len(entries))
-        done = np.zeros(len(entries), bool)
+        L = self.L
+        n = len(entries)
+        start = np.zeros(n)
+        jobs = np.zeros(n, np.int64)
+        types = np.zeros(n, np.int64)
+        ks = np.zeros(n, np.int64)
+        servers = np.ones(n, np.int64)
         configs = {}
         for i, e in enumerate(entries.tolist()):
             m = int(plan.member_job[e])
             t, k = int(plan.types[e]), int(plan.sfs[e])
             gpus = np.asarray(plan.gpus[e], np.int64)
-            servers = len(np.unique(self.topo.gpu_server[gpus])) if len(gpus) else 1
+            if len(gpus):
+                servers[i] = len(np.unique(self.topo.gpu_server[gpus]))
             configs[m] = (t, k)
             fresh = self.last_config.get(m) != (t, k)
-            ja.reallocations[m] += fresh and self.delay > 0
+            self.jobs.reallocations[m] += fresh and self.delay > 0
             start[i] = self._start_up(m, fresh)
-            ran, done[i] = self._progress(m, self.names[t], k, servers, L - start[i])
-            used[i] = start[i] + ran
+            jobs[i], types[i], ks[i] = m, t, k
         self.last_config = configs
-        return start, used, done
+        ran, done = self._progress(jobs, types, ks, servers, L - start)
+        return start, start + ran, done
 
     def idle(self) -> None:
         """A round in which no adaptive job ran: the next start of each is a fresh one."""
@@ -131,22 +147,53 @@ class AdaptiveRunner:
             self.owed[m] = owed - start
         return start
 
-    def _progress(self, m: int, worker: str, k: int, servers: int, seconds: float) -> tuple[float, bool]:
-        """Run job m for `seconds` at its best batch on this configuration: (seconds used, finished)."""
+    def _progress(self, jobs: np.ndarray, types: np.ndarray, ks: np.ndarray, servers: np.ndarray,
+                  seconds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Run each job for its `seconds` at its best batch on its configuration: (seconds used, finished).
+
+        Vectorized per goodput model: one best-batch search per (model, type) and one progress
+        inversion per model over the entries that share it; each entry's figures are those of a
+        search and an inversion of its own (every step is elementwise)."""
         ja = self.jobs
-        spec = ja.specs[m]
-        p = float(ja.progress[m])
-        g, mb, s = best_goodput(spec, worker, k, servers, p, self.network)
-        if g <= 0 or seconds <= 0:
-            return max(seconds, 0.0), False
-        curve = phi_curve(spec)
-        batch = k * mb * (s + 1)
-        x = float(throughput_params(spec.family, worker, self.network, profiles=spec.profiles)
-                  .throughput(mb, s, k, servers))
-        work = float(ja.work[m])
-        need = float(seconds_to_progress(curve, spec.init_batch, batch, x, work, p, 1.0))
-        if need <= seconds:
-            ja.progress[m] = 1.0
-            return need, True
-        ja.progress[m] = float(progress_after(curve, spec.init_batch, batch, x, work, p, seconds))
-        return seconds, False
+        n = len(jobs)
+        used = np.maximum(seconds, 0.0)
+        done = np.zeros(n, bool)
+        if n == 0:
+            return used, done
+        if len(np.unique(jobs)) < n:   # a job on two entries: its second run starts where the first ended
+            out = [self._progress(jobs[i:i + 1], types[i:i + 1], ks[i:i + 1], servers[i:i + 1], seconds[i:i + 1])
+                   for i in range(n)]
+            return np.concatenate([o[0] for o in out]), np.concatenate([o[1] for o in out])
+        p = ja.progress[jobs].astype(float)
+        g = np.zeros(n)
+        batch = np.zeros(n)
+        x = np.zeros(n)
+        groups: dict = {}
+        for i, (m, t) in enumerate(zip(jobs.tolist(), types.tolist())):
+            groups.setdefault((ja.specs[m], t), []).append(i)
+        for (spec, t), rows in groups.items():
+            rows = np.asarray(rows)
+            worker = self.names[t]
+            g[rows], mb, s = best_goodput_many(spec, worker, ks[rows], servers[rows], p[rows], self.network)
+            batch[rows] = ks[rows] * mb * (s + 1)
+            params = throughput_params(spec.family, worker, self.network, profiles=spec.profiles)
+            x[rows] = params.throughput(mb, s, ks[rows], servers[rows])
+        runs = (g > 0) & (seconds > 0)
+        by_spec: dict = {}
+        for i in np.flatnonzero(runs).tolist():
+            by_spec.setdefault(ja.specs[int(jobs[i])], []).append(i)
+        for spec, rows in by_spec.items():
+            rows = np.asarray(rows)
+            curve = phi_curve(spec)
+            m, w = jobs[rows], ja.work[jobs[rows]].astype(float)
+            need = np.atleast_1d(seconds_to_progress(curve, spec.init_batch, batch[rows], x[rows], w, p[rows], 1.0))
+            fin = need <= seconds[rows]
+            used[rows[fin]] = need[fin]
+            done[rows[fin]] = True
+            ja.progress[m[fin]] = 1.0
+            rest = ~fin
+            if rest.any():
+                r = rows[rest]
+                ja.progress[m[rest]] = np.atleast_1d(progress_after(curve, spec.init_batch, batch[r], x[r], w[rest],
+                                                                    p[r], seconds[r]))
+        return used, done
