@@ -108,6 +108,8 @@ def _check_option(policy: str, name: str, value: object, default: object) -> Non
     import math
 
     where = f"{policy} option {name}"
+    if value is None:   # null: "none" or "off", which the policy itself accepts or refuses
+        return
     if isinstance(default, bool):
         if not isinstance(value, bool):
             raise InputError(where, value, "must be true or false")

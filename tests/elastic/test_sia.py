@@ -165,3 +165,7 @@ def test_sia_and_pollux_sia_run_a_small_pollux_workload_to_completion():
                     assert len(servers) == 1                               # a partial node stays on one
                 else:
                     assert len(g) == size * len(servers)                   # whole nodes only
+
+
+def test_a_null_scale_up_means_no_limit_and_passes_the_option_check():
+    get_policy("sia").decider({"scale_up": None})   # null is the documented "no limit"
