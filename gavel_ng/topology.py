@@ -53,3 +53,19 @@ class Topology:
     @property
     def num_gpus(self) -> int:
         return len(self.gpu_type)
+
+    def free_on(self, server: int, free: np.ndarray, k: int) -> tuple[int, ...]:
+        """The first k free GPUs of one server (`free`: a bool per GPU)."""
+        ids = self.server_gpus[server]
+        return tuple(ids[free[ids]][:k].tolist())
+
+    def spread(self, servers: np.ndarray, room: np.ndarray, free: np.ndarray, k: int) -> tuple[int, ...] | None:
+        """k free GPUs over `servers`, those with most `room` first (fewest servers); None if too few."""
+        if int(np.sum(room)) < k:
+            return None
+        out: list[int] = []
+        for s in np.asarray(servers)[np.argsort(-np.asarray(room), kind="stable")]:
+            out.extend(self.free_on(int(s), free, k - len(out)))
+            if len(out) == k:
+                break
+        return tuple(out)

@@ -160,18 +160,8 @@ class Waitlist:
         counts = np.bincount(topo.gpu_server[free], minlength=len(topo.server_type))[servers]
         fits = np.flatnonzero(counts >= sf)
         if len(fits):
-            s = servers[fits[np.argmin(counts[fits])]]
-            ids = topo.server_gpus[s]
-            return tuple(ids[free[ids]][:sf].tolist())
-        if not may_split or counts.sum() < sf:
-            return None
-        out: list[int] = []
-        for s in servers[np.argsort(-counts, kind="stable")]:
-            ids = topo.server_gpus[s]
-            out.extend(ids[free[ids]][: sf - len(out)].tolist())
-            if len(out) == sf:
-                break
-        return tuple(out)
+            return topo.free_on(int(servers[fits[np.argmin(counts[fits])]]), free, sf)
+        return topo.spread(servers, counts, free, sf) if may_split else None
 
 
 def waiting_candidates(order: np.ndarray, num_cols: int, rows: list[tuple[int, ...]], row_single: list[int],

@@ -156,17 +156,7 @@ class ServerRules:
         if not len(fits):
             fits = np.flatnonzero(counts >= sf)
         if len(fits):   # the fullest server that takes it whole (best fit)
-            s = allowed[fits[np.argmin(counts[fits])]]
-            ids = topo.server_gpus[s]
-            return tuple(ids[free[ids]][:sf].tolist())
+            return topo.free_on(int(allowed[fits[np.argmin(counts[fits])]]), free, sf)
         usable = allowed if not self.rules.one_distributed_per_server else allowed[~split_on[allowed]]
         room = np.array([int(free[topo.server_gpus[s]].sum()) for s in usable], dtype=int)
-        if room.sum() < sf:
-            return None
-        out: list[int] = []
-        for s in usable[np.argsort(-room, kind="stable")]:
-            ids = topo.server_gpus[s]
-            out.extend(ids[free[ids]][: sf - len(out)].tolist())
-            if len(out) == sf:
-                break
-        return tuple(out)
+        return topo.spread(usable, room, free, sf)
