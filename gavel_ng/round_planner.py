@@ -79,6 +79,35 @@ class RoundPlanner:
         for d in (self.active, self.last, self.attained, self.executed, self.last_end):
             d.pop(job, None)
 
+    # ----- what a scheduler restart keeps --------------------------------------------------------------
+    def history(self) -> tuple[list[tuple[int, float, float, float | None]], dict | None, dict]:
+        """What this planner and its policy know of past rounds, as plain data (runtime.rounds stores it,
+        so that a restarted scheduler decides as the stopped one would have): (job, GPU-seconds, seconds
+        run, last stop or None) per job; the policy's own state (`history()` of a policy class that keeps
+        some, e.g. tiresias's promotions); the random stream's position."""
+        jobs = sorted(set(self.attained) | set(self.last_end))
+        rows = [(m, self.attained.get(m, 0.0), self.executed.get(m, 0.0), self.last_end.get(m)) for m in jobs]
+        owner = getattr(self.decide, "__self__", None)
+        state = owner.history() if callable(getattr(owner, "history", None)) else None
+        return rows, state, self.rng.bit_generator.state
+
+    def restore_history(self, jobs: list[tuple[int, float, float, float | None]], policy_state: dict | None,
+                        rng: dict | None) -> None:
+        """Take back what `history()` gave (the caller drops jobs that ended meanwhile)."""
+        for m, attained, executed, last_end in jobs:
+            self.attained[m], self.executed[m] = float(attained), float(executed)
+            if last_end is not None:
+                self.last_end[m] = float(last_end)
+        owner = getattr(self.decide, "__self__", None)
+        if policy_state is not None and callable(getattr(owner, "restore_history", None)):
+            owner.restore_history(policy_state)
+        if rng is not None:
+            try:
+                self.rng.bit_generator.state = rng
+            except (TypeError, ValueError, KeyError) as exc:
+                log.warning("round policy %s: saved random stream not restored (%s): it starts from its seed",
+                            self.name, exc)
+
     # ----- Planner protocol -------------------------------------------------------------------------
     def plan(self, new_jobs: JobView | None = None) -> RoundPlan:
         entries = []

@@ -1,4 +1,4 @@
-"""`gavel-ng status`: workers, jobs with progress, the allocation and the round.
+"""`gavel-ng status`: workers, jobs with progress, the allocation (or a round policy's decision) and the round.
 
 Asks a running scheduler, or with `--state DIR` reads its state directory read-only (no
 scheduler needed: a stopped or crashed one, or a running one without its token). Both
@@ -20,7 +20,8 @@ from .submit_cmd import add_connection_args, client_from_args
 
 def add_parser(sub) -> None:
     p = sub.add_parser("status", help="show a scheduler's workers, jobs and allocation",
-                       description="Workers, jobs (progress, placement), the current allocation and round: from a "
+                       description="Workers, jobs (progress, placement), the current allocation (a round policy: "
+                                   "this round's worker type and GPUs per job) and round: from a "
                                    "running scheduler, or with --state from its state directory (read-only).")
     add_connection_args(p)
     p.add_argument("--state", metavar="DIR",
@@ -153,6 +154,8 @@ def _adaptive(st, show_all: bool) -> list[str]:
 
 
 def _allocation(st) -> list[str]:
+    if st.decision is not None:
+        return _decision(st)
     if not st.allocation:
         return []
     out = ["\nallocation (fraction of time per worker type)",
@@ -160,6 +163,18 @@ def _allocation(st) -> list[str]:
     for jobs, share in st.allocation:
         label = "+".join(str(j) for j in jobs)
         out.append("  " + f"{label:<10}" + "".join(f"{share.get(w, 0.0):>8.3f}" for w in st.worker_types))
+    return out
+
+
+def _decision(st) -> list[str]:
+    """A round policy has no allocation (time shares): it gives each job a worker type and a GPU count,
+    or none, every round. What it gave for the round in force."""
+    out = [f"\nthis round's decision ({st.policy} decides every round which worker type and how many GPUs each "
+           "job gets; no time-share allocation)"]
+    if not st.decision:
+        return out + ["  no job runs this round"]
+    out.append(f"  {'id':>4}  {'type':<10}{'gpus':>5}")
+    out += [f"  {job:>4}  {worker_type:<10}{gpus:>5}" for job, worker_type, gpus in st.decision]
     return out
 
 

@@ -14,7 +14,9 @@ which the planner places (consolidated, a job that keeps its column keeps its GP
 or a list of `Entry` (a job on GPUs it chose itself, e.g. Pollux's per-server search). A policy
 with state of its own (attained-service queues, a search's random stream) is a class: it is
 built once per run with the policy's options as keyword arguments, and its `decide(ctx)` is
-called every round.
+called every round. Such a class also gives `history()` (its state as JSON-able data) and
+`restore_history(data)`, so that a scheduler restart keeps that state as it keeps the
+planner's (the service each job attained, when each last ran: runtime.rounds).
 
 Who fills the context: the simulator and the scheduler service each give a `RoundSource`
 (their jobs and each adaptive job's goodput model); the planner (`gavel_ng.round_planner`)

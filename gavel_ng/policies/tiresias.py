@@ -55,6 +55,13 @@ class Tiresias:
         self.knob = promote_knob
         self.promoted: dict[int, float] = {}   # job -> GPU-seconds it had attained when last promoted to Q0
 
+    def history(self) -> dict:
+        """The promotions, which a restarted scheduler must keep (the planner keeps the service attained)."""
+        return {"promoted": [[m, v] for m, v in sorted(self.promoted.items())]}
+
+    def restore_history(self, data: dict) -> None:
+        self.promoted = {int(m): float(v) for m, v in data.get("promoted", [])}
+
     def queue(self, attained: np.ndarray) -> np.ndarray:
         """Queue index of each job: how many thresholds its attained service has reached."""
         return np.searchsorted(self.thresholds, attained, side="right")

@@ -126,6 +126,9 @@ class ClusterStatus:
     source: str = "scheduler"
     job_counts: dict[str, int] = field(default_factory=dict)   # status -> jobs, over every job
     round_note: str = ""           # instead of a countdown: "idle: nothing to run (...)", "planning the next round"
+    # a round policy's decision for the round in force, (job, worker type, GPUs) per job it runs; None: the
+    # policy is an allocation policy (its time shares are `allocation`)
+    decision: list[tuple[int, str, int]] | None = None
 
     @property
     def jobs_total(self) -> int:
@@ -143,7 +146,8 @@ class ClusterStatus:
         alloc = [(tuple(r.jobs), dict(r.share)) for r in m.allocation]
         return cls(workers, [JobStatus.from_proto(j) for j in m.jobs], alloc, list(m.worker_types), m.policy,
                    m.round, m.round_seconds, m.round_ends_in, m.renewals, m.launches, dict(m.throughputs),
-                   job_counts=dict(m.job_counts), round_note=m.round_note)
+                   job_counts=dict(m.job_counts), round_note=m.round_note,
+                   decision=[(e.job_id, e.worker_type, e.gpus) for e in m.decision] if m.round_policy else None)
 
 
 def placement_label(worker_type: str, placement: list[tuple[str, int]]) -> str:

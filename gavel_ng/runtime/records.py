@@ -1,10 +1,10 @@
 """What the scheduler's state directory holds, and how to read it.
 
 The SQLite schema, the rows and records it stores (jobs, attempts, workers, the mechanism's
-ledger, the last allocation, how the scheduler was configured), and the queries shared by
-the scheduler's `Store` (store.py, which writes) and `StateReader`, which tools (`gavel-ng
-status --state`, `gavel-ng logs`, tests) use to read a state directory read-only, also while
-a scheduler runs.
+ledger and the last allocation, or a round policy's history and last decision, how the
+scheduler was configured), and the queries shared by the scheduler's `Store` (store.py, which
+writes) and `StateReader`, which tools (`gavel-ng status --state`, `gavel-ng logs`, tests) use
+to read a state directory read-only, also while a scheduler runs.
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ DB_NAME = "gavel.sqlite"
 LEDGER_KEY = "ledger"
 ALLOCATION_KEY = "allocation"
 CLUSTER_KEY = "cluster"
+DECISION_KEY = "round_decision"
+ROUND_HISTORY_KEY = "round_history"
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
     job_id INTEGER PRIMARY KEY, spec TEXT NOT NULL, status TEXT NOT NULL, steps_done INTEGER NOT NULL,
@@ -113,6 +115,27 @@ class AllocationRecord:
 
 
 @dataclass
+class RoundDecisionRecord:
+    """A round policy's decision for the round in force (what status shows in place of an allocation)."""
+
+    round: int
+    entries: list[tuple[int, str, int]]  # (job, worker type, GPUs) of each job the policy runs
+
+
+@dataclass
+class RoundHistoryRecord:
+    """A round policy's memory of past rounds (RoundPlanner.history), so that a restarted scheduler
+    resumes with it: per job its GPU-seconds and seconds run and when it last stopped; the policy's
+    own state, if it keeps any (`history()` of its class); the position of the run's random stream."""
+
+    round: int
+    policy: str
+    jobs: list[tuple[int, float, float, float | None]]   # (job, GPU-seconds, seconds, last stop or None)
+    policy_state: dict | None = None
+    rng: dict | None = None
+
+
+@dataclass
 class ClusterInfo:
     """What a reader cannot know from the rest of the file: how the scheduler was configured."""
 
@@ -120,6 +143,7 @@ class ClusterInfo:
     round_seconds: float
     worker_types: list[str]
     checkpoint_root: str | None = None     # where job checkpoints and logs live (`gavel-ng logs`)
+    round_policy: bool = False             # the policy decides per round (RoundDecisionRecord, no allocation)
 
 
 class StateQueries:
@@ -233,8 +257,33 @@ class StateQueries:
             types = [str(w) for w in data["worker_types"]]
             root = data.get("checkpoint_root")
             return ClusterInfo(str(data["policy"]), float(data["round_seconds"]), types,
-                               str(root) if root is not None else None)
+                               str(root) if root is not None else None, bool(data.get("round_policy", False)))
         except (KeyError, TypeError, ValueError):
+            return None
+
+    def load_round_decision(self) -> RoundDecisionRecord | None:
+        data = self._meta_json(DECISION_KEY)
+        if data is None:
+            return None
+        try:
+            return RoundDecisionRecord(int(data["round"]), [(int(m), str(w), int(k)) for m, w, k in data["entries"]])
+        except (KeyError, TypeError, ValueError) as exc:
+            log.warning("meta %r in %s is malformed (%s): ignored", DECISION_KEY, DB_NAME, exc)
+            return None
+
+    def load_round_history(self) -> RoundHistoryRecord | None:
+        """None when none was saved or it does not parse (a warning: the round policy's history starts over)."""
+        data = self._meta_json(ROUND_HISTORY_KEY)
+        if data is None:
+            return None
+        try:
+            jobs = [(int(m), float(a), float(e), None if t is None else float(t)) for m, a, e, t in data["jobs"]]
+            state, rng = data.get("policy_state"), data.get("rng")
+            if not (state is None or isinstance(state, dict)) or not (rng is None or isinstance(rng, dict)):
+                raise TypeError("policy_state and rng must be objects")
+            return RoundHistoryRecord(int(data["round"]), str(data["policy"]), jobs, state, rng)
+        except (KeyError, TypeError, ValueError) as exc:
+            log.warning("meta %r in %s is malformed (%s): ignored", ROUND_HISTORY_KEY, DB_NAME, exc)
             return None
 
     def _meta_json(self, key: str) -> dict | None:

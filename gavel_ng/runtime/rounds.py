@@ -22,10 +22,18 @@ questions from the `ClusterState` instead of a simulated one:
 A job whose (type, GPU count) changes is not renewed at its lease end: it checkpoints and the
 executor relaunches it on its new GPUs (a resize). Jobs running now, also after a scheduler
 restart, are where they run: the planner's history and renewals follow their live placements.
+
+**Durable**: after each round that ran something, the planner's history (GPU-seconds and
+seconds each job ran, when it last stopped), the policy's own state (`history()`) and the
+random stream go to the Store; each new decision (job -> type x GPUs) too, for status. A
+restarted scheduler takes both back (`restore`), so that e.g. tiresias keeps its queues instead
+of putting every job back in Q0. The round that was running when the scheduler stopped is not
+counted (it was never recorded).
 """
 
 from __future__ import annotations
 
+import logging
 import math
 
 import numpy as np
@@ -33,11 +41,17 @@ import numpy as np
 from ..elastic.families import get_family
 from ..elastic.goodput import DEFAULT_NETWORK_GBPS, best_batch_many, make_params, throughput_params
 from ..elastic.profile_sets import phi_curve
+from ..mechanism import JobView, RoundPlan
 from ..policies.registry import FIXED, PolicySpec
 from ..policies.rounds import RoundJobs
 from ..round_planner import DEFAULT_GPU_COUNTS, RoundPlanner
+from .jobs import FINISHED
 from .planner import LivePlanner
+from .records import RoundDecisionRecord, RoundHistoryRecord
 from .state import ClusterState
+from .store import StoreError
+
+log = logging.getLogger(__name__)
 
 
 class ClusterSource:
@@ -108,9 +122,52 @@ class ClusterRounds(LivePlanner):
                                                           seed=seed))
         self.rounds: RoundPlanner = self.inner
         self.placer = self.rounds.placer
+        state.decision = []          # a round policy: status shows its decision, not an allocation
 
     def arrive(self, jobs: list[int]) -> None:
         self.rounds.arrive(jobs)
+
+    # ----- durable history (module docstring) ----------------------------------------------------
+    def restore(self) -> None:
+        """After a restart (ClusterState already restored): the last decision, for status, and the
+        history of the jobs still unfinished. The policy's own state only if it is the same policy."""
+        st = self.state
+        decision = st.store.load_round_decision()
+        if decision is not None:
+            st.decision = [e for e in decision.entries if e[0] in st.jobs and st.jobs[e[0]].status not in FINISHED]
+        rec = st.store.load_round_history()
+        if rec is None:
+            return
+        jobs = [r for r in rec.jobs if r[0] in st.jobs and st.jobs[r[0]].status not in FINISHED]
+        same = rec.policy == self.rounds.name
+        if not same:
+            log.warning("round history in the store is of policy %s, not %s: only the service jobs attained is kept",
+                        rec.policy, self.rounds.name)
+        self.rounds.restore_history(jobs, rec.policy_state if same else None, rec.rng)
+        log.info("restored the round history of %d jobs (round %d)", len(jobs), rec.round)
+
+    def plan(self, new_jobs: JobView | None = None) -> RoundPlan:
+        plan = super().plan(new_jobs)
+        types = self.rounds.topo.worker_types
+        entries = [(int(k[0]), types[int(t)], len(g)) for k, t, g in zip(plan.keys, plan.types.tolist(), plan.gpus)]
+        st = self.state
+        if entries != st.decision:      # an idle loop plans about every second: store only a change
+            st.decision = entries
+            try:
+                st.store.save_round_decision(RoundDecisionRecord(st.round_no, entries))
+            except StoreError:          # shown by `status --state` only; saved again with the next decision
+                pass
+        return plan
+
+    def record(self, plan: RoundPlan, occupied: np.ndarray) -> None:
+        if plan.num_entries:
+            super().record(plan, occupied)
+            jobs, policy_state, rng = self.rounds.history()
+            try:
+                self.state.store.save_round_history(RoundHistoryRecord(self.state.round_no, self.rounds.name,
+                                                                       jobs, policy_state, rng))
+            except StoreError:          # kept in memory, saved again next round
+                pass
 
     def _before_plan(self) -> None:
         """Jobs running now (also after a scheduler restart) are where they run: the restart factor

@@ -248,7 +248,7 @@ class SchedulerService:
             placer = self.planner.mech.placer
         placer.rules = ServerRules(crules, self._job_rules, self._job_tags)
         self.store.save_cluster_info(ClusterInfo(self.policy_name, config.round_seconds, list(config.worker_types),
-                                                 str(self.checkpoint_root.resolve())))
+                                                 str(self.checkpoint_root.resolve()), spec.is_round))
         self.planner.restore()
         self.loop: SchedulerLoop | None = None
         self.executor = DeployExecutor(self.state, self.planner.placement, self.checkpoint_root,
@@ -471,6 +471,10 @@ class SchedulerService:
                 if any(m not in st.jobs or st.jobs[m].status in FINISHED for m in row):
                     continue             # a finished (e.g. cancelled) job leaves the table at once
                 reply.allocation.add(jobs=list(row), share={w: float(X[r, k]) for k, w in enumerate(st.worker_types)})
+            reply.round_policy = st.decision is not None
+            for job, worker_type, gpus in st.decision or ():
+                if job in st.jobs and st.jobs[job].status not in FINISHED:
+                    reply.decision.add(job_id=job, worker_type=worker_type, gpus=gpus)
         return reply
 
 

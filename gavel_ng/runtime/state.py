@@ -80,6 +80,7 @@ class ClusterState:
         self.book = JobBook(self.jobs, store, self.cv, self.measurements, config.max_failures,
                             self.registry.is_alive, lambda: self.round_no, config.grace)
         self.allocation: tuple[list[tuple[int, ...]], np.ndarray] = ([], np.zeros((0, len(self.worker_types))))
+        self.decision: list[tuple[int, str, int]] | None = None   # a round policy's: (job, type, GPUs) this round
         self.started = time.monotonic()
         self.round_no = int(store.get_meta("round", "0"))
         self.stats = {k: int(store.get_meta(k, "0")) for k in ("renewals", "launches")}

@@ -27,7 +27,9 @@ def read_state_dir(state_dir: str | Path, now: float | None = None, job_limit: i
         running = rd.running_attempts()
         workers = rd.load_workers()
         alloc = rd.load_allocation()
-        ended = rd.finished_among(sorted({m for r in alloc.rows for m in r})) if alloc is not None else set()
+        decided = rd.load_round_decision()
+        ended = rd.finished_among(sorted({m for r in alloc.rows for m in r} if alloc is not None else set()) +
+                                  sorted({e[0] for e in decided.entries} if decided is not None else set()))
         measured = rd.load_throughputs()
         adaptive = {job_id: (report, resizes) for job_id, report, resizes, _ in rd.load_adaptive()}
         meta = {k: int(rd.get_meta(k, "0")) for k in ("round", "renewals", "launches")}
@@ -42,9 +44,12 @@ def read_state_dir(state_dir: str | Path, now: float | None = None, job_limit: i
         (tuple(r), {w: x[k] for k, w in enumerate(alloc.worker_types)}) for r, x in zip(alloc.rows, alloc.shares)
         if not ended.intersection(r)]
     thr = {f"{t}|{sf}|{w}": v for t, sf, w, cons, v, _ in sorted(measured) if cons}
+    # a round policy's decision (none stored yet: an empty one), without finished jobs as a scheduler shows it
+    decision = [e for e in decided.entries if e[0] not in ended] if decided is not None else \
+        [] if info is not None and info.round_policy else None
     return ClusterStatus(ws, js, shares, list(types), info.policy if info is not None else "?", meta["round"],
                          info.round_seconds if info is not None else 0.0, None, meta["renewals"], meta["launches"],
-                         thr, source=str(state_dir), job_counts=counts)
+                         thr, source=str(state_dir), job_counts=counts, decision=decision)
 
 
 def _job_status(r: JobRow, live, adaptive: tuple[dict | None, int]) -> JobStatus:

@@ -1,7 +1,8 @@
 """The scheduler's durable state: one SQLite file under --state.
 
 Jobs, attempts (one launch of a job), workers, measured throughputs, events and a few
-counters, plus the mechanism's ledger and the last allocation (JSON under meta keys).
+counters, plus the mechanism's ledger and the last allocation, or a round policy's history
+and its last decision (JSON under meta keys).
 Every change is committed when it happens (WAL, autocommit; `transaction()` groups the
 writes of one decision), so a scheduler killed at any moment restarts from what it last
 decided. A write that fails (disk full, I/O error) raises `StoreError` with SQLite's own
@@ -29,11 +30,15 @@ from .records import (
     ALLOCATION_KEY,
     CLUSTER_KEY,
     DB_NAME,
+    DECISION_KEY,
     LEDGER_KEY,
+    ROUND_HISTORY_KEY,
     SCHEMA,
     AllocationRecord,
     ClusterInfo,
     LedgerRecord,
+    RoundDecisionRecord,
+    RoundHistoryRecord,
     StateQueries,
 )
 
@@ -255,6 +260,12 @@ class Store(StateQueries):
 
     def save_allocation(self, rec: AllocationRecord) -> None:
         self.set_meta(ALLOCATION_KEY, json.dumps(asdict(rec), separators=(",", ":")))
+
+    def save_round_decision(self, rec: RoundDecisionRecord) -> None:
+        self.set_meta(DECISION_KEY, json.dumps(asdict(rec), separators=(",", ":")))
+
+    def save_round_history(self, rec: RoundHistoryRecord) -> None:
+        self.set_meta(ROUND_HISTORY_KEY, json.dumps(asdict(rec), separators=(",", ":")))
 
     def save_cluster_info(self, info: ClusterInfo) -> None:
         self.set_meta(CLUSTER_KEY, json.dumps(asdict(info)))
