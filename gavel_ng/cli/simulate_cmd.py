@@ -23,6 +23,7 @@ from ..policies import get_policy
 from ..policies.entities import read_entities
 from ..policies.plugins import add_flag as add_plugin_flag
 from ..policies.plugins import load_plugins
+from ..policies.registry import options_per_policy
 from ..profiles.table_io import resolve_table
 from ..rules.model import read_cluster_rules
 
@@ -33,14 +34,16 @@ SUMMARY_KEYS = ("policy", "avg_jct_hours", "p99_jct_hours", "makespan_hours", "u
 
 
 def parse_policy_options(texts: list[str] | None, flag: str = "--policy-option") -> dict:
-    """`KEY=VALUE` texts as policy options: VALUE as JSON where it parses (numbers, true, lists),
-    else the text itself, so that `p=-1` and `mode=fast` both need no quoting."""
+    """`[POLICY.]KEY=VALUE` texts as policy options: VALUE as JSON where it parses (numbers, true, lists),
+    else the text itself, so that `p=-1` and `mode=fast` both need no quoting. `POLICY.KEY` stays one
+    key here; `registry.options_per_policy` gives it to that policy only."""
     options: dict = {}
     for text in texts or ():
         key, sep, value = text.partition("=")
         key = key.strip()
-        if not sep or not key.isidentifier():
-            raise InputError(flag, text, "expected KEY=VALUE with KEY an option name, e.g. p=-1")
+        scope, dot, name = key.rpartition(".")
+        if not sep or not name.isidentifier() or (dot and not scope):
+            raise InputError(flag, text, "expected [POLICY.]KEY=VALUE with KEY an option name, e.g. p=-1 or sia.p=-0.5")
         try:
             options[key] = json.loads(value)
         except json.JSONDecodeError:
@@ -84,9 +87,11 @@ def add_parser(sub) -> None:
                         "adaptive jobs both use it")
     p.add_argument("--realloc-delay", type=float, default=30.0, metavar="SECONDS",
                    help="adaptive jobs: seconds lost at each change of GPU count or type (default 30, as Pollux)")
-    p.add_argument("--policy-option", action="append", metavar="KEY=VALUE",
-                   help="an option of the policy (repeatable; VALUE as JSON where it parses, else text), "
-                        "e.g. p=-1 for goodput; given to every policy named")
+    p.add_argument("--policy-option", action="append", metavar="[POLICY.]KEY=VALUE",
+                   help="an option of a round policy (repeatable; VALUE as JSON where it parses, else text), "
+                        "e.g. p=-1. With several --policy names, KEY goes to each one that takes an option "
+                        "of that name (an error if none does) and POLICY.KEY, e.g. sia.p=-0.5, to that "
+                        "policy only")
     p.add_argument("--rules", metavar="FILE", help="cluster rules as JSON: quotas, one_distributed_per_server, "
                    "server_labels, admission (README, 'Constraints and admission'); jobs' own rules are a "
                    "trace's optional 11th column")
@@ -152,7 +157,7 @@ def run(args) -> int:
     policies = list(dict.fromkeys(p.strip() for p in args.policy.split(",") if p.strip())) or ["las"]
     for name in policies:
         get_policy(name)   # an unknown name (a forgotten --plugin?) fails before any work
-    options = parse_policy_options(args.policy_option)
+    options = options_per_policy(policies, parse_policy_options(args.policy_option), "--policy-option")
     if args.gpus_per_server < 1:
         raise InputError("--gpus-per-server", args.gpus_per_server, "must be at least 1")
     cluster = Cluster.parse(args.cluster, gpus_per_server=args.gpus_per_server)
@@ -181,10 +186,11 @@ def run(args) -> int:
                        max_active_jobs=args.max_active_jobs, reset_ledger=args.ledger == "reset",
                        space_sharing=args.space_sharing, placement_sensitive=args.placement_sensitive,
                        estimate_throughputs=args.estimate_throughputs, profile_fraction=args.profile_fraction,
-                       reference_jobs=args.reference_jobs, realloc_delay=args.realloc_delay, options=options,
+                       reference_jobs=args.reference_jobs, realloc_delay=args.realloc_delay,
+                       options=options[policies[0]],
                        rules=read_cluster_rules(args.rules), entities=read_entities(args.entities),
                        backfill=not args.no_backfill)
-    return report(args, policies, cluster, table, trace, config)
+    return report(args, policies, cluster, table, trace, config, options)
 
 
 def source_format(args) -> str:
@@ -226,8 +232,10 @@ def save_trace(trace, path: str) -> None:
         write_trace(trace.trace if isinstance(trace, TraceGenerator) else trace, path)
 
 
-def report(args, policies: list[str], cluster: Cluster, table, trace, config) -> int:
-    """Run each policy on the same trace and print (text or JSON) and write (--out) the results."""
+def report(args, policies: list[str], cluster: Cluster, table, trace, config,
+           options: dict[str, dict] | None = None) -> int:
+    """Run each policy on the same trace, with its own `options` (by name), and print (text or JSON) and
+    write (--out) the results."""
     from ..simulator import simulate, write_outputs
     from ..simulator.compare import comparison_line, comparisons, write_compared
     from .progress import SimulationProgress
@@ -235,8 +243,8 @@ def report(args, policies: list[str], cluster: Cluster, table, trace, config) ->
     results = []
     for name in policies:   # the same trace for each (a generator draws the same jobs again)
         with SimulationProgress(name if len(policies) > 1 else "", enabled=not args.json) as progress:
-            results.append(simulate(cluster, table, trace, dataclasses.replace(config, policy=name),
-                                    progress=progress))
+            run_config = dataclasses.replace(config, policy=name, options=(options or {}).get(name, config.options))
+            results.append(simulate(cluster, table, trace, run_config, progress=progress))
     try:
         if args.out and len(results) > 1:
             write_compared(results, args.out)

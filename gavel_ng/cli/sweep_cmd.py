@@ -12,6 +12,7 @@ from ..policies import get_policy
 from ..policies.plugins import add_flag as add_plugin_flag
 from ..policies.plugins import load_plugins
 from ..sweep.grid import FIELDS, SweepPoint, expand, field_type, parse_value
+from .simulate_cmd import parse_policy_options
 
 # simulate's flags that take several values here; the cluster mixes contain commas,
 # so several are given with ';' or by repeating the flag; a JSON object only by repeating it
@@ -37,6 +38,10 @@ def add_parser(sub) -> None:
                         "(by default those run again: a row records a digest of the gavel_ng package, the "
                         "plugins and the files its point names)")
     add_plugin_flag(p, "sweeping (each point's process loads them too)")
+    p.add_argument("--policy-option", dest="policy_option", action="append", metavar="[POLICY.]KEY=VALUE",
+                   help="an option of a round policy, as `simulate --policy-option` (repeatable): KEY goes to the "
+                        "points of every policy that takes it, POLICY.KEY (e.g. sia.p=-0.5) to that policy's only; "
+                        "several option sets as an axis: --policy-options")
     p.add_argument("--json", action="store_true", help="print a JSON report instead of text")
     for name, f in FIELDS.items():
         flag = "--" + name.replace("_", "-")
@@ -72,6 +77,11 @@ def axes_from_args(args) -> tuple[dict[str, list], dict]:
         values = [parse_value(name, t) for text in texts for t in (text.split(sep) if sep else [text])
                   if t.strip() or name != "cluster"]
         axes[name] = list(dict.fromkeys(values))
+    if args.policy_option:
+        if "policy_options" in axes or "policy_options" in base:
+            raise InputError("--policy-option", args.policy_option[0],
+                             "give options as --policy-option KEY=VALUE or as --policy-options JSON, not both")
+        axes["policy_options"] = [json.dumps(parse_policy_options(args.policy_option))]
     if not any(k in axes or k in base for k in ("jobs_per_hour", "static", "trace", "workload")):
         raise InputError("sweep", "trace", "give --jobs-per-hour LIST, --static N, --trace FILE or --workload NAME")
     return axes, base
@@ -81,7 +91,8 @@ def _help(name: str, default) -> str:
     if name == "cluster":
         return f"default {default}; mixes: ';' or repeat"
     if name == "policy_options":
-        return 'the policy\'s options as a JSON object, e.g. \'{"p": -1}\' (repeat the flag for several)'
+        return ('the policy\'s options as a JSON object, e.g. \'{"p": -1, "sia.lam": 1.2}\' (keys as for '
+                '--policy-option); repeat the flag for several, an axis')
     if name == "round_seconds":
         return "default: each policy's declared interval"
     return f"default {default}"

@@ -75,20 +75,33 @@ class PolicySpec:
     def is_round(self) -> bool:
         return self.kind == ROUND
 
+    def _params(self) -> dict:
+        import inspect
+
+        target = self.fn.__init__ if isinstance(self.fn, type) else self.fn
+        return dict(inspect.signature(target).parameters)
+
+    def option_names(self) -> list[str] | None:
+        """The options it declares (a round policy's keyword arguments; an allocation policy has none);
+        None: it takes any (**kwargs)."""
+        if not self.is_round:
+            return []
+        params = self._params()
+        if any(q.kind == q.VAR_KEYWORD for q in params.values()):
+            return None
+        return [n for n, q in params.items() if q.kind == q.KEYWORD_ONLY or
+                (q.kind == q.POSITIONAL_OR_KEYWORD and n not in ("self", "ctx"))]
+
     def decider(self, options: dict | None = None) -> Callable:
         """A round policy's `decide(ctx)` for one run, with its `options` (keyword arguments of the
         function, or of the class, which is built here once): InputError naming unknown ones."""
-        import inspect
-
         if not self.is_round:
             raise InputError("policy", self.name, "is an allocation policy: it has no per-round decision")
         options = dict(options or {})
-        target = self.fn.__init__ if isinstance(self.fn, type) else self.fn
-        params = inspect.signature(target).parameters
-        known = [n for n, q in params.items() if q.kind == q.KEYWORD_ONLY or
-                 (q.kind == q.POSITIONAL_OR_KEYWORD and n not in ("self", "ctx"))]
-        unknown = sorted(set(options) - set(known))
-        if unknown and not any(q.kind == q.VAR_KEYWORD for q in params.values()):
+        params = self._params()
+        known = self.option_names()
+        unknown = sorted(set(options) - set(known or ()))
+        if unknown and known is not None:
             raise InputError(f"{self.name} option", unknown[0],
                              f"unknown; {self.name} takes {', '.join(known) if known else 'no options'}")
         for name, value in options.items():
@@ -100,6 +113,32 @@ class PolicySpec:
         from functools import partial
 
         return partial(self.fn, **options)
+
+
+def options_per_policy(policies: list[str], options: dict, field: str) -> dict[str, dict]:
+    """Each policy's options out of one set given to several (`simulate --policy A,B --policy-option`, a
+    sweep's policy axis). `NAME.KEY` is policy NAME's only (its listed name or the name it resolves to);
+    a plain `KEY` goes to every listed policy that declares it, and is refused only when none does. With
+    one policy, a plain key goes to it whatever it is (its own check names what it takes)."""
+    specs = {name: get_policy(name) for name in policies}
+    out: dict[str, dict] = {name: {} for name in policies}
+    for key, value in options.items():
+        scope, _, option = key.rpartition(".")
+        if scope:
+            named = [n for n, spec in specs.items() if scope in (n, spec.name)]
+            if not named:
+                raise InputError(field, key, f"{scope} is not a policy given here ({', '.join(policies)})")
+            for n in named:
+                out[n][option] = value
+            continue
+        takers = [n for n, spec in specs.items() if len(specs) == 1 or spec.option_names() is None
+                  or key in spec.option_names()]
+        if not takers:
+            said = "; ".join(f"{n} takes {', '.join(specs[n].option_names()) or 'no options'}" for n in policies)
+            raise InputError(field, key, f"no policy given takes it ({said}); POLICY.{key} gives it to one policy")
+        for n in takers:
+            out[n][key] = value
+    return out
 
 
 def _check_option(policy: str, name: str, value: object, default: object) -> None:

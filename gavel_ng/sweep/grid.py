@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from ..elastic.profile_sets import check_profiles
@@ -187,10 +187,30 @@ def expand(axes: dict[str, list[Any]], base: dict[str, Any] | None = None) -> li
         if name not in FIELDS:
             raise InputError("sweep axis", name, f"unknown; known: {', '.join(FIELDS)}")
     names = list(axes)
+    built = [SweepPoint(**{**(base or {}), **dict(zip(names, values))})
+             for values in itertools.product(*(axes[n] for n in names))]
     points, seen = [], set()
-    for values in itertools.product(*(axes[n] for n in names)):
-        p = SweepPoint(**{**(base or {}), **dict(zip(names, values))})
+    for p in _own_options(built):
         if p.point_id not in seen:
             seen.add(p.point_id)
             points.append(p)
     return points
+
+
+def _own_options(points: list[SweepPoint]) -> list[SweepPoint]:
+    """Each point with only its policy's options, as `simulate --policy A,B` gives them
+    (registry.options_per_policy over the grid's policies): `sia.p` reaches sia's points only, a
+    plain key the points whose policy takes it. A point's id then says what it actually ran with."""
+    if not any(p.policy_options for p in points):
+        return points
+    from ..policies.registry import options_per_policy
+
+    policies = list(dict.fromkeys(p.policy for p in points))
+    out = []
+    for p in points:
+        if p.policy_options:
+            own = options_per_policy(policies, p.options, "policy_options")[p.policy]
+            p = replace(p, policy_options=json.dumps(own, sort_keys=True) if own else None)
+        out.append(p)
+    return out
+

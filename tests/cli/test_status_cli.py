@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import subprocess
 import sys
@@ -115,6 +116,34 @@ def test_live_and_offline_views_share_the_formatter(state):
     assert section(a, "jobs") == section(b, "jobs")
     assert section(a, "allocation") == section(b, "allocation")
     assert a.startswith("policy fifo, round 7 (2s, starting: no round planned yet)")
+
+
+def test_a_round_policy_shows_its_decision_live_and_offline(tmp_path):
+    """A round policy has no allocation: status shows the round's decision (job -> type x GPUs), the
+    same from the scheduler and from its state directory; a cancelled job leaves it at once."""
+    svc = SchedulerService(ClusterConfig(round_seconds=2.0, policy="tiresias", worker_types=["v100", "k80"]),
+                           tmp_path / "state", port=0, bind="127.0.0.1")
+    try:
+        for wid, gpu_type, gpus in (("w-v100", "v100", 2), ("w-k80", "k80", 1)):
+            svc.state.register(pb.RegisterWorkerRequest(worker_id=wid, address=f"10.0.0.1:{gpus}",
+                                                        gpu_type=gpu_type, gpus=gpus), lambda address: (None, None))
+        ids = svc.state.submit(JOBS)
+        svc.planner.arrive(ids)
+        svc.planner.plan()
+        online = ClusterStatus.from_proto(svc.status())
+        offline = read_state_dir(tmp_path / "state")
+        svc.state.cancel(ids[0])
+        after = ClusterStatus.from_proto(svc.status())
+    finally:
+        svc.stop(grace=0.1)
+    assert online.allocation == [] and sorted(online.decision) == sorted(offline.decision)
+    assert {m for m, _, _ in online.decision} == set(ids[:2]) and dict((m, k) for m, _, k in online.decision) == \
+        {ids[0]: 1, ids[1]: 1}                          # wide (2 GPUs) waits: 3 GPUs, two of one type
+    assert ids[0] not in {m for m, _, _ in after.decision}
+    text = format_status(online)
+    assert "this round's decision (tiresias decides every round" in text
+    assert all(re.search(rf"^\s+{m}\s+{w}\s+{k}$", text, re.M) for m, w, k in online.decision), text
+    assert format_status(offline).split("this round's decision")[1] == text.split("this round's decision")[1]
 
 
 def test_status_over_grpc(state, capsys):
