@@ -25,7 +25,9 @@ def add_parser(sub) -> None:
         description="Every simulate flag takes a comma-separated list (clusters: ';' or the flag repeated); the "
                     "grid is their product. Finished points are appended to RESULTS as they complete; running "
                     "the same command again skips them, so an interrupted sweep continues where it stopped.")
-    p.add_argument("--results", required=True, metavar="FILE", help="results table (.csv, or .parquet with pyarrow)")
+    p.add_argument("--results", required=True, metavar="FILE",
+                   help="results table: a new one .csv, or .parquet with pyarrow; an existing one is read and "
+                        "appended to as its content says")
     p.add_argument("--grid", metavar="FILE", help='JSON grid: {"axes": {"policy": ["las", ...], ...}, "base": {...}}')
     p.add_argument("--backend", choices=("local", "ray"), default="local",
                    help="local process pool (default) or a Ray cluster")

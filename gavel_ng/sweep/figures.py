@@ -14,7 +14,7 @@ import pandas as pd
 
 from .. import plots
 from .grid import FIELDS
-from .store import ResultsStore
+from .store import ResultsStore, table_format
 
 log = logging.getLogger(__name__)
 HOUR = 3600.0
@@ -140,11 +140,11 @@ def shares(df: pd.DataFrame, path: Path, title: str = "") -> Path:
 def standard_figures(results: str | Path, out_dir: str | Path, rate: float | None = None) -> list[Path]:
     """Every figure the table supports; figures a table cannot make are skipped (logged)."""
     out = Path(out_dir)
-    if Path(results).suffix == ".csv":
+    if Path(results).stat().st_size and table_format(Path(results), "RESULTS") == "csv":
         head = pd.read_csv(results, nrows=1)
         if {"time", "job", "share"} <= set(head.columns):   # an allocation-share table
             return [shares(pd.read_csv(results), out / "allocation_share.png")]
-    store = ResultsStore(results)
+    store = ResultsStore(results, field="RESULTS")
     df = store.load()
     made: list[Path | None] = []
     made.append(metric_vs(df, out / "jct_vs_rate.png"))

@@ -1,9 +1,11 @@
 """The results table: one row per point, appended as points finish, read with pandas.
 
-CSV (default) is appended one line per point and flushed, so an interrupted sweep keeps
-every point that finished. Parquet (a `.parquet` path, needs pyarrow) is rewritten
-atomically on each append. Per-job records of each point's window go to
-`<table stem>.jobs/<point_id>.csv`, written before the row, so a row implies its jobs.
+CSV is appended one line per point and flushed, so an interrupted sweep keeps every point
+that finished. Parquet (needs pyarrow) is rewritten atomically on each append. A new table's
+name says which (`.csv` or `.parquet`, any case; another suffix is refused); an existing
+table is read, and appended to, as what its content is (`table_format`), whatever its name.
+Per-job records of each point's window go to `<table stem>.jobs/<point_id>.csv`, written
+before the row, so a row implies its jobs.
 """
 
 from __future__ import annotations
@@ -25,20 +27,53 @@ from .point import BOOKKEEPING, JOB_COLUMNS, METRICS, PointResult
 log = logging.getLogger(__name__)
 COLUMNS = tuple(f.name for f in fields(SweepPoint)) + BOOKKEEPING + METRICS
 TEXT_COLUMNS = {"point_id": str, "digest": str}
+SUFFIXES = {".csv": "csv", ".parquet": "parquet"}
+PARQUET_MAGIC = b"PAR1"      # a Parquet file begins and ends with it
+
+
+def table_format(path: Path, field: str = "--results") -> str:
+    """'csv' or 'parquet': an existing table's by its content, a new (or empty) one's by its suffix.
+    InputError naming `field` for a suffix that is neither, or content that is neither."""
+    if path.is_file() and path.stat().st_size > 0:
+        with path.open("rb") as f:
+            head = f.read(4)
+            f.seek(max(path.stat().st_size - 4, 0))
+            tail = f.read(4)
+            f.seek(0)
+            first = f.readline(65536)
+        if head == PARQUET_MAGIC and tail == PARQUET_MAGIC:
+            return "parquet"
+        try:
+            first.decode("utf-8")
+        except UnicodeDecodeError:
+            raise InputError(field, str(path), "is neither a CSV nor a Parquet table") from None
+        return "csv"
+    kind = SUFFIXES.get(path.suffix.lower())
+    if kind is None:
+        suffix = repr(path.suffix) if path.suffix else "(no suffix)"
+        raise InputError(field, str(path), f"unknown table format {suffix}: name a new table .csv or .parquet")
+    return kind
 
 
 class ResultsStore:
-    """Appends rows and tells which points are done (status 'ok'); errors are retried."""
+    """Appends rows and tells which points are done (status 'ok'); errors are retried. `field`: what
+    errors name the table by (the flag or argument it came from)."""
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, field: str = "--results"):
         self.path = Path(path)
-        self.parquet = self.path.suffix == ".parquet"
+        self.field = field
+        kind = table_format(self.path, field)
+        named = SUFFIXES.get(self.path.suffix.lower())
+        if named is not None and named != kind:
+            log.warning("%s holds a %s table although its name says %s: read and appended as %s", self.path,
+                        kind, named, kind)
+        self.parquet = kind == "parquet"
         if self.parquet:
             try:
                 import pyarrow  # noqa: F401
             except ImportError:
-                raise InputError("--results", str(self.path), "Parquet needs pyarrow (pip install pyarrow); "
-                                 "or use a .csv path") from None
+                raise InputError(field, str(self.path), "Parquet needs pyarrow (pip install pyarrow); "
+                                 "or use a .csv table") from None
         self.jobs_dir = self.path.with_name(self.path.stem + ".jobs")
 
     def load(self) -> pd.DataFrame:
@@ -51,7 +86,7 @@ class ResultsStore:
             # hex ids and digests stay text (one of only digits would otherwise read as a number)
             df = pd.read_csv(self.path, on_bad_lines="skip", low_memory=False, dtype=TEXT_COLUMNS)
         if "point_id" not in df.columns:
-            raise InputError("--results", str(self.path), "is not a sweep results table (no point_id column)")
+            raise InputError(self.field, str(self.path), "is not a sweep results table (no point_id column)")
         df = df.dropna(subset=["point_id"])
         ok = df["status"] == "ok"
         df = pd.concat([df[~ok], df[ok]]).drop_duplicates("point_id", keep="last")
