@@ -68,6 +68,9 @@ class Tiresias:
 
     def decide(self, ctx: RoundContext) -> list[Entry]:
         jobs = ctx.jobs
+        if len(self.promoted) > 2 * len(jobs) + 64:     # forget jobs gone for good: bounded memory
+            live = set(jobs.tolist())
+            self.promoted = {m: v for m, v in self.promoted.items() if m in live}
         base = np.array([self.promoted.get(m, 0.0) for m in jobs.tolist()])
         if self.knob is not None:
             starved = (ctx.executed > 0) & (ctx.now - ctx.last_end > self.knob * ctx.executed)

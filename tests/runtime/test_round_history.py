@@ -102,3 +102,16 @@ def test_a_restart_drops_finished_jobs_and_keeps_the_service_under_another_polic
 
     again = make_service(policy="goodput", worker_types=["v100"])   # the service b attained is the policy's input
     assert again.planner.rounds.attained == {b: 10.0} and again.planner.rounds.executed == {b: 10.0}
+
+
+def test_tiresias_forgets_promotions_of_jobs_gone_for_good(make_service):
+    """The stored history stays bounded: promotions of jobs no longer scheduled are dropped."""
+    clock = Clock(0.0)
+    svc = _service(make_service, clock)
+    a, b = svc.state.submit([JOB, JOB])
+    clock.now = max(j.submitted for j in svc.state.jobs.values())
+    svc.planner.arrive([a, b])
+    tiresias = svc.planner.rounds.decide.__self__
+    tiresias.promoted = {10_000 + k: 1.0 for k in range(500)} | {a: 0.0}
+    _round(svc, clock)
+    assert set(tiresias.promoted) <= {a, b} and a in tiresias.promoted, tiresias.promoted
