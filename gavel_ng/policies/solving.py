@@ -19,7 +19,7 @@ from ..rules.limits import enforce
 from . import packing
 from .affine import LinearConstraint
 from .constraints import CONIC_TOL, ROW_TOL, describe, violations
-from .layout import Layout
+from .layout import Layout, Vars
 from .lp import INF, LinearProgram
 from .objective import Objective, Solution
 
@@ -70,7 +70,7 @@ def finish(p: Layout, objective: Objective | None, x, name: str, status: str, st
     return Solution(p.allocation(x), x, value, name, time.perf_counter() - start, warnings, ok)
 
 
-def repair(p: Layout, x: np.ndarray) -> np.ndarray:
+def repair(p: Vars, x: np.ndarray) -> np.ndarray:
     """Clip solver noise so the allocation passes check() exactly."""
     x = np.clip(x, 0.0, 1.0)
     x[x < 1e-9] = 0.0
@@ -95,7 +95,7 @@ def repair(p: Layout, x: np.ndarray) -> np.ndarray:
     return x
 
 
-def spread_over_types(p: Layout, x: np.ndarray) -> np.ndarray:
+def spread_over_types(p: Vars, x: np.ndarray) -> np.ndarray:
     """Type-blind spreading: each row's total share split over its usable types by GPU count.
 
     A partner row's usable types are the same for every job of its class, so the spread
@@ -115,8 +115,9 @@ def fill_gain(p: Layout) -> np.ndarray:
     return T / np.maximum(p.thr_fastest[job], 1e-300)
 
 
-def fill_leftover(p: Layout, x: np.ndarray) -> np.ndarray:
-    """Give idle GPU time to jobs with idle time, fastest-relative first.
+def fill_leftover(p: Vars, x: np.ndarray, gain: np.ndarray | None = None) -> np.ndarray:
+    """Give idle GPU time to jobs with idle time, fastest-relative first (`gain`: `fill_gain(p)`,
+    given where the caller keeps it).
 
     Only ever adds time, so a max-min optimum stays optimal; a greedy pass costs far
     less than a second LP (measured in solver_bench/). Constraints of the policy's own
@@ -129,7 +130,7 @@ def fill_leftover(p: Layout, x: np.ndarray) -> np.ndarray:
     job = p.members[p.var_row, 0]
     slack = 1.0 - p.job_time(x)
     left = p.capacity - p.pool_use(x)
-    gain = fill_gain(p)
+    gain = fill_gain(p) if gain is None else gain
     sf = p.var_gpus
     for j in np.argsort(-left):
         if left[j] <= 0 or not (slack > 0).any():
