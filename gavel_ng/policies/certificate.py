@@ -69,21 +69,22 @@ def feasible(x: np.ndarray, hi: np.ndarray, sf: np.ndarray, cap: np.ndarray, tol
 def reach(c: np.ndarray, hi: np.ndarray, sf: float, free: np.ndarray, target: float) -> np.ndarray | None:
     """An arriving job's x (J,): just enough time to bring c . x to `target`, taken from `free`
     GPUs, fastest type (largest c) first; None when its time or the free GPUs fall short."""
-    x = np.zeros(len(c))
+    x = [0.0] * len(c)
     need = target
     time_left = 1.0
-    for j in np.argsort(-c, kind="stable").tolist():
+    cs, his, frees = c.tolist(), hi.tolist(), free.tolist()   # (Python floats: a few types, one at a time)
+    for j in sorted(range(len(cs)), key=lambda j: -cs[j]):    # stable, as argsort(-c, kind="stable")
         if need <= 0.0:
             break
-        if hi[j] <= 0.0 or c[j] <= 0.0 or free[j] <= 0.0:
+        if his[j] <= 0.0 or cs[j] <= 0.0 or frees[j] <= 0.0:
             continue
-        take = min(time_left, hi[j], free[j] / sf, need / c[j])
+        take = min(time_left, his[j], frees[j] / sf, need / cs[j])
         x[j] = take
         time_left -= take
-        need -= take * c[j]
+        need -= take * cs[j]
     if need > GAP_RTOL * max(abs(target), 1.0):
         return None
-    return x
+    return np.array(x)
 
 
 def certified(lvl: float, bound: float) -> bool:

@@ -100,7 +100,7 @@ class Vars:
         inp = self.input
         rows_used = self.members.shape[0]
         values = np.zeros((rows_used, len(inp.worker_types)))
-        values[self.var_row, self.var_col] = np.clip(x, 0.0, 1.0)
+        values[self.var_row, self.var_col] = np.minimum(np.maximum(x, 0.0), 1.0)
         if inp.combinations is None:   # one row per job, in job order
             labels = [(j,) for j in inp.job_ids]
         else:

@@ -116,9 +116,11 @@ class PolicySession:
 
     def _finish(self, inp: SchedulingProblem, p: Vars, x: np.ndarray, fill: bool, gain: np.ndarray | None,
                 value, start: float) -> Solution:
-        """What solve_objective does after its LP (then `finish`), and registry._solve_on after that."""
+        """What solve_objective does after its LP (then `finish`), and registry._solve_on after that.
+        With the gains given (kept rows) x is the warm LP's, within its bounds: the fill takes it as it
+        is (a job or type over by HiGHS's tolerance gets nothing more) and the repair after it clips."""
         if fill:
-            x = fill_leftover(p, repair(p, x), gain)
+            x = fill_leftover(p, x if gain is not None else repair(p, x), gain)
         x = repair(p, x)
         if not self.spec.agnostic:   # the objective when first read: a simulated round never reads it
             sol = Solution(p.allocation(x), x, None, SOLVER, time.perf_counter() - start)
@@ -185,16 +187,11 @@ class JobRows:
             self.first += len(self.sig)
             self._clear(len(inp.worker_types))
             self.context = context
-        last = last - self.first   # (kinds of an earlier context come out negative: new here)
         T, sf, w = inp.throughputs, inp.scale_factors, inp.weights
-        kinds = np.where(last >= 0, last, -1)
-        known = np.flatnonzero(last >= 0)
-        if len(known):   # a job whose throughputs, scale factor or weight changed is looked up again
+        kinds = last - self.first   # (kinds of an earlier context come out negative: new here)
+        if len(self.sig):   # a job whose throughputs, scale factor or weight changed is looked up again
             sig = np.concatenate((T, sf[:, None], w[:, None]), axis=1)
-            if len(known) == len(kinds):
-                kinds[(sig != self.sig[kinds]).any(axis=1)] = -1
-            else:
-                kinds[known[(sig[known] != self.sig[kinds[known]]).any(axis=1)]] = -1
+            kinds[(sig != self.sig[np.maximum(kinds, 0)]).any(axis=1)] = -1
         for i in np.flatnonzero(kinds < 0).tolist():
             key = (T[i].tobytes(), float(sf[i]), float(w[i]))
             kind = self.kind_of.get(key)

@@ -153,10 +153,12 @@ class WarmMaxMin:
         cols = self._cols(s)
         tr, mm = self._rows(s)
         for h in self.models:
-            if reuse:
-                for j in range(J):
-                    h.changeCoeff(j, int(cols[j]), float(sf))
+            if reuse:   # the slot's columns as its last job left them: rewrite what differs
+                for j in np.flatnonzero(c != self.coef[s]).tolist():
                     h.changeCoeff(mm, int(cols[j]), float(c[j]))
+                if sf != self.sf[s]:
+                    for j in range(J):
+                        h.changeCoeff(j, int(cols[j]), float(sf))
                 h.changeColsBounds(J, cols, np.zeros(J), hi)
                 h.changeRowBounds(mm, 0.0, INF)
             else:
@@ -237,7 +239,7 @@ class WarmMaxMin:
         if then != self.then:
             self.reset(then)
             slots = None
-        if not np.array_equal(cap, self.cap):
+        if (cap != self.cap).any():
             self._set_capacity(cap)
         if slots is None:
             slots = self.lookup(jobs)
@@ -301,7 +303,7 @@ class WarmMaxMin:
     def _keep(self, values: np.ndarray, then: bool) -> None:
         """Remember a run's optimum (x and duals) for the next solve's certificate (certificate.py)."""
         S, J = self.num_slots, self.J
-        self.x[:S] = values[1:].reshape(S, J)
+        self.x[:S] = np.minimum(np.maximum(values[1:].reshape(S, J), 0.0), self.hi[:S])   # (within HiGHS's tolerance)
         self.t = float(values[0])
         self.proven = not then   # a second phase moves x off the first phase's certificate
         if self.proven:
