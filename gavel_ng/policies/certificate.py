@@ -4,7 +4,7 @@ In a simulation most re-solves follow one arrival or one departure, and in nearl
 the optimal level t* does not move (measured at 3 jobs/h on 36/36/36: 99 % of arrivals and of
 departures), because the bottleneck job is elsewhere and the change only touches capacity that
 nobody is short of. Running HiGHS then costs about 0.25 ms to confirm what a handful of vector
-operations can prove. The LP (session.WarmMaxMin) is, over the live jobs m and types j,
+operations can prove. The LP (warm_lp.WarmMaxMin) is, over the live jobs m and types j,
 
     max t  s.t.  c_m . x_m >= t,  sum_j x_mj <= 1,  sum_m sf_m x_mj <= cap_j,  0 <= x_mj <= hi_mj.
 
@@ -33,13 +33,26 @@ def upper_bound(c: np.ndarray, hi: np.ndarray, sf: np.ndarray, cap: np.ndarray, 
     """D above for the jobs of rows c (M, J); u, v, w are taken as magnitudes (HiGHS signs duals
     by its own convention, and any nonnegative multipliers give a valid bound). inf when the w
     sum to nothing (no bottleneck left to certify against)."""
-    u, v, w = np.abs(u), np.abs(v), np.abs(w)
-    total = w.sum()
+    return bound(float(cap @ np.abs(u)), job_terms(c, hi, sf, u, v, w), w)
+
+
+def job_terms(c: np.ndarray, hi: np.ndarray, sf: np.ndarray, u: np.ndarray, v: np.ndarray,
+              w: np.ndarray) -> np.ndarray:
+    """Each job's share of D before the w are rescaled to sum to 1: v_m + sum_j hi_mj z_mj with
+    the raw multipliers (rescaling divides every term by the same sum, see `bound`). A job's
+    term changes only with its own data or new multipliers, so the warm LP keeps it per job."""
+    v = np.abs(v)
+    z = np.maximum(np.abs(w)[:, None] * c - sf[:, None] * np.abs(u)[None, :] - v[:, None], 0.0)
+    return v + (hi * z).sum(axis=1)
+
+
+def bound(cap_u: float, terms: np.ndarray, w: np.ndarray) -> float:
+    """D from cap . |u| and the jobs' `job_terms` and w: rescaling the multipliers so that the w
+    sum to 1 divides every part of D by their sum."""
+    total = float(np.abs(w).sum())
     if total <= 0:
         return np.inf
-    u, v, w = u / total, v / total, w / total
-    z = np.maximum(w[:, None] * c - sf[:, None] * u[None, :] - v[:, None], 0.0)
-    return float(cap @ u + v.sum() + (hi * z).sum())
+    return (cap_u + float(terms.sum())) / total
 
 
 def level(c: np.ndarray, x: np.ndarray) -> float:
@@ -56,21 +69,22 @@ def feasible(x: np.ndarray, hi: np.ndarray, sf: np.ndarray, cap: np.ndarray, tol
 def reach(c: np.ndarray, hi: np.ndarray, sf: float, free: np.ndarray, target: float) -> np.ndarray | None:
     """An arriving job's x (J,): just enough time to bring c . x to `target`, taken from `free`
     GPUs, fastest type (largest c) first; None when its time or the free GPUs fall short."""
-    x = np.zeros(len(c))
+    x = [0.0] * len(c)
     need = target
     time_left = 1.0
-    for j in np.argsort(-c, kind="stable").tolist():
+    cs, his, frees = c.tolist(), hi.tolist(), free.tolist()   # (Python floats: a few types, one at a time)
+    for j in sorted(range(len(cs)), key=lambda j: -cs[j]):    # stable, as argsort(-c, kind="stable")
         if need <= 0.0:
             break
-        if hi[j] <= 0.0 or c[j] <= 0.0 or free[j] <= 0.0:
+        if his[j] <= 0.0 or cs[j] <= 0.0 or frees[j] <= 0.0:
             continue
-        take = min(time_left, hi[j], free[j] / sf, need / c[j])
+        take = min(time_left, his[j], frees[j] / sf, need / cs[j])
         x[j] = take
         time_left -= take
-        need -= take * c[j]
+        need -= take * cs[j]
     if need > GAP_RTOL * max(abs(target), 1.0):
         return None
-    return x
+    return np.array(x)
 
 
 def certified(lvl: float, bound: float) -> bool:

@@ -12,14 +12,16 @@ from .solving import finish
 
 
 @policy("las", "maximize min_m sf_m thr_m / (w_m thr_equal_m)",
-        aliases=("max_min_fairness_perf",), agnostic_aliases=("max_min_fairness",), symmetric=True)
+        aliases=("max_min_fairness_perf",), agnostic_aliases=("max_min_fairness",), symmetric=True,
+        per_job=True)
 def las(p: Problem):
     """Weighted max-min fairness over normalized effective throughput (Gavel §4.1), one LP as
     in the paper; `las_pareto` adds a second phase (see there for when it helps)."""
     return p.maximize_min(p.normalized_thr / p.input.weights)
 
 
-@policy("las_pareto", "las, then (its minimum held) maximize sum_m sf_m thr_m / thr_equal_m", symmetric=True)
+@policy("las_pareto", "las, then (its minimum held) maximize sum_m sf_m thr_m / thr_equal_m", symmetric=True,
+        per_job=True)
 def las_pareto(p: Problem):
     """LAS made Pareto-efficient: the max-min LP pins only the bottleneck, and the vertex the
     simplex returns may park every other job at that level too (on slower types, in pairs).

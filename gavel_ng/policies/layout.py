@@ -51,7 +51,65 @@ def _incidence(members, Tk, var_row, var_col, M):
             sp.csr_matrix((thr_v[keep], (rows, cols)), shape=(M, n)))
 
 
-class Layout:
+class Vars:
+    """The allocation's variables: each one's row, column, pool, GPUs and (single-job rows) job.
+    This is all that finishing a solve reads (solving.repair, fill_leftover, spread_over_types,
+    `allocation`): a `Layout` derives it from the problem along with the LP's rows; a warm solve
+    whose rows are kept per job builds just this (session.JobGrid)."""
+
+    input: SchedulingProblem
+    members: np.ndarray      # (rows, max members) job indices of each row, -1 padded
+    row_partner: np.ndarray  # (rows,) partner class of a row (packing.py), -1: none
+    row_scale: np.ndarray    # (rows,) GPUs each row uses
+    capacity: np.ndarray     # (pools,) GPUs
+    var_row: np.ndarray
+    var_col: np.ndarray
+    var_pool: np.ndarray
+    var_gpus: np.ndarray
+    var_job: np.ndarray | None   # None: rows of several jobs
+    num_vars: int
+    constraints: tuple | list = ()   # the policy's own (a Layout's list)
+    limit_block = None               # quota rows (a Layout's, with input.limits)
+    packing = None                   # partner classes (a Layout's, with input.pairs)
+
+    def job_time(self, x: np.ndarray) -> np.ndarray:
+        """`job_rows @ x`: each job's time share. Summed in variable order, as the matrix
+        product does, so the two agree to the bit; without building a matrix product."""
+        if self.var_job is None:
+            return self.job_rows @ x
+        return np.bincount(self.var_job, weights=x, minlength=self.num_jobs)
+
+    def pool_use(self, x: np.ndarray) -> np.ndarray:
+        """`capacity_rows @ x`: GPUs used of each pool, summed in variable order (bit for bit)."""
+        return np.bincount(self.var_pool, weights=self.var_gpus * x, minlength=len(self.capacity))
+
+    @property
+    def single_var(self) -> np.ndarray:
+        """Mask of the variables whose row is one job running alone."""
+        if self.members.shape[1] > 1:
+            return (self.members[self.var_row, 1:] < 0).all(axis=1)
+        return self.row_partner[self.var_row] < 0
+
+    @property
+    def num_jobs(self) -> int:
+        return self.input.num_jobs
+
+    def allocation(self, x: np.ndarray) -> Allocation:
+        if self.packing is not None:
+            return packing.decompose(self, x)
+        inp = self.input
+        rows_used = self.members.shape[0]
+        values = np.zeros((rows_used, len(inp.worker_types)))
+        values[self.var_row, self.var_col] = np.minimum(np.maximum(x, 0.0), 1.0)
+        if inp.combinations is None:   # one row per job, in job order
+            labels = [(j,) for j in inp.job_ids]
+        else:
+            labels = [tuple(inp.job_ids[m] for m in row if m >= 0) for row in self.members]
+        return Allocation(labels, list(inp.worker_types), values, self.row_scale.astype(float),
+                          inp.capacity.astype(float), inp.pools)
+
+
+class Layout(Vars):
     """Variables and validity constraints for one scheduling problem."""
 
     def __init__(self, inp: SchedulingProblem):
@@ -138,17 +196,6 @@ class Layout:
         P = len(self.capacity)
         return _csr(self.var_gpus[by_pool], by_pool, np.bincount(self.var_pool, minlength=P), (P, self.num_vars))
 
-    def job_time(self, x: np.ndarray) -> np.ndarray:
-        """`job_rows @ x`: each job's time share. Summed in variable order, as the matrix
-        product does, so the two agree to the bit; without building a matrix product."""
-        if self.var_job is None:
-            return self.job_rows @ x
-        return np.bincount(self.var_job, weights=x, minlength=self.num_jobs)
-
-    def pool_use(self, x: np.ndarray) -> np.ndarray:
-        """`capacity_rows @ x`: GPUs used of each pool, summed in variable order (bit for bit)."""
-        return np.bincount(self.var_pool, weights=self.var_gpus * x, minlength=len(self.capacity))
-
     # ----- normalizers (Gavel §3.1) ----------------------------------------------
     def _normalizers(self, T: np.ndarray, cap: np.ndarray, runnable: np.ndarray | None = None) -> None:
         """thr_equal and thr_fastest; `runnable`: the (job, column) mask where the caller has it."""
@@ -194,17 +241,6 @@ class Layout:
         return prim
 
     @property
-    def single_var(self) -> np.ndarray:
-        """Mask of the variables whose row is one job running alone."""
-        if self.members.shape[1] > 1:
-            return (self.members[self.var_row, 1:] < 0).all(axis=1)
-        return self.row_partner[self.var_row] < 0
-
-    @property
-    def num_jobs(self) -> int:
-        return self.input.num_jobs
-
-    @property
     def cvx_variable(self):
         if self._cvx_variable is None:
             import cvxpy as cp
@@ -239,20 +275,6 @@ class Layout:
         lo = [np.full(self.num_jobs, -np.inf), np.full(len(self.capacity), -np.inf)] + [b for _, b, _ in rows]
         hi = [np.ones(self.num_jobs), self.capacity.astype(float)] + [b for _, _, b in rows]
         return sp.vstack(blocks, format="csr"), np.concatenate(lo), np.concatenate(hi)
-
-    def allocation(self, x: np.ndarray) -> Allocation:
-        if self.packing is not None:
-            return packing.decompose(self, x)
-        inp = self.input
-        rows_used = self.members.shape[0]
-        values = np.zeros((rows_used, len(inp.worker_types)))
-        values[self.var_row, self.var_col] = np.clip(x, 0.0, 1.0)
-        if inp.combinations is None:   # one row per job, in job order
-            labels = [(j,) for j in inp.job_ids]
-        else:
-            labels = [tuple(inp.job_ids[m] for m in row if m >= 0) for row in self.members]
-        return Allocation(labels, list(inp.worker_types), values, self.row_scale.astype(float),
-                          inp.capacity.astype(float), inp.pools)
 
     def fallback_x(self) -> np.ndarray:
         """The isolated allocation (1/n of every type): always valid."""

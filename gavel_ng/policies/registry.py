@@ -66,6 +66,7 @@ class PolicySpec:
     base: str | None = None   # the registered policy this is a variant of (agnostic or packed), else None
     idle_aware: bool = False  # declared: leaves GPUs idle on purpose, so its shares are wall-clock time
     entities: bool = False    # declared: shares across entities (with none declared, every job is in one)
+    per_job: bool = False     # declared: each job's max-min row depends on that job alone (session.JobRows)
     kind: str = ALLOCATION    # ALLOCATION: an objective over X; ROUND: decides each round (policies.rounds)
     jobs: str = FIXED         # round policies: FIXED, ADAPTIVE or BOTH (how it runs adaptive jobs, below)
     round_seconds: float = 360.0   # how often it decides unless told otherwise (Gavel: 360 s; Pollux, Sia: 60 s)
@@ -169,7 +170,8 @@ _ALIASES: dict[str, str] = {}
 
 def policy(name: str, summary: str = "", *, aliases: tuple[str, ...] = (),
            agnostic_aliases: tuple[str, ...] = (), evaluate=None, agnostic: bool = True, spread: bool = True,
-           symmetric: bool = False, pairs: bool = False, idle_aware: bool = False, entities: bool = False):
+           symmetric: bool = False, pairs: bool = False, idle_aware: bool = False, entities: bool = False,
+           per_job: bool = False):
     """Register `fn(problem) -> Objective | cvxpy objective | Solution` under `name`.
 
     `spread=False` keeps an agnostic variant's per-type choices instead of spreading
@@ -183,18 +185,22 @@ def policy(name: str, summary: str = "", *, aliases: tuple[str, ...] = (),
     round mechanism delivers them that way (`MechanismConfig.idle_aware`) instead of drifting
     jobs to the types that happen to be busy. `entities=True` declares that the policy shares
     across the declared entities: run without any, it is told (once) that every job is in one.
+    `per_job=True` declares a max-min objective (with or without a second phase) whose row for
+    each job, and that job's second-phase term, depend only on the job's throughputs, scale factor
+    and weight and on the cluster's capacity, never on which other jobs there are: a warm solve
+    (session.py) then states each kind of job once and keeps its row.
     """
 
     def register(fn: PolicyFn) -> PolicyFn:
         text = summary or (fn.__doc__ or "").strip().splitlines()[0] if (summary or fn.__doc__) else ""
         _REGISTRY[name] = PolicySpec(name, fn, text, False, evaluate, spread, symmetric, pairs=pairs,
-                                    idle_aware=idle_aware, entities=entities)
+                                    idle_aware=idle_aware, entities=entities, per_job=per_job)
         for a in aliases:
             _ALIASES[a] = name
         if agnostic:
             _REGISTRY[name + AGNOSTIC] = PolicySpec(name + AGNOSTIC, fn, f"{text} (heterogeneity-agnostic)",
                                                     True, evaluate, spread, symmetric, pairs=pairs, base=name,
-                                                    idle_aware=idle_aware, entities=entities)
+                                                    idle_aware=idle_aware, entities=entities, per_job=per_job)
             for a in agnostic_aliases:
                 _ALIASES[a] = name + AGNOSTIC
         return fn
