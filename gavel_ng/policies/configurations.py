@@ -18,6 +18,7 @@ import scipy.sparse as sp
 
 from ..columns import Columns
 from ..errors import InputError
+from .fixing import INTEGRAL_TOL, exact_by_fixing
 from .lp import LinearProgram
 
 log = logging.getLogger(__name__)
@@ -106,11 +107,16 @@ def assign(V: np.ndarray, need: np.ndarray, keep: np.ndarray, pool: np.ndarray, 
     # values scaled to at most 1: the gap and HiGHS's tolerances then mean the same on every instance
     scaled = v / v.max()
     res = LinearProgram(scaled, A, -np.inf, ub, 0.0, 1.0, maximize=True, time_limit=time_limit).run()
-    if not (res.feasible and _integral(res.x)):   # the relaxation's optimum is rarely fractional
+    on = None
+    if res.ok and _integral(res.x):   # the relaxation's optimum is most often 0/1 already
+        on = res.x > 0.5
+    elif res.ok:   # else its duals fix most variables and a small dynamic program does the rest
+        on = exact_by_fixing(res.x, res.row_duals, scaled, A, ub, vr, g, pool[vc], cap)
+    if on is None:   # the LP failed, or the rest was too large for the dynamic program: HiGHS's MIP
         res = LinearProgram(scaled, A, -np.inf, ub, 0.0, 1.0, maximize=True, time_limit=time_limit,
                             integrality=True, mip_gap=MIP_GAP).run()
-    if res.feasible:
-        on = res.x > 0.5
+        on = res.x > 0.5 if res.feasible else None
+    if on is not None:
         choice[vr[on]] = vc[on]
         return choice
     log.warning("configuration assignment: HiGHS found no solution (%s); greedy", res.status)
@@ -122,7 +128,7 @@ def assign(V: np.ndarray, need: np.ndarray, keep: np.ndarray, pool: np.ndarray, 
     return choice
 
 
-def _integral(x: np.ndarray, tol: float = 1e-7) -> bool:
+def _integral(x: np.ndarray, tol: float = INTEGRAL_TOL) -> bool:
     """Whether an LP solution is already 0/1: then it is the 0/1 program's optimum too, found in the
     LP's time (a few ms) instead of the branch-and-bound's set-up (a few hundred ms at 100 jobs)."""
     return bool(np.all((x < tol) | (x > 1 - tol)))
@@ -144,6 +150,7 @@ def program(V: np.ndarray, need: np.ndarray, keep: np.ndarray, pool: np.ndarray,
     A = sp.vstack([sp.csr_matrix((np.ones(n), (vr, idx)), shape=(M, n)),
                    sp.csr_matrix((g, (pool[vc], idx)), shape=(len(cap), n))], format="csr")
     return vr, vc, v, g, A, np.concatenate([np.ones(M), np.asarray(cap, float)])
+
 
 
 def _undominated(S: np.ndarray, need: np.ndarray, pool: np.ndarray) -> np.ndarray:
