@@ -2,8 +2,9 @@
 
 `assign` gives each job at most one column (a worker type, or a (type, GPU count)
 configuration: gavel_ng.columns) maximizing a sum of per-(job, column) values within every
-type's GPUs; its LP relaxation has at most one fractional job per capacity row and is most
-often integral already, so the LP is solved first and the 0/1 program only when it is not.
+type's GPUs; its LP relaxation has at most one fractional job per capacity row and is often
+integral already, so the LP is solved first; when it is not, its duals fix most variables and a
+small dynamic program finds the 0/1 optimum (policies.fixing), HiGHS's MIP being the fallback.
 `config_values` turns speedups into the values whose sum is the power mean of the chosen
 speedups, and `solve_configurations` is the `goodput` policy's whole decision (with its
 type-blind twin).
@@ -47,11 +48,10 @@ def solve_configurations(S: np.ndarray, need: np.ndarray, columns: Columns, capa
                          time_limit: float = 5.0) -> np.ndarray:
     """At most one whole column per job maximizing the p-mean of speedups: its index, -1 for none.
 
-    One 0/1 program (HiGHS): ``sum_c x[m, c] <= 1``, GPUs per type within capacity. Its LP
-    relaxation has at most one fractional job per capacity row, so it solves in about the
-    time of the LP. The agnostic twin solves over (job, GPU count) with one pool of GPUs and
-    then puts each job on a type by a blind rule (`prev_type[m]`, the type it ran on, when it
-    has room, else the type with most free GPUs)."""
+    One 0/1 program (`assign`): ``sum_c x[m, c] <= 1``, GPUs per type within capacity. The
+    agnostic twin solves over (job, GPU count) with one pool of GPUs and then puts each job on a
+    type by a blind rule (`prev_type[m]`, the type it ran on, when it has room, else the type with
+    most free GPUs)."""
     M = len(S)
     choice = np.full(M, -1, np.int64)
     if M == 0:
@@ -97,8 +97,9 @@ def _by_gpu_count(S: np.ndarray, need: np.ndarray, columns: Columns):
 
 def assign(V: np.ndarray, need: np.ndarray, keep: np.ndarray, pool: np.ndarray, cap: np.ndarray,
            time_limit: float = 5.0) -> np.ndarray:
-    """The 0/1 program of `solve_configurations` on the kept variables (LinearProgram with integer
-    columns); greedy by value if HiGHS finds nothing within `time_limit`."""
+    """The 0/1 program of `solve_configurations` on the kept variables: its LP relaxation, then
+    `fixing.exact_by_fixing` if that is fractional, then HiGHS's MIP if the fixing declines; greedy by
+    value if HiGHS finds nothing within `time_limit`."""
     choice = np.full(len(V), -1, np.int64)
     prog = program(V, need, keep, pool, cap)
     if prog is None:
@@ -130,7 +131,7 @@ def assign(V: np.ndarray, need: np.ndarray, keep: np.ndarray, pool: np.ndarray, 
 
 def _integral(x: np.ndarray, tol: float = INTEGRAL_TOL) -> bool:
     """Whether an LP solution is already 0/1: then it is the 0/1 program's optimum too, found in the
-    LP's time (a few ms) instead of the branch-and-bound's set-up (a few hundred ms at 100 jobs)."""
+    LP's time (a few ms)."""
     return bool(np.all((x < tol) | (x > 1 - tol)))
 
 
