@@ -24,7 +24,7 @@ from .lp import LinearProgram
 
 log = logging.getLogger(__name__)
 
-MIP_GAP = 1e-6   # relative: the p-mean's terms differ by far more than this between assignments
+MIP_GAP = 1e-6   # relative, of the MIP fallback (policies.fixing is exact: p = -1 values differ by less)
 STARVED = 1e-3   # speedup of a job without GPUs under p < 0 (else every power mean would be 0)
 DEFAULT_P = -1.0
 
