@@ -2,8 +2,9 @@
 
 `assign` gives each job at most one column (a worker type, or a (type, GPU count)
 configuration: gavel_ng.columns) maximizing a sum of per-(job, column) values within every
-type's GPUs; its LP relaxation has at most one fractional job per capacity row and is most
-often integral already, so the LP is solved first and the 0/1 program only when it is not.
+type's GPUs; its LP relaxation has at most one fractional job per capacity row and is often
+integral already, so the LP is solved first; when it is not, its duals fix most variables and a
+small dynamic program finds the 0/1 optimum (policies.fixing), HiGHS's MIP being the fallback.
 `config_values` turns speedups into the values whose sum is the power mean of the chosen
 speedups, and `solve_configurations` is the `goodput` policy's whole decision (with its
 type-blind twin).
@@ -18,11 +19,12 @@ import scipy.sparse as sp
 
 from ..columns import Columns
 from ..errors import InputError
+from .fixing import INTEGRAL_TOL, exact_by_fixing
 from .lp import LinearProgram
 
 log = logging.getLogger(__name__)
 
-MIP_GAP = 1e-6   # relative: the p-mean's terms differ by far more than this between assignments
+MIP_GAP = 1e-6   # relative, of the MIP fallback (policies.fixing is exact: p = -1 values differ by less)
 STARVED = 1e-3   # speedup of a job without GPUs under p < 0 (else every power mean would be 0)
 DEFAULT_P = -1.0
 
@@ -46,11 +48,10 @@ def solve_configurations(S: np.ndarray, need: np.ndarray, columns: Columns, capa
                          time_limit: float = 5.0) -> np.ndarray:
     """At most one whole column per job maximizing the p-mean of speedups: its index, -1 for none.
 
-    One 0/1 program (HiGHS): ``sum_c x[m, c] <= 1``, GPUs per type within capacity. Its LP
-    relaxation has at most one fractional job per capacity row, so it solves in about the
-    time of the LP. The agnostic twin solves over (job, GPU count) with one pool of GPUs and
-    then puts each job on a type by a blind rule (`prev_type[m]`, the type it ran on, when it
-    has room, else the type with most free GPUs)."""
+    One 0/1 program (`assign`): ``sum_c x[m, c] <= 1``, GPUs per type within capacity. The
+    agnostic twin solves over (job, GPU count) with one pool of GPUs and then puts each job on a
+    type by a blind rule (`prev_type[m]`, the type it ran on, when it has room, else the type with
+    most free GPUs)."""
     M = len(S)
     choice = np.full(M, -1, np.int64)
     if M == 0:
@@ -96,8 +97,9 @@ def _by_gpu_count(S: np.ndarray, need: np.ndarray, columns: Columns):
 
 def assign(V: np.ndarray, need: np.ndarray, keep: np.ndarray, pool: np.ndarray, cap: np.ndarray,
            time_limit: float = 5.0) -> np.ndarray:
-    """The 0/1 program of `solve_configurations` on the kept variables (LinearProgram with integer
-    columns); greedy by value if HiGHS finds nothing within `time_limit`."""
+    """The 0/1 program of `solve_configurations` on the kept variables: its LP relaxation, then
+    `fixing.exact_by_fixing` if that is fractional, then HiGHS's MIP if the fixing declines; greedy by
+    value if HiGHS finds nothing within `time_limit`."""
     choice = np.full(len(V), -1, np.int64)
     prog = program(V, need, keep, pool, cap)
     if prog is None:
@@ -106,11 +108,16 @@ def assign(V: np.ndarray, need: np.ndarray, keep: np.ndarray, pool: np.ndarray, 
     # values scaled to at most 1: the gap and HiGHS's tolerances then mean the same on every instance
     scaled = v / v.max()
     res = LinearProgram(scaled, A, -np.inf, ub, 0.0, 1.0, maximize=True, time_limit=time_limit).run()
-    if not (res.feasible and _integral(res.x)):   # the relaxation's optimum is rarely fractional
+    on = None
+    if res.ok and _integral(res.x):   # the relaxation's optimum is most often 0/1 already
+        on = res.x > 0.5
+    elif res.ok:   # else its duals fix most variables and a small dynamic program does the rest
+        on = exact_by_fixing(res.x, res.row_duals, scaled, A, ub, vr, g, pool[vc], cap)
+    if on is None:   # the LP failed, or the rest was too large for the dynamic program: HiGHS's MIP
         res = LinearProgram(scaled, A, -np.inf, ub, 0.0, 1.0, maximize=True, time_limit=time_limit,
                             integrality=True, mip_gap=MIP_GAP).run()
-    if res.feasible:
-        on = res.x > 0.5
+        on = res.x > 0.5 if res.feasible else None
+    if on is not None:
         choice[vr[on]] = vc[on]
         return choice
     log.warning("configuration assignment: HiGHS found no solution (%s); greedy", res.status)
@@ -122,9 +129,9 @@ def assign(V: np.ndarray, need: np.ndarray, keep: np.ndarray, pool: np.ndarray, 
     return choice
 
 
-def _integral(x: np.ndarray, tol: float = 1e-7) -> bool:
+def _integral(x: np.ndarray, tol: float = INTEGRAL_TOL) -> bool:
     """Whether an LP solution is already 0/1: then it is the 0/1 program's optimum too, found in the
-    LP's time (a few ms) instead of the branch-and-bound's set-up (a few hundred ms at 100 jobs)."""
+    LP's time (a few ms)."""
     return bool(np.all((x < tol) | (x > 1 - tol)))
 
 
@@ -144,6 +151,7 @@ def program(V: np.ndarray, need: np.ndarray, keep: np.ndarray, pool: np.ndarray,
     A = sp.vstack([sp.csr_matrix((np.ones(n), (vr, idx)), shape=(M, n)),
                    sp.csr_matrix((g, (pool[vc], idx)), shape=(len(cap), n))], format="csr")
     return vr, vc, v, g, A, np.concatenate([np.ones(M), np.asarray(cap, float)])
+
 
 
 def _undominated(S: np.ndarray, need: np.ndarray, pool: np.ndarray) -> np.ndarray:
