@@ -372,11 +372,41 @@ def best_batch_many(params: ThroughputParams, spec: AdaptiveSpec, phi: float, gp
 
 
 # ----- the search ------------------------------------------------------------------------
-def _search(params: ThroughputParams, spec: AdaptiveSpec, phi: np.ndarray, k: np.ndarray,
-            n: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Exact best (m, s) per configuration (see the module docstring)."""
-    c = k.size
+@dataclass(frozen=True)
+class _Grid:
+    """The feasible (configuration, s) cells of one search and everything about them that does not
+    depend on the noise scale: callers ask again and again with the same configurations and a new
+    progress, so this is built once per (bounds, sync model, configurations) and reused."""
+
+    rows: np.ndarray   # (P,) configuration of each feasible cell
+    cols: np.ndarray   # (P,) its accumulation steps s
+    per: np.ndarray    # (P,) examples per unit of m: K (s+1)
+    lo: np.ndarray     # (P,) least allowed m
+    hi: np.ndarray     # (P,) largest allowed m
+    ts: np.ndarray     # (P,) T_sync of the cell's configuration
+    ts_pow: np.ndarray  # (P,) T_sync ** gamma (gamma != 1)
+    shape: tuple[int, int]
+
+
+_GRIDS: dict = {}
+_GRID_LIMIT = 4096
+
+
+def _grid(params: ThroughputParams, spec: AdaptiveSpec, k: np.ndarray, n: np.ndarray) -> _Grid:
     m_hi = _local_cap(spec, params)
+    key = (m_hi, spec.min_local_batch, spec.init_batch, spec.batch_limit, spec.accumulation, spec.min_gpus,
+           spec.max_gpus, params.alpha_local, params.beta_local, params.kappa_local, params.alpha_node,
+           params.beta_node, params.kappa_node, params.gamma, k.tobytes(), n.tobytes())
+    grid = _GRIDS.get(key)
+    if grid is None:
+        if len(_GRIDS) >= _GRID_LIMIT:
+            _GRIDS.clear()
+        grid = _GRIDS[key] = _build_grid(params, spec, m_hi, k, n)
+    return grid
+
+
+def _build_grid(params: ThroughputParams, spec: AdaptiveSpec, m_hi: int, k: np.ndarray, n: np.ndarray) -> _Grid:
+    c = k.size
     m0, mmax = spec.init_batch, spec.batch_limit
     valid = _gpus_ok(spec, k, n) & (m_hi >= spec.min_local_batch)
     kk = np.maximum(k, 1)
@@ -387,51 +417,77 @@ def _search(params: ThroughputParams, spec: AdaptiveSpec, phi: np.ndarray, k: np
     s_top = int(s_max[valid].max()) if valid.any() else 0
     s = np.arange(s_top + 1)[None, :]  # (1, S)
     kk2 = kk[:, None]
-    per = kk2 * (s + 1)  # examples per unit of m
+    per = kk2 * (s + 1)
     lo = np.maximum(spec.min_local_batch, -(-m0 // per))
     lo = np.where(s > 0, np.maximum(lo, (s * m_hi) // (s + 1) + 1), lo)
     hi = np.minimum(m_hi, mmax // per)
     ok = valid[:, None] & (s <= s_max[:, None]) & (lo <= hi)
-    lo = np.where(ok, lo, 1)
-    hi = np.where(ok, hi, 1)
-    ts = params.t_sync(kk2, n[:, None])  # (C, 1)
-    phi2 = phi[:, None]
+    rows, cols = np.nonzero(ok)
+    ts = params.t_sync(kk, n)[rows]
+    ts_pow = ts ** params.gamma if params.gamma != 1.0 else ts
+    return _Grid(rows, cols.astype(np.int64), per[rows, cols], lo[rows, cols].astype(np.int64),
+                 hi[rows, cols].astype(np.int64), ts, ts_pow, (c, s_top + 1))
+
+
+def _search(params: ThroughputParams, spec: AdaptiveSpec, phi: np.ndarray, k: np.ndarray,
+            n: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Exact best (m, s) per configuration (see the module docstring). Only feasible (configuration,
+    s) cells are evaluated; every cell's arithmetic is the same expression as `goodput`'s."""
+    grid = _grid(params, spec, np.ascontiguousarray(k, np.int64), np.ascontiguousarray(n, np.int64))
+    m0 = spec.init_batch
+    s, per, ts = grid.cols, grid.per, grid.ts
+    phi_c = phi[grid.rows]
+    phi_m0 = phi_c + m0
+    gamma, inv = params.gamma, 1.0 / params.gamma
+    alpha, beta = params.alpha_grad, params.beta_grad
 
     def value(m: np.ndarray) -> np.ndarray:
         batch = per * m
-        tg = params.alpha_grad + params.beta_grad * m
-        t_iter = s * tg + _overlap(tg, ts, params.gamma)
-        return batch / t_iter * (phi2 + m0) / (phi2 + batch)
+        tg = alpha + beta * m
+        if gamma == 1.0:
+            t_iter = s * tg + (tg + ts)
+        else:
+            t_iter = s * tg + (tg ** gamma + grid.ts_pow) ** inv
+        return batch / t_iter * phi_m0 / (phi_c + batch)
 
-    if params.gamma == 1.0:
-        if params.beta_grad > 0:
-            a = (s + 1) * params.alpha_grad + ts
-            m_star = np.sqrt(a * phi2 / ((s + 1) * params.beta_grad * per))
-            m_star = np.minimum(np.maximum(m_star, lo), hi)
+    if gamma == 1.0:
+        if beta > 0:
+            a = (s + 1) * alpha + ts
+            m_star = np.sqrt(a * phi_c / ((s + 1) * beta * per))
+            m_star = np.minimum(np.maximum(m_star, grid.lo), grid.hi)
         else:  # throughput grows without bound in m: the largest batch
-            m_star = hi.astype(float)
+            m_star = grid.hi.astype(float)
         both = np.stack([np.floor(m_star), np.ceil(m_star)]).astype(np.int64)  # both within [lo, hi]
         g12 = value(both)
         up = g12[1] > g12[0]
         best_m = np.where(up, both[1], both[0])
         best_g = np.where(up, g12[1], g12[0])
     else:
-        left, right = lo.astype(np.int64), hi.astype(np.int64)
-        while True:
-            open_ = left < right
-            if not open_.any():
-                break
-            mid = (left + right) // 2
-            g = value(np.stack([mid, mid + 1]))
-            rising = g[1] > g[0]
-            left = np.where(open_ & rising, mid + 1, left)
-            right = np.where(open_ & ~rising, mid, right)
-        best_m = left
+        best_m = _bisect(value, grid.lo, grid.hi)
         best_g = value(best_m)
-    best_g = np.where(ok, best_g, -np.inf)
-    j = np.argmax(best_g, axis=1)
+    c, width = grid.shape
+    full_g = np.full((c, width), -np.inf)
+    full_g[grid.rows, grid.cols] = best_g
+    full_m = np.zeros((c, width), np.int64)
+    full_m[grid.rows, grid.cols] = best_m
+    j = np.argmax(full_g, axis=1)
     rows = np.arange(c)
-    g = best_g[rows, j]
+    g = full_g[rows, j]
     found = np.isfinite(g)
-    return (np.where(found, g, 0.0), np.where(found, best_m[rows, j], 0).astype(np.int64),
+    return (np.where(found, g, 0.0), np.where(found, full_m[rows, j], 0).astype(np.int64),
             np.where(found, j, 0).astype(np.int64))
+
+
+def _bisect(value, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """The least m in [lo, hi] where ``value(m+1) > value(m)`` fails (hi if it never does): 1/value
+    is convex in m, so the test holds below the best m and fails from it on."""
+    left, right = lo.copy(), hi.copy()
+    while True:
+        open_ = left < right
+        if not open_.any():
+            return left
+        mid = (left + right) // 2
+        g = value(np.concatenate([mid, mid + 1]).reshape(2, -1))
+        rising = g[1] > g[0]
+        left = np.where(open_ & rising, mid + 1, left)
+        right = np.where(open_ & ~rising, mid, right)
