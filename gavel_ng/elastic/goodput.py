@@ -55,7 +55,9 @@ fixed ``s``, ``1/goodput`` is convex in ``m`` (``T_iter`` and ``T_iter/m`` are c
 the best integer ``m`` is found exactly: for gamma = 1 by the closed form
 ``m* = sqrt(a phi / (b K (s+1)))`` with ``T_iter = a + b m``, rounded both ways; for
 gamma > 1 by bisection on the sign of ``goodput(m+1) - goodput(m)``. All configurations
-and all ``s`` are searched at once with numpy.
+and all ``s`` are searched at once with numpy, over the feasible (configuration, s) cells
+only; those cells and their sync times do not depend on the noise scale, so they are built
+once per set of configurations and reused by the next search with a new progress.
 """
 
 from __future__ import annotations
