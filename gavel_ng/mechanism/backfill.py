@@ -210,6 +210,12 @@ def waiting_candidates(order: np.ndarray, num_cols: int, rows: list[tuple[int, .
                       np.asarray(spread_out, bool), lead)
 
 
+def no_candidates() -> Candidates:
+    """An empty waitlist's candidates (every entry of the allocation runs, no new job waits)."""
+    z = np.zeros(0, np.int64)
+    return Candidates([], z, z, z, z, np.zeros(0, bool), z)
+
+
 def remember_in(placer) -> Callable[[tuple[int, ...], int, tuple[int, ...]], None]:
     """`Waitlist.remember` for a Placer: the backfilled entry becomes the last holder of its GPUs
     (whoever held them before, a finished or failed entry, is forgotten there), so that the next

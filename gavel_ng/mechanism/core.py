@@ -17,11 +17,11 @@ import numpy as np
 
 from ..columns import Columns
 from ..topology import Topology
-from .backfill import Waitlist, remember_in, waiting_candidates
+from .backfill import Waitlist, no_candidates, remember_in, waiting_candidates
 from .placement import Placer
 from .priorities import entry_priorities, per_type_order, priorities, rank_entries
 from .refill import Entries, place_with_refill
-from .selection import greedy_select, place_new_jobs
+from .selection import greedy_columns, place_new_jobs
 
 
 @dataclass(frozen=True)
@@ -202,6 +202,10 @@ class RoundMechanism:
         self.X = np.asarray(alloc.X, dtype=float).reshape(K, self.J)
         self.row_sf = np.asarray(alloc.row_sf, dtype=np.int64)
         self._row_sf_list = self.row_sf.tolist()
+        self._smallest = min(self._row_sf_list, default=1)
+        self._largest = max(self._row_sf_list, default=1)
+        self._all_single = min(self._single, default=0) >= 0
+        self._single_np = np.asarray(self._single, dtype=np.int64)
         self.received = np.full((K, self.J), self.cfg.initial_received)
         if old is not None:
             index, before = old
@@ -213,7 +217,7 @@ class RoundMechanism:
         # seconds of wall-clock time since the ledger began, decayed and carried over like `received`
         self.elapsed = self.cfg.carry_over * getattr(self, "elapsed", 0.0) if old is not None else 0.0
         self.alive = np.ones(K, dtype=bool)
-        if min(self._single, default=0) >= 0:
+        if self._all_single:
             self.rows_of_job = {m: [k] for k, m in enumerate(self._single)}
         else:
             self.rows_of_job = {}
@@ -277,13 +281,15 @@ class RoundMechanism:
         if self._entries is None:   # what can run changes only at reset, retire and set_topology
             eligible = (self.X > 1e-9) & self.alive[:, None] & self._fits
             flat = np.flatnonzero(eligible.ravel())
-            self._entries = (eligible, flat, self.X.ravel()[flat], flat % self.J)
-        eligible, flat, X_flat, col_flat = self._entries
+            X_flat = self.X.ravel()[flat]
+            # (eligible, flat, X, column, -X, number of rows with an eligible entry)
+            self._entries = (eligible, flat, X_flat, flat % self.J, -X_flat, int(eligible.any(axis=1).sum()))
+        eligible, flat, X_flat, col_flat, neg_x, self._eligible_rows = self._entries
         if cfg.type_order is None and not cfg.random_type_order:   # global order: eligible entries only
             total = self.received.sum(axis=0) if totals is None else totals
-            prio, never = entry_priorities(X_flat, self.received.ravel()[flat], total[col_flat],
-                                           cfg.never_served_factor)
-            order = flat[rank_entries(flat, X_flat, prio, never)]
+            prio, never = entry_priorities(X_flat, self.received.take(flat), total[col_flat],
+                                           cfg.never_served_factor, positive=True)
+            order = flat[rank_entries(flat, X_flat, prio, never, neg_x)]
         else:
             prio, never = priorities(self.X, self.received, totals, cfg.never_served_factor)
             T = len(self.topo.worker_types)
@@ -296,24 +302,40 @@ class RoundMechanism:
         rules = self.placer.rules
         admit = self._quota_tally()
         ent = self._select(order, free, busy, admit, new_jobs)
+        rows = np.asarray(ent.rows, dtype=np.int64)
+        member = None
         if rules is None:
-            placed = self.placer.place(ent.keys, ent.types, ent.sfs, self._spread(ent.cols))
+            if self._all_single and (not ent.rows or ent.rows[-1] >= 0):
+                # one job per entry, each a row's single job (no backfilled job: those come last): the
+                # members are an index away, and one-GPU rows are placed by job
+                member = self._single_np[rows]
+            if member is not None and self._smallest == self._largest == 1:
+                placed = self.placer.place_jobs(ent.keys, member, ent.types)
+            else:
+                placed = self.placer.place(ent.keys, ent.types, ent.sfs, self._spread(ent.cols))
         else:   # entries the rules keep off every server wait, and their GPUs go down the order
             ent, placed = place_with_refill(self.placer, ent, self._spread,
                                             lambda kept, skip, jobs: self._more(order, kept, skip, jobs, new_jobs))
-        plan = make_plan(ent.keys, ent.rows, ent.types, ent.sfs, placed.gpus, placed.renewed, placed.consolidated,
-                         cols=None if self.col_pool is None else ent.cols)
+            rows = np.asarray(ent.rows, dtype=np.int64)
+        plan = make_plan(ent.keys, rows, ent.types, ent.sfs, placed.gpus, placed.renewed, placed.consolidated,
+                         cols=None if self.col_pool is None else ent.cols, member_job=member)
         if cfg.mid_round_backfill:
-            plan.waiting = self._waitlist(order, plan, new_jobs)
+            # every row with an entry runs (at low load, most rounds): nothing of the allocation waits
+            everyone = rules is None and self._taken == self._eligible_rows
+            plan.waiting = self._waitlist(order, plan, new_jobs, everyone)
         return plan
 
-    def _waitlist(self, order: np.ndarray, plan: RoundPlan, new_jobs: JobView | None) -> Waitlist:
-        """The round's waiting entries in its order, built only if some entry ends early."""
+    def _waitlist(self, order: np.ndarray, plan: RoundPlan, new_jobs: JobView | None, everyone: bool) -> Waitlist:
+        """The round's waiting entries in its order, built only if some entry ends early (`everyone`:
+        every row runs, so only new jobs can wait)."""
         rows, single, sfs, J = self.rows, self._single, self._row_sf_list, self.J
         pool, spread, home = self.col_pool, self.col_spread, self._home_col
-        new = new_jobs if self.cfg.backfill_new_jobs else None
-        build = lambda: waiting_candidates(order, J, rows, single, sfs, pool, spread,   # noqa: E731
-                                           plan.member_job, new, home)
+        new = new_jobs if self.cfg.backfill_new_jobs and new_jobs is not None and new_jobs.jobs else None
+        if everyone and new is None:
+            build = no_candidates
+        else:
+            build = lambda: waiting_candidates(order, J, rows, single, sfs, pool, spread,   # noqa: E731
+                                               plan.member_job, new, home)
         return Waitlist(build, self.topo, self.cfg.consolidate, self.placer.rules, remember_in(self.placer))
 
     def _quota_tally(self):
@@ -323,10 +345,10 @@ class RoundMechanism:
     def _select(self, order: np.ndarray, free: list[int], busy: set[int], admit, new_jobs: JobView | None) -> Entries:
         """Greedy selection down `order`, then (when configured) free GPUs to jobs the allocation does
         not know yet; `free` and `busy` are updated in place."""
-        taken = greedy_select(order, self.J, self.rows, self._row_sf_list, free, busy, self._single, self.col_pool,
-                              admit)
+        rows, cols = greedy_columns(order, self.J, self.rows, self._row_sf_list, free, busy, self._single,
+                                    self.col_pool, admit, self._all_single, self._smallest)
+        self._taken = len(rows)
         pool = self.col_pool
-        rows, cols = map(list, zip(*taken)) if taken else ([], [])
         sfs = list(map(self._row_sf_list.__getitem__, rows))
         types = list(cols) if pool is None else pool[np.asarray(cols, dtype=np.int64)].tolist()
         ent = Entries(list(map(self.rows.__getitem__, rows)), rows, cols, types, sfs)
@@ -363,21 +385,34 @@ class RoundMechanism:
             if self.totals is not None:
                 self.totals *= self.cfg.decay
         occupied = np.asarray(occupied, dtype=float)
-        self.elapsed += float(occupied.max()) if len(occupied) else 0.0
-        mine = plan.rows >= 0
-        if plan.share is not None or not mine.any():
+        if not len(occupied):
+            return
+        self.elapsed += float(occupied.max())
+        if plan.share is not None:
             return
         cols = plan.types if plan.cols is None else plan.cols
-        if mine.all():   # no backfilled job this round
+        if plan.rows.min() >= 0:   # no backfilled job this round
             r, j, t = plan.rows, cols, occupied
         else:
+            mine = plan.rows >= 0
+            if not mine.any():
+                return
             r, j, t = plan.rows[mine], cols[mine], occupied[mine]
         self.received[r, j] += t
         if self.totals is not None:
             np.add.at(self.totals, j, t)
 
 
-def make_plan(keys, rows, types, sfs, gpus, renewed, consolidated, share=None, cols=None) -> RoundPlan:
+def make_plan(keys, rows, types, sfs, gpus, renewed, consolidated, share=None, cols=None,
+              member_job: np.ndarray | None = None) -> RoundPlan:
+    """`member_job`: each entry's one job, when the caller has it (the mechanism does: most rows
+    are single jobs); None: found from `keys`."""
+    if member_job is not None:
+        member_entry = np.arange(len(keys), dtype=np.int64)
+        return RoundPlan(keys, np.asarray(rows, dtype=np.int64), np.asarray(types, dtype=np.int64),
+                         np.asarray(sfs, dtype=np.int64), gpus, np.asarray(renewed, dtype=bool),
+                         np.asarray(consolidated, dtype=bool), member_job, member_entry, share,
+                         None if cols is None else np.asarray(cols, dtype=np.int64))
     sizes = list(map(len, keys))
     if sizes.count(1) == len(sizes):
         member_job = np.fromiter(map(itemgetter(0), keys), dtype=np.int64, count=len(keys))

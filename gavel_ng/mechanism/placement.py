@@ -47,13 +47,43 @@ class _Round:
 
 
 class Placer:
-    """Remembers last round's placement so that staying rows keep their GPUs."""
+    """Remembers last round's placement so that staying rows keep their GPUs.
+
+    `last` maps each key to (type, GPUs). A round of one-GPU, one-job entries (most rounds of a
+    single-GPU trace) is remembered as arrays by job instead (`place_jobs`), so that the next such
+    round finds its renewals in a few array operations rather than a dict lookup per entry; the
+    dict is built only when someone reads `last` (and from then on it is what counts, since its
+    reader may change it)."""
 
     def __init__(self, topology: Topology, consolidate: bool = True):
         self.topo = topology
         self.consolidate = consolidate
-        self.last: dict[tuple[int, ...], tuple[int, tuple[int, ...]]] = {}
+        self._last: dict[tuple[int, ...], tuple[int, tuple[int, ...]]] = {}
+        self._ones: tuple | None = None            # (keys, jobs, types, gpus) of the last one-GPU round
+        self._type_of = np.full(0, -1, np.int64)    # per job: its type in `_ones`, -1 if none
+        self._gpu_of = np.full(0, -1, np.int64)     # per job: its GPU there
+        self._use_gpus()
         self.rules = None   # gavel_ng.rules.placement.ServerRules: labels, (anti-)affinity, quotas per round
+
+    @property
+    def last(self) -> dict[tuple[int, ...], tuple[int, tuple[int, ...]]]:
+        if self._ones is not None:
+            keys, jobs, types, gpus = self._ones
+            self._last = dict(zip(keys, zip(types, gpus)))
+            self._type_of[jobs] = -1
+            self._ones = None
+        return self._last
+
+    @last.setter
+    def last(self, value: dict) -> None:
+        if self._ones is not None:
+            self._type_of[self._ones[1]] = -1
+            self._ones = None
+        self._last = value
+
+    def _use_gpus(self) -> None:
+        self._one_gpu = np.empty(self.topo.num_gpus, dtype=object)   # (g,) for each GPU g: entries' GPU tuples
+        self._one_gpu[:] = [(g,) for g in range(self.topo.num_gpus)]
 
     def forget(self) -> None:
         self.last = {}
@@ -67,6 +97,7 @@ class Placer:
             if (new >= 0).all() and (topology.gpu_type[new] == j).all():
                 last[key] = (j, tuple(new.tolist()))
         self.topo = topology
+        self._use_gpus()
         self.last = last
 
     def place(self, keys: list[tuple[int, ...]], types: list[int], sfs: list[int],
@@ -131,7 +162,9 @@ class Placer:
                 self._replace_or_renew(st, i, last[keys[i]][1], types[i], sfs[i], moved)
             else:
                 st.gpus[i] = self._place_wide(types[i], sfs[i], st, None if may_split else moved)
-        self._place_single(fresh if all_one else [i for i in fresh if sfs[i] == 1] + moved, types, st.free, st.gpus)
+        ones = fresh if all_one else [i for i in fresh if sfs[i] == 1] + moved
+        for i, g in zip(ones, self._place_single(ones, types, st.free)):
+            st.gpus[i] = (g,)
         self.last = dict(zip(keys, zip(types, st.gpus)))
         consolidated = np.ones(E, dtype=bool)
         for i in () if all_one else range(E):
@@ -141,16 +174,53 @@ class Placer:
     def _place_ones(self, keys: list[tuple[int, ...]], types: list[int]) -> Placed:
         """place() when every entry takes one GPU (nothing wide, nothing split): a row that stays
         on its type renews its GPU, the others go where _place_single puts them."""
-        gpus = [p[1] if p is not None and p[0] == j and len(p[1]) == 1 else None
-                for p, j in zip(map(self.last.get, keys), types)]
-        renewed = [g is not None for g in gpus]
-        fresh = [i for i, r in enumerate(renewed) if not r]
-        free = np.ones(self.topo.num_gpus, dtype=bool)
-        if len(fresh) < len(keys):
-            free[[g[0] for g in gpus if g is not None]] = False
-        self._place_single(fresh, types, free, gpus)
+        gpus: list = []
+        fresh: list[int] = []
+        held: list[int] = []
+        i = 0
+        for p, j in zip(map(self.last.get, keys), types):
+            if p is not None and p[0] == j and len(p[1]) == 1:
+                gpus.append(p[1])
+                held.append(p[1][0])
+            else:
+                gpus.append(None)
+                fresh.append(i)
+            i += 1
+        renewed = np.ones(len(keys), dtype=bool)
+        if fresh:
+            renewed[fresh] = False
+            free = np.ones(self.topo.num_gpus, dtype=bool)
+            free[held] = False
+            for i, g in zip(fresh, self._place_single(fresh, types, free)):
+                gpus[i] = (g,)
         self.last = dict(zip(keys, zip(types, gpus)))
-        return Placed(gpus, np.array(renewed, dtype=bool), np.ones(len(keys), dtype=bool))
+        return Placed(gpus, renewed, np.ones(len(keys), dtype=bool))
+
+    def place_jobs(self, keys: list[tuple[int, ...]], jobs: np.ndarray, types: list[int]) -> Placed:
+        """place() when entry i is job `jobs[i]` alone on one GPU (`keys[i] == (jobs[i],)`) and no
+        rules apply: the same choices as `_place_ones`, remembered by job (see the class)."""
+        if len(jobs) and jobs.max() >= len(self._type_of):
+            more = np.full(max(2 * len(self._type_of), int(jobs.max()) + 1) - len(self._type_of), -1, np.int64)
+            self._type_of = np.concatenate([self._type_of, more])
+            self._gpu_of = np.concatenate([self._gpu_of, more])
+        if self._ones is None:   # last round is remembered as a dict
+            placed = self._place_ones(keys, types)
+            g = np.fromiter((p[0] for p in placed.gpus), dtype=np.int64, count=len(keys))
+        else:
+            renewed = self._type_of[jobs] == np.asarray(types, dtype=np.int64)
+            g = self._gpu_of[jobs]
+            fresh = np.flatnonzero(~renewed)
+            if len(fresh):
+                free = np.ones(self.topo.num_gpus, dtype=bool)
+                free[g[renewed]] = False
+                g[fresh] = self._place_single(fresh.tolist(), types, free)
+            placed = Placed(self._one_gpu[g].tolist(), renewed, np.ones(len(keys), dtype=bool))
+            self._type_of[self._ones[1]] = -1
+        self._type_of[jobs] = types
+        self._gpu_of[jobs] = g
+        self._ones = (keys, jobs.copy(), types, placed.gpus)
+        self._last = {}
+        return placed
 
     def _place_ruled(self, keys, types, sfs, spread) -> Placed:
         """Entries over quota wait; those the server rules concern are placed by them first (around
@@ -264,12 +334,12 @@ class Placer:
         st.free[out] = False
         return tuple(out)
 
-    def _place_single(self, entries: list[int], types: list[int], free: np.ndarray,
-                      gpus: list[tuple[int, ...] | None]) -> None:
-        """One-GPU entries, all types at once: each type's free GPUs ranked fullest server first (sequential
-        best fit), then by id; a type's entries take its first ones in their order."""
+    def _place_single(self, entries: list[int], types: list[int], free: np.ndarray) -> list[int]:
+        """One-GPU entries, all types at once: the GPU of each (in `entries`' order). Each type's free
+        GPUs are ranked fullest server first (sequential best fit), then by id; a type's entries take
+        its first ones in their order."""
         if not entries:
-            return
+            return []
         topo = self.topo
         ids = np.flatnonzero(free)
         srv = topo.gpu_server[ids]
@@ -286,8 +356,7 @@ class Placer:
                 want = sum(1 for k in entries if types[k] == j)
                 have = end[j] - bounds[j]
                 raise RuntimeError(f"placement: {want} one-GPU entries on type {j} but {have} GPUs free")
-            g = ranked[nxt[j]]
+            chosen.append(ranked[nxt[j]])
             nxt[j] += 1
-            gpus[i] = (g,)
-            chosen.append(g)
         free[chosen] = False
+        return chosen

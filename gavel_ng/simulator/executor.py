@@ -31,6 +31,8 @@ from ..traces import Trace
 from .adaptive import AdaptiveModels, AdaptiveRunner
 from .backfill import backfill_round
 
+_NONE = np.zeros(0, np.int64)   # no job finished
+
 
 @dataclass
 class JobArrays:
@@ -257,10 +259,14 @@ class SimExecutor:
             rem = ja.remaining[jobs]
             start = np.zeros(len(jobs))
             rate = rate_share
-        else:
+        elif self.overhead > 0:
             rem = ja.remaining[jobs]
             start = np.where(plan.renewed if len(e) == plan.num_entries else plan.renewed[e], 0.0,
                              min(self.overhead, L))
+            rate = thr
+        else:   # restarts cost nothing (the default): every member starts with the round
+            rem = ja.remaining[jobs]
+            start = np.zeros(len(jobs))
             rate = thr
         run = L - start
         if self.integer_steps:
@@ -268,7 +274,8 @@ class SimExecutor:
         else:
             can = rate * run
         done = (rem <= can) & (rate > 0)
-        if done.any():
+        any_done = done.any()
+        if any_done:
             steps = np.where(done, rem, can)
             with np.errstate(divide="ignore", invalid="ignore"):
                 used = np.where(done, start + rem / np.where(rate > 0, rate, 1.0), L)
@@ -288,7 +295,7 @@ class SimExecutor:
             ran = used - start
             self.paired_seconds += float(ran[np.bincount(e, minlength=plan.num_entries)[e] > 1].sum())
         as_run = None
-        if plan.waiting is not None and plan.share is None and occupied.min(initial=L) < L:
+        if any_done and plan.waiting is not None and plan.share is None and occupied.min(initial=L) < L:
             as_run = backfill_round(self, plan, steps, start, used, done, occupied)   # freed GPUs, rest of round
             if as_run is not None:
                 plan, steps, start, used, done, occupied = as_run
@@ -308,7 +315,10 @@ class SimExecutor:
             self.busy += np.bincount(plan.types, weights=gpu_seconds, minlength=self.J)
             charge = gpu_seconds * self.prices[plan.types] / 3600.0
         self._charge(plan, charge, gpu_seconds)
-        result = self._settle(occupied, jobs[done], used[done])   # a job runs at most once a round
+        if any_done or as_run is not None:
+            result = self._settle(occupied, jobs[done], used[done])   # a job runs at most once a round
+        else:
+            result = self._settle(occupied, _NONE, _NONE)
         if as_run is not None:
             result.plan = plan
         return result
@@ -367,9 +377,9 @@ class SimExecutor:
     def _charge(self, plan: RoundPlan, charge: np.ndarray, gpu_seconds: np.ndarray) -> None:
         """Each entry's $ and GPU-seconds split equally over its members."""
         e = plan.member_entry
-        if len(e) == plan.num_entries:   # one member per entry: e is the identity
-            np.add.at(self.jobs.cost, plan.member_job, charge)
-            np.add.at(self.jobs.gpu_seconds, plan.member_job, gpu_seconds)
+        if len(e) == plan.num_entries:   # one member per entry: e is the identity, and a job is in one entry
+            self.jobs.cost[plan.member_job] += charge
+            self.jobs.gpu_seconds[plan.member_job] += gpu_seconds
         else:
             size = np.bincount(e, minlength=plan.num_entries)
             np.add.at(self.jobs.cost, plan.member_job, charge[e] / size[e])
