@@ -82,8 +82,18 @@ class Placer:
         self._last = value
 
     def _use_gpus(self) -> None:
-        self._one_gpu = np.empty(self.topo.num_gpus, dtype=object)   # (g,) for each GPU g: entries' GPU tuples
-        self._one_gpu[:] = [(g,) for g in range(self.topo.num_gpus)]
+        """What one-GPU placement keeps per topology: the tuple (g,) of each GPU g (an entry's GPUs),
+        each GPU's sort key but for its server's free count (_place_single), and where each type's
+        GPUs start in that sort."""
+        topo = self.topo
+        G = topo.num_gpus
+        self._one_gpu = np.empty(G, dtype=object)
+        self._one_gpu[:] = [(g,) for g in range(G)]
+        self._all_free = np.ones(G, dtype=bool)
+        self._full = int(np.bincount(topo.gpu_server).max(initial=0)) + 1 if G else 1   # above any free count
+        self._gpu_key = topo.gpu_type.astype(np.int64) * ((self._full + 1) * G) + np.arange(G)
+        self._type_start = np.concatenate([[0], np.cumsum(np.bincount(topo.gpu_type,
+                                                                      minlength=len(topo.worker_types)))]).tolist()
 
     def forget(self) -> None:
         self.last = {}
@@ -196,31 +206,42 @@ class Placer:
         self.last = dict(zip(keys, zip(types, gpus)))
         return Placed(gpus, renewed, np.ones(len(keys), dtype=bool))
 
-    def place_jobs(self, keys: list[tuple[int, ...]], jobs: np.ndarray, types: list[int]) -> Placed:
+    def place_jobs(self, keys: list[tuple[int, ...]], jobs: np.ndarray, types: list[int],
+                   type_array: np.ndarray | None = None) -> Placed:
         """place() when entry i is job `jobs[i]` alone on one GPU (`keys[i] == (jobs[i],)`) and no
-        rules apply: the same choices as `_place_ones`, remembered by job (see the class)."""
-        if len(jobs) and jobs.max() >= len(self._type_of):
-            more = np.full(max(2 * len(self._type_of), int(jobs.max()) + 1) - len(self._type_of), -1, np.int64)
-            self._type_of = np.concatenate([self._type_of, more])
-            self._gpu_of = np.concatenate([self._gpu_of, more])
+        rules apply: the same choices as `_place_ones`, remembered by job (see the class).
+        `type_array`: `types` as an array, when the caller has it."""
+        t = np.asarray(types, dtype=np.int64) if type_array is None else type_array
         if self._ones is None:   # last round is remembered as a dict
+            self._room(jobs)
             placed = self._place_ones(keys, types)
             g = np.fromiter((p[0] for p in placed.gpus), dtype=np.int64, count=len(keys))
         else:
-            renewed = self._type_of[jobs] == np.asarray(types, dtype=np.int64)
+            try:
+                renewed = self._type_of[jobs] == t
+            except IndexError:   # a job beyond the arrays (they grow by doubling)
+                self._room(jobs)
+                renewed = self._type_of[jobs] == t
             g = self._gpu_of[jobs]
             fresh = np.flatnonzero(~renewed)
             if len(fresh):
-                free = np.ones(self.topo.num_gpus, dtype=bool)
+                free = self._all_free.copy()
                 free[g[renewed]] = False
                 g[fresh] = self._place_single(fresh.tolist(), types, free)
             placed = Placed(self._one_gpu[g].tolist(), renewed, np.ones(len(keys), dtype=bool))
             self._type_of[self._ones[1]] = -1
-        self._type_of[jobs] = types
+        self._type_of[jobs] = t
         self._gpu_of[jobs] = g
         self._ones = (keys, jobs.copy(), types, placed.gpus)
         self._last = {}
         return placed
+
+    def _room(self, jobs: np.ndarray) -> None:
+        """Grow the arrays by job to hold every job in `jobs`."""
+        if len(jobs) and jobs.max() >= len(self._type_of):
+            more = np.full(max(2 * len(self._type_of), int(jobs.max()) + 1) - len(self._type_of), -1, np.int64)
+            self._type_of = np.concatenate([self._type_of, more])
+            self._gpu_of = np.concatenate([self._gpu_of, more])
 
     def _place_ruled(self, keys, types, sfs, spread) -> Placed:
         """Entries over quota wait; those the server rules concern are placed by them first (around
@@ -337,26 +358,22 @@ class Placer:
     def _place_single(self, entries: list[int], types: list[int], free: np.ndarray) -> list[int]:
         """One-GPU entries, all types at once: the GPU of each (in `entries`' order). Each type's free
         GPUs are ranked fullest server first (sequential best fit), then by id; a type's entries take
-        its first ones in their order."""
+        its first ones in their order. One sort of all GPUs by (type, free GPUs on their server, id),
+        taken ones last within their type."""
         if not entries:
             return []
-        topo = self.topo
-        ids = np.flatnonzero(free)
-        srv = topo.gpu_server[ids]
-        per_server = np.bincount(srv, minlength=len(topo.server_type))[srv]
-        kind = topo.gpu_type[ids]
-        rank = np.lexsort((ids, per_server, kind))
-        ranked = ids[rank].tolist()
-        bounds = np.searchsorted(kind[rank], np.arange(len(topo.worker_types) + 1)).tolist()
-        nxt, end = bounds[:-1], bounds[1:]
+        topo, G = self.topo, self.topo.num_gpus
+        per_server = np.bincount(topo.gpu_server[free], minlength=len(topo.server_type))
+        ranked = np.argsort(self._gpu_key + np.where(free, per_server[topo.gpu_server], self._full) * G).tolist()
+        is_free = free.tolist()
+        nxt, end = self._type_start[:-1], self._type_start[1:]
         chosen = []
         for i in entries:
             j = types[i]
-            if nxt[j] == end[j]:
+            if nxt[j] == end[j] or not is_free[ranked[nxt[j]]]:
                 want = sum(1 for k in entries if types[k] == j)
-                have = end[j] - bounds[j]
+                have = int(free[topo.gpu_type == j].sum())
                 raise RuntimeError(f"placement: {want} one-GPU entries on type {j} but {have} GPUs free")
             chosen.append(ranked[nxt[j]])
             nxt[j] += 1
-        free[chosen] = False
         return chosen

@@ -32,15 +32,9 @@ def priorities(X: np.ndarray, received: np.ndarray, totals: np.ndarray | None = 
 
 
 def entry_priorities(X: np.ndarray, received: np.ndarray, total: np.ndarray,
-                     never_served_factor: float | None = None, positive: bool = False) -> tuple[np.ndarray, np.ndarray]:
+                     never_served_factor: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """priorities() of any set of entries, `total` being each one's type total (broadcast): the
-    mechanism computes them for its eligible entries only, a flat subset of the (row, type) grid.
-    `positive`: the caller knows every X > EPS (eligible entries are), so that test is skipped."""
-    if positive and never_served_factor is None and total.min(initial=1.0) > 0:
-        # the mechanism's case every round but the first few (all three arrays are flat and alike)
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
-            f = received / total
-            return np.divide(X, f, out=np.zeros(len(f)), where=f > 0), received <= 0
+    mechanism computes them for its eligible entries only, a flat subset of the (row, type) grid."""
     positive = X > EPS
     never = positive & (received <= 0)
     if never_served_factor is None and total.min(initial=1.0) > 0:
@@ -74,13 +68,25 @@ def global_order(X: np.ndarray, prio: np.ndarray, never: np.ndarray, eligible: n
     return flat[rank_entries(flat, X.ravel()[flat], prio.ravel()[flat], never.ravel()[flat])]
 
 
-def rank_entries(flat: np.ndarray, X: np.ndarray, prio: np.ndarray, never: np.ndarray,
-                 neg_x: np.ndarray | None = None) -> np.ndarray:
+def rank_entries(flat: np.ndarray, X: np.ndarray, prio: np.ndarray, never: np.ndarray) -> np.ndarray:
     """global_order's permutation of the entries `flat` (ascending, as np.flatnonzero gives them)
     given their X, priority and never-served flag. lexsort is stable, so the last tie (the lower
-    flat index first) needs no key of its own. `neg_x` (-X) may be kept by a caller whose X stays
-    put between rounds."""
-    return np.lexsort((-X if neg_x is None else neg_x, -prio, ~never))
+    flat index first) needs no key of its own."""
+    return np.lexsort((-X, -prio, ~never))
+
+
+def eligible_rank(X: np.ndarray, neg_x: np.ndarray, received: np.ndarray, total: np.ndarray,
+                  never_served_factor: float | None = None) -> np.ndarray:
+    """rank_entries of entries all of whose X > EPS (the mechanism's eligible ones, flat ascending),
+    from their time received and their type's total: the same permutation in fewer passes, -X / f
+    being -(X / f) exactly and `received > 0` the negated never-served flag."""
+    if never_served_factor is None and total.min(initial=1.0) > 0:
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
+            f = received / total
+            neg_prio = np.divide(neg_x, f, out=np.zeros(len(f)), where=f > 0)
+        return np.lexsort((neg_x, neg_prio, received > 0))
+    prio, never = entry_priorities(X, received, total, never_served_factor)
+    return np.lexsort((neg_x, -prio, ~never))
 
 
 def per_type_order(X: np.ndarray, prio: np.ndarray, received: np.ndarray, totals: np.ndarray,

@@ -105,6 +105,31 @@ def _select_singles(rows: list[int], types: list[int], row_sf: list[int], row_si
     return taken_rows, taken_cols
 
 
+def greedy_ones(rows: list[int], cols: list[int], free: list[int], num_rows: int,
+                all_rows: int) -> tuple[list[int], list[int]]:
+    """greedy_columns when every row is one job on one GPU and columns are the pools: `rows` and
+    `cols` are the order's entries (rows below `all_rows`), `num_rows` the distinct rows among them.
+    No `busy` set: a row is its job, and nothing else runs yet. `free` is updated in place."""
+    done = [False] * all_rows
+    taken_rows: list[int] = []
+    taken_cols: list[int] = []
+    left = sum(free)
+    if not left or not num_rows:
+        return taken_rows, taken_cols
+    for r, j in zip(rows, cols):
+        if done[r] or not free[j]:
+            continue
+        done[r] = True
+        free[j] -= 1
+        taken_rows.append(r)
+        taken_cols.append(j)
+        left -= 1
+        num_rows -= 1
+        if not left or not num_rows:
+            break
+    return taken_rows, taken_cols
+
+
 def place_new_jobs(jobs: list[int], job_sf: list[int], preference: np.ndarray, free: list[int],
              busy: set[int], admit: Callable[[tuple[int, ...], int, int], bool] | None = None) -> list[tuple[int, int]]:
     """Free GPUs to jobs the allocation does not know yet (arrived after the last solve).

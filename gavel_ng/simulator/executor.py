@@ -252,6 +252,8 @@ class SimExecutor:
         jobs, e = plan.member_job, plan.member_entry
         thr, rate_share = self._throughputs(plan)
         inv = None
+        run = L   # seconds each member runs: the whole round unless it restarts at a cost
+        from_start = True   # every member starts with the round (start is all 0)
         if plan.share is not None:
             if len(e) != plan.num_entries:   # fluid: a job progresses in all its rows (alone, in pairs) at once
                 jobs, inv = np.unique(jobs, return_inverse=True)
@@ -264,17 +266,21 @@ class SimExecutor:
             start = np.where(plan.renewed if len(e) == plan.num_entries else plan.renewed[e], 0.0,
                              min(self.overhead, L))
             rate = thr
-        else:   # restarts cost nothing (the default): every member starts with the round
+            run = L - start
+            from_start = False
+        else:   # restarts cost nothing (the default)
             rem = ja.remaining[jobs]
             start = np.zeros(len(jobs))
             rate = thr
-        run = L - start
         if self.integer_steps:
             can = np.floor(rate * run)
         else:
             can = rate * run
-        done = (rem <= can) & (rate > 0)
+        done = rem <= can
         any_done = done.any()
+        if any_done:   # (a member that cannot run finishes nothing)
+            done &= rate > 0
+            any_done = done.any()
         if any_done:
             steps = np.where(done, rem, can)
             with np.errstate(divide="ignore", invalid="ignore"):
@@ -300,7 +306,7 @@ class SimExecutor:
             if as_run is not None:
                 plan, steps, start, used, done, occupied = as_run
                 jobs = plan.member_job
-        self.run_seconds += float((used - start).sum())
+        self.run_seconds += float(used.sum() if from_start and as_run is None else (used - start).sum())
         if self.on_round is not None:
             self.on_round(plan, steps, start, used)     # per member (per job for fluid plans)
         if plan.share is not None:
@@ -414,6 +420,8 @@ class SimExecutor:
             return T, (plan.share[e] * T).sum(axis=1)
         types = plan.types[e] if paired else plan.types
         thr = ja.T[k, types]
+        if not paired and plan.consolidated.all():   # (most rounds)
+            return thr, None
         split = ~(plan.consolidated[e] if paired else plan.consolidated)
         if split.any():
             u = ja.Tu[k[split], types[split]]
