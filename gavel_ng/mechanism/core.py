@@ -180,7 +180,7 @@ class RoundMechanism:
             raise ValueError("set_topology: gpu_remap must map old GPUs to distinct GPUs of the new topology")
         self._use_topology(topology)
         self.placer.set_topology(topology, remap)
-        self._fits = self._gpus_needed() <= self._col_cap[None, :]
+        self._fits = self._rows_fit()
         self._entries = None
 
     def _cols_of_types(self, types: list[int]) -> list[int]:
@@ -220,18 +220,21 @@ class RoundMechanism:
         # seconds of wall-clock time since the ledger began, decayed and carried over like `received`
         self.elapsed = self.cfg.carry_over * getattr(self, "elapsed", 0.0) if carry else 0.0
         self.alive = np.ones(K, dtype=bool)
+        self._retired = 0   # rows no longer alive
         self.rows_of_job = None   # every row one job: a job's row is _row_index[(job,)]
         if not self._all_single:
             self.rows_of_job = {}
             for k, r in enumerate(self.rows):
                 for m in r:
                     self.rows_of_job.setdefault(m, []).append(k)
-        self._fits = self._gpus_needed() <= self._col_cap[None, :]
+        self._fits = self._rows_fit()
         self._entries = None
 
-    def _gpus_needed(self) -> np.ndarray:
-        """(K, 1) GPUs row k takes on any column: its scale factor."""
-        return self.row_sf[:, None]
+    def _rows_fit(self) -> np.ndarray | None:
+        """(K, J): row k's GPUs fit column j's capacity; None where every row fits everywhere."""
+        if self._largest <= self._col_cap.min(initial=self._largest):
+            return None
+        return self.row_sf[:, None] <= self._col_cap[None, :]
 
     def _job_rows(self, job: int) -> list[int]:
         """The rows of `job` still alive."""
@@ -247,6 +250,7 @@ class RoundMechanism:
         """A finished job: its rows (alone or in combinations) run no more."""
         for k in self._job_rows(job):
             self.alive[k] = False
+            self._retired += 1
             self._entries = None
         if self.rows_of_job is not None:
             self.rows_of_job.pop(job, None)
@@ -290,12 +294,17 @@ class RoundMechanism:
         if cfg.idle_aware and self.elapsed > 0:
             totals = np.full(self.J, self.elapsed)
         if self._entries is None:   # what can run changes only at reset, retire and set_topology
-            eligible = (self.X > 1e-9) & self.alive[:, None] & self._fits
-            flat = np.flatnonzero(eligible.ravel())
-            X_flat = self.X.ravel()[flat]
+            eligible = self.X > 1e-9
+            if self._retired:
+                eligible &= self.alive[:, None]
+            if self._fits is not None:
+                eligible &= self._fits
+            flat = np.flatnonzero(eligible)
+            X_flat = self.X.take(flat)
+            row_flat, col_flat = np.divmod(flat, self.J)
             # (eligible, flat, X, column, row, -X, number of rows with an eligible entry)
-            self._entries = (eligible, flat, X_flat, flat % self.J, flat // self.J, -X_flat,
-                             int(eligible.any(axis=1).sum()))
+            self._entries = (eligible, flat, X_flat, col_flat, row_flat, -X_flat,
+                             int(np.count_nonzero(eligible.any(axis=1))))
         eligible, flat, X_flat, col_flat, row_flat, neg_x, self._eligible_rows = self._entries
         if cfg.type_order is None and not cfg.random_type_order:   # global order: eligible entries only
             total = self.received.sum(axis=0) if totals is None else totals
