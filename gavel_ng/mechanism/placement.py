@@ -25,6 +25,7 @@ from itertools import count
 import numpy as np
 
 from ..topology import Topology
+from .leases import JobLeases
 
 
 @dataclass
@@ -50,36 +51,40 @@ class Placer:
     """Remembers last round's placement so that staying rows keep their GPUs.
 
     `last` maps each key to (type, GPUs). A round of one-GPU, one-job entries (most rounds of a
-    single-GPU trace) is remembered as arrays by job instead (`place_jobs`), so that the next such
-    round finds its renewals in a few array operations rather than a dict lookup per entry; the
-    dict is built only when someone reads `last` (and from then on it is what counts, since its
-    reader may change it)."""
+    single-GPU trace) is remembered by job instead (`place_jobs`, gavel_ng.mechanism.leases), so
+    that the next such round finds its renewals in a few array operations; the dict is built only
+    when someone reads `last` (and from then on it is what counts, since its reader may change it)."""
 
     def __init__(self, topology: Topology, consolidate: bool = True):
         self.topo = topology
         self.consolidate = consolidate
         self._last: dict[tuple[int, ...], tuple[int, tuple[int, ...]]] = {}
-        self._ones: tuple | None = None            # (keys, jobs, types, gpus) of the last one-GPU round
-        self._type_of = np.full(0, -1, np.int64)    # per job: its type in `_ones`, -1 if none
-        self._gpu_of = np.full(0, -1, np.int64)     # per job: its GPU there
+        self._leases = JobLeases()   # the memory instead of _last while it is active
         self._use_gpus()
         self.rules = None   # gavel_ng.rules.placement.ServerRules: labels, (anti-)affinity, quotas per round
 
     @property
     def last(self) -> dict[tuple[int, ...], tuple[int, tuple[int, ...]]]:
-        if self._ones is not None:
-            keys, jobs, types, gpus = self._ones
-            self._last = dict(zip(keys, zip(types, gpus)))
-            self._type_of[jobs] = -1
-            self._ones = None
+        if self._leases.active:
+            self._last = self._leases.as_dict(self._one_gpu)
         return self._last
 
     @last.setter
     def last(self, value: dict) -> None:
-        if self._ones is not None:
-            self._type_of[self._ones[1]] = -1
-            self._ones = None
+        self._leases.clear()
         self._last = value
+
+    def remember(self, key: tuple[int, ...], t: int, gpus: tuple[int, ...]) -> None:
+        """`key` holds `gpus` (of type t) from now on, mid-round: whoever held one of them is
+        forgotten there, so that the next round renews `key` in place when it keeps its type."""
+        if self._leases.active and len(key) == 1 and len(gpus) == 1:
+            self._leases.hold(key[0], t, gpus[0])
+            return
+        last = self.last
+        mine = set(gpus)
+        for k in [k for k, (_, g) in last.items() if mine.intersection(g)]:
+            del last[k]
+        last[key] = (t, tuple(gpus))
 
     def _use_gpus(self) -> None:
         """What one-GPU placement keeps per topology: the tuple (g,) of each GPU g (an entry's GPUs),
@@ -212,36 +217,20 @@ class Placer:
         rules apply: the same choices as `_place_ones`, remembered by job (see the class).
         `type_array`: `types` as an array, when the caller has it."""
         t = np.asarray(types, dtype=np.int64) if type_array is None else type_array
-        if self._ones is None:   # last round is remembered as a dict
-            self._room(jobs)
+        if not self._leases.active:   # last round is remembered as a dict
             placed = self._place_ones(keys, types)
             g = np.fromiter((p[0] for p in placed.gpus), dtype=np.int64, count=len(keys))
         else:
-            try:
-                renewed = self._type_of[jobs] == t
-            except IndexError:   # a job beyond the arrays (they grow by doubling)
-                self._room(jobs)
-                renewed = self._type_of[jobs] == t
-            g = self._gpu_of[jobs]
+            renewed, g = self._leases.lookup(jobs, t)
             fresh = np.flatnonzero(~renewed)
             if len(fresh):
                 free = self._all_free.copy()
                 free[g[renewed]] = False
                 g[fresh] = self._place_single(fresh.tolist(), types, free)
             placed = Placed(self._one_gpu[g].tolist(), renewed, np.ones(len(keys), dtype=bool))
-            self._type_of[self._ones[1]] = -1
-        self._type_of[jobs] = t
-        self._gpu_of[jobs] = g
-        self._ones = (keys, jobs.copy(), types, placed.gpus)
+        self._leases.store(jobs, t, g)
         self._last = {}
         return placed
-
-    def _room(self, jobs: np.ndarray) -> None:
-        """Grow the arrays by job to hold every job in `jobs`."""
-        if len(jobs) and jobs.max() >= len(self._type_of):
-            more = np.full(max(2 * len(self._type_of), int(jobs.max()) + 1) - len(self._type_of), -1, np.int64)
-            self._type_of = np.concatenate([self._type_of, more])
-            self._gpu_of = np.concatenate([self._gpu_of, more])
 
     def _place_ruled(self, keys, types, sfs, spread) -> Placed:
         """Entries over quota wait; those the server rules concern are placed by them first (around
