@@ -117,8 +117,11 @@ class Waitlist:
         if not len(c):
             return []
         ok = c.sfs <= left[c.types]
-        if busy:
-            ok &= ~np.isin(c.lead, np.fromiter(busy, np.int64, len(busy)))
+        if busy:   # (a lookup table: np.isin sorts, slow at a round's sizes)
+            b = np.fromiter(busy, np.int64, len(busy))
+            hit = np.zeros(max(int(b.max()), int(c.lead.max())) + 1, dtype=bool)
+            hit[b] = True
+            ok &= ~hit[c.lead]
         idx = np.flatnonzero(ok)
         if not len(idx):
             return []
@@ -210,15 +213,14 @@ def waiting_candidates(order: np.ndarray, num_cols: int, rows: list[tuple[int, .
                       np.asarray(spread_out, bool), lead)
 
 
+def no_candidates() -> Candidates:
+    """An empty waitlist's candidates (every entry of the allocation runs, no new job waits)."""
+    z = np.zeros(0, np.int64)
+    return Candidates([], z, z, z, z, np.zeros(0, bool), z)
+
+
 def remember_in(placer) -> Callable[[tuple[int, ...], int, tuple[int, ...]], None]:
     """`Waitlist.remember` for a Placer: the backfilled entry becomes the last holder of its GPUs
     (whoever held them before, a finished or failed entry, is forgotten there), so that the next
-    round renews it in place when it keeps its type."""
-
-    def remember(key: tuple[int, ...], t: int, gpus: tuple[int, ...]) -> None:
-        mine = set(gpus)
-        for k in [k for k, (_, g) in placer.last.items() if mine.intersection(g)]:
-            del placer.last[k]
-        placer.last[key] = (t, tuple(gpus))
-
-    return remember
+    round renews it in place when it keeps its type (Placer.remember)."""
+    return placer.remember

@@ -17,11 +17,11 @@ import numpy as np
 
 from ..columns import Columns
 from ..topology import Topology
-from .backfill import Waitlist, remember_in, waiting_candidates
+from .backfill import Waitlist, no_candidates, remember_in, waiting_candidates
 from .placement import Placer
-from .priorities import entry_priorities, per_type_order, priorities, rank_entries
+from .priorities import eligible_rank, per_type_order, priorities
 from .refill import Entries, place_with_refill
-from .selection import greedy_select, place_new_jobs
+from .selection import greedy_columns, greedy_ones, place_new_jobs
 
 
 @dataclass(frozen=True)
@@ -145,6 +145,7 @@ class RoundMechanism:
         self._use_topology(topology)
         self.placer = Placer(topology, self.cfg.consolidate)
         self.rng = np.random.default_rng(self.cfg.seed)
+        self._no_waiting: Waitlist | None = None   # the waitlist of rounds where nothing waits
         self.reset(AllocationRows([], np.zeros((0, self.J)), np.zeros(0)))
 
     def _use_topology(self, topology: Topology) -> None:
@@ -179,7 +180,7 @@ class RoundMechanism:
             raise ValueError("set_topology: gpu_remap must map old GPUs to distinct GPUs of the new topology")
         self._use_topology(topology)
         self.placer.set_topology(topology, remap)
-        self._fits = self._gpus_needed() <= self._col_cap[None, :]
+        self._fits = self._rows_fit()
         self._entries = None
 
     def _cols_of_types(self, types: list[int]) -> list[int]:
@@ -194,47 +195,65 @@ class RoundMechanism:
         keeps `carry_over` of what it had (by default all of it, decayed every round: see
         MechanismConfig; `since_reset()` is the paper's literal restart)."""
         K = len(alloc.rows)
-        old = None
-        if self.cfg.carry_over > 0 and getattr(self, "rows", None):
-            old = (dict(zip(self.rows, range(len(self.rows)))), self.received)
+        carry = self.cfg.carry_over > 0 and bool(getattr(self, "rows", None))
+        index, before = (self._row_index, self.received) if carry else (None, None)
         self.rows = [r if type(r) is tuple else tuple(int(m) for m in r) for r in alloc.rows]
+        self._row_index = dict(zip(self.rows, range(K)))   # what the next reset carries over from
         self._single = [r[0] if len(r) == 1 else -1 for r in self.rows]
         self.X = np.asarray(alloc.X, dtype=float).reshape(K, self.J)
         self.row_sf = np.asarray(alloc.row_sf, dtype=np.int64)
         self._row_sf_list = self.row_sf.tolist()
-        self.received = np.full((K, self.J), self.cfg.initial_received)
-        if old is not None:
-            index, before = old
+        self._smallest = min(self._row_sf_list, default=1)
+        self._largest = max(self._row_sf_list, default=1)
+        self._all_single = min(self._single, default=0) >= 0
+        # every row one job on one GPU, columns the types: plan() takes _plan_ones
+        self._plain_ones = self._all_single and self._largest == 1 and self.col_pool is None \
+            and self.cfg.type_order is None and not self.cfg.random_type_order
+        self._single_np = np.asarray(self._single, dtype=np.int64)
+        if carry:
             was = np.fromiter(map(index.get, self.rows, repeat(-1)), dtype=np.int64, count=K)
-            new_k = np.flatnonzero(was >= 0)
-            if len(new_k):
-                self.received[new_k] = self.cfg.carry_over * before[was[new_k]]
+            kept = before[was] if self.cfg.carry_over == 1.0 else self.cfg.carry_over * before[was]
+            self.received = np.where((was >= 0)[:, None], kept, self.cfg.initial_received)
+        else:
+            self.received = np.full((K, self.J), self.cfg.initial_received)
         self.totals = np.full(self.J, self.cfg.initial_received) if self.cfg.initial_received else None
         # seconds of wall-clock time since the ledger began, decayed and carried over like `received`
-        self.elapsed = self.cfg.carry_over * getattr(self, "elapsed", 0.0) if old is not None else 0.0
+        self.elapsed = self.cfg.carry_over * getattr(self, "elapsed", 0.0) if carry else 0.0
         self.alive = np.ones(K, dtype=bool)
-        if min(self._single, default=0) >= 0:
-            self.rows_of_job = {m: [k] for k, m in enumerate(self._single)}
-        else:
+        self._retired = 0   # rows no longer alive
+        self.rows_of_job = None   # every row one job: a job's row is _row_index[(job,)]
+        if not self._all_single:
             self.rows_of_job = {}
             for k, r in enumerate(self.rows):
                 for m in r:
                     self.rows_of_job.setdefault(m, []).append(k)
-        self._fits = self._gpus_needed() <= self._col_cap[None, :]
+        self._fits = self._rows_fit()
         self._entries = None
 
-    def _gpus_needed(self) -> np.ndarray:
-        """(K, 1) GPUs row k takes on any column: its scale factor."""
-        return self.row_sf[:, None]
+    def _rows_fit(self) -> np.ndarray | None:
+        """(K, J): row k's GPUs fit column j's capacity; None where every row fits everywhere."""
+        if self._largest <= self._col_cap.min(initial=self._largest):
+            return None
+        return self.row_sf[:, None] <= self._col_cap[None, :]
+
+    def _job_rows(self, job: int) -> list[int]:
+        """The rows of `job` still alive."""
+        if self.rows_of_job is not None:
+            return self.rows_of_job.get(job, [])
+        k = self._row_index.get((job,))
+        return [k] if k is not None and self.alive[k] else []
 
     def knows(self, job: int) -> bool:
-        return job in self.rows_of_job
+        return bool(self._job_rows(job))
 
     def retire(self, job: int) -> None:
         """A finished job: its rows (alone or in combinations) run no more."""
-        for k in self.rows_of_job.pop(job, ()):
+        for k in self._job_rows(job):
             self.alive[k] = False
+            self._retired += 1
             self._entries = None
+        if self.rows_of_job is not None:
+            self.rows_of_job.pop(job, None)
 
     # ----- the ledger, for a runtime to save and restore -----------------------------------------
     def ledger(self) -> Ledger:
@@ -275,15 +294,27 @@ class RoundMechanism:
         if cfg.idle_aware and self.elapsed > 0:
             totals = np.full(self.J, self.elapsed)
         if self._entries is None:   # what can run changes only at reset, retire and set_topology
-            eligible = (self.X > 1e-9) & self.alive[:, None] & self._fits
-            flat = np.flatnonzero(eligible.ravel())
-            self._entries = (eligible, flat, self.X.ravel()[flat], flat % self.J)
-        eligible, flat, X_flat, col_flat = self._entries
+            eligible = self.X > 1e-9
+            if self._retired:
+                eligible &= self.alive[:, None]
+            if self._fits is not None:
+                eligible &= self._fits
+            flat = np.flatnonzero(eligible)
+            X_flat = self.X.take(flat)
+            row_flat, col_flat = np.divmod(flat, self.J)
+            # (eligible, flat, X, column, row, -X, number of rows with an eligible entry)
+            self._entries = (eligible, flat, X_flat, col_flat, row_flat, -X_flat,
+                             int(np.count_nonzero(eligible.any(axis=1))))
+        eligible, flat, X_flat, col_flat, row_flat, neg_x, self._eligible_rows = self._entries
         if cfg.type_order is None and not cfg.random_type_order:   # global order: eligible entries only
             total = self.received.sum(axis=0) if totals is None else totals
-            prio, never = entry_priorities(X_flat, self.received.ravel()[flat], total[col_flat],
-                                           cfg.never_served_factor)
-            order = flat[rank_entries(flat, X_flat, prio, never)]
+            rank = eligible_rank(X_flat, neg_x, self.received.take(flat), total.take(col_flat),
+                                 cfg.never_served_factor)
+            rules = self.placer.rules
+            if rules is None and self._plain_ones and not (cfg.backfill_new_jobs and new_jobs is not None
+                                                           and new_jobs.jobs):
+                return self._plan_ones(flat, rank, row_flat[rank].tolist(), col_flat[rank].tolist())
+            order = flat[rank]
         else:
             prio, never = priorities(self.X, self.received, totals, cfg.never_served_factor)
             T = len(self.topo.worker_types)
@@ -296,25 +327,56 @@ class RoundMechanism:
         rules = self.placer.rules
         admit = self._quota_tally()
         ent = self._select(order, free, busy, admit, new_jobs)
+        member = None
         if rules is None:
             placed = self.placer.place(ent.keys, ent.types, ent.sfs, self._spread(ent.cols))
+            if self._all_single and (not ent.rows or ent.rows[-1] >= 0):   # (backfilled jobs come last)
+                member = self._single_np[ent.rows]
         else:   # entries the rules keep off every server wait, and their GPUs go down the order
             ent, placed = place_with_refill(self.placer, ent, self._spread,
                                             lambda kept, skip, jobs: self._more(order, kept, skip, jobs, new_jobs))
         plan = make_plan(ent.keys, ent.rows, ent.types, ent.sfs, placed.gpus, placed.renewed, placed.consolidated,
-                         cols=None if self.col_pool is None else ent.cols)
+                         cols=None if self.col_pool is None else ent.cols, member_job=member)
         if cfg.mid_round_backfill:
-            plan.waiting = self._waitlist(order, plan, new_jobs)
+            # every row with an entry runs (at low load, most rounds): nothing of the allocation waits
+            everyone = rules is None and self._taken == self._eligible_rows
+            plan.waiting = self._waitlist(lambda: order, plan, new_jobs, everyone)
         return plan
 
-    def _waitlist(self, order: np.ndarray, plan: RoundPlan, new_jobs: JobView | None) -> Waitlist:
-        """The round's waiting entries in its order, built only if some entry ends early."""
+    def _plan_ones(self, flat: np.ndarray, rank: np.ndarray, rows: list[int], cols: list[int]) -> RoundPlan:
+        """plan() when every row is one job on one GPU, columns are the types, no rules or quotas
+        apply and no new job waits for GPUs (most rounds of a single-GPU trace): the same choices,
+        with the members and the renewals found by job (Placer.place_jobs) instead of entry by entry.
+        `rows` and `cols` are the eligible entries' rows and columns in the round's order."""
+        rows, cols = greedy_ones(rows, cols, list(self._capacity), self._eligible_rows, len(self.rows))
+        self._taken = len(rows)
+        keys = list(map(self.rows.__getitem__, rows))
+        idx = np.asarray(rows, dtype=np.int64)
+        member = self._single_np[idx]
+        types = np.asarray(cols, dtype=np.int64)
+        placed = self.placer.place_jobs(keys, member, cols, types)
+        plan = make_plan(keys, idx, types, np.ones(len(keys), dtype=np.int64), placed.gpus, placed.renewed,
+                         placed.consolidated, member_job=member)
+        if self.cfg.mid_round_backfill:
+            plan.waiting = self._waitlist(lambda: flat[rank], plan, None, self._taken == self._eligible_rows)
+        return plan
+
+    def _waitlist(self, order, plan: RoundPlan, new_jobs: JobView | None, everyone: bool) -> Waitlist:
+        """The round's waiting entries in its order (`order()`), built only if some entry ends early
+        (`everyone`: every row runs, so only new jobs can wait, and an empty list serves all rounds)."""
+        new = new_jobs if self.cfg.backfill_new_jobs and new_jobs is not None and new_jobs.jobs else None
+        rules = self.placer.rules
+        if everyone and new is None:
+            empty = self._no_waiting
+            if empty is None or empty.topo is not self.topo or empty.rules is not rules:
+                empty = self._no_waiting = Waitlist(no_candidates, self.topo, self.cfg.consolidate, rules)
+                empty.build()
+            return empty
         rows, single, sfs, J = self.rows, self._single, self._row_sf_list, self.J
         pool, spread, home = self.col_pool, self.col_spread, self._home_col
-        new = new_jobs if self.cfg.backfill_new_jobs else None
-        build = lambda: waiting_candidates(order, J, rows, single, sfs, pool, spread,   # noqa: E731
+        build = lambda: waiting_candidates(order(), J, rows, single, sfs, pool, spread,   # noqa: E731
                                            plan.member_job, new, home)
-        return Waitlist(build, self.topo, self.cfg.consolidate, self.placer.rules, remember_in(self.placer))
+        return Waitlist(build, self.topo, self.cfg.consolidate, rules, remember_in(self.placer))
 
     def _quota_tally(self):
         rules = self.placer.rules
@@ -323,10 +385,10 @@ class RoundMechanism:
     def _select(self, order: np.ndarray, free: list[int], busy: set[int], admit, new_jobs: JobView | None) -> Entries:
         """Greedy selection down `order`, then (when configured) free GPUs to jobs the allocation does
         not know yet; `free` and `busy` are updated in place."""
-        taken = greedy_select(order, self.J, self.rows, self._row_sf_list, free, busy, self._single, self.col_pool,
-                              admit)
+        rows, cols = greedy_columns(order, self.J, self.rows, self._row_sf_list, free, busy, self._single,
+                                    self.col_pool, admit, self._all_single, self._smallest)
+        self._taken = len(rows)
         pool = self.col_pool
-        rows, cols = map(list, zip(*taken)) if taken else ([], [])
         sfs = list(map(self._row_sf_list.__getitem__, rows))
         types = list(cols) if pool is None else pool[np.asarray(cols, dtype=np.int64)].tolist()
         ent = Entries(list(map(self.rows.__getitem__, rows)), rows, cols, types, sfs)
@@ -363,21 +425,34 @@ class RoundMechanism:
             if self.totals is not None:
                 self.totals *= self.cfg.decay
         occupied = np.asarray(occupied, dtype=float)
-        self.elapsed += float(occupied.max()) if len(occupied) else 0.0
-        mine = plan.rows >= 0
-        if plan.share is not None or not mine.any():
+        if not len(occupied):
+            return
+        self.elapsed += float(occupied.max())
+        if plan.share is not None:
             return
         cols = plan.types if plan.cols is None else plan.cols
-        if mine.all():   # no backfilled job this round
+        if plan.rows.min() >= 0:   # no backfilled job this round
             r, j, t = plan.rows, cols, occupied
         else:
+            mine = plan.rows >= 0
+            if not mine.any():
+                return
             r, j, t = plan.rows[mine], cols[mine], occupied[mine]
         self.received[r, j] += t
         if self.totals is not None:
             np.add.at(self.totals, j, t)
 
 
-def make_plan(keys, rows, types, sfs, gpus, renewed, consolidated, share=None, cols=None) -> RoundPlan:
+def make_plan(keys, rows, types, sfs, gpus, renewed, consolidated, share=None, cols=None,
+              member_job: np.ndarray | None = None) -> RoundPlan:
+    """`member_job`: each entry's one job, when the caller has it (the mechanism does: most rows
+    are single jobs); None: found from `keys`."""
+    if member_job is not None:
+        member_entry = np.arange(len(keys), dtype=np.int64)
+        return RoundPlan(keys, np.asarray(rows, dtype=np.int64), np.asarray(types, dtype=np.int64),
+                         np.asarray(sfs, dtype=np.int64), gpus, np.asarray(renewed, dtype=bool),
+                         np.asarray(consolidated, dtype=bool), member_job, member_entry, share,
+                         None if cols is None else np.asarray(cols, dtype=np.int64))
     sizes = list(map(len, keys))
     if sizes.count(1) == len(sizes):
         member_job = np.fromiter(map(itemgetter(0), keys), dtype=np.int64, count=len(keys))

@@ -25,6 +25,7 @@ from itertools import count
 import numpy as np
 
 from ..topology import Topology
+from .leases import JobLeases
 
 
 @dataclass
@@ -47,13 +48,57 @@ class _Round:
 
 
 class Placer:
-    """Remembers last round's placement so that staying rows keep their GPUs."""
+    """Remembers last round's placement so that staying rows keep their GPUs.
+
+    `last` maps each key to (type, GPUs). A round of one-GPU, one-job entries (most rounds of a
+    single-GPU trace) is remembered by job instead (`place_jobs`, gavel_ng.mechanism.leases), so
+    that the next such round finds its renewals in a few array operations; the dict is built only
+    when someone reads `last` (and from then on it is what counts, since its reader may change it)."""
 
     def __init__(self, topology: Topology, consolidate: bool = True):
         self.topo = topology
         self.consolidate = consolidate
-        self.last: dict[tuple[int, ...], tuple[int, tuple[int, ...]]] = {}
+        self._last: dict[tuple[int, ...], tuple[int, tuple[int, ...]]] = {}
+        self._leases = JobLeases()   # the memory instead of _last while it is active
+        self._use_gpus()
         self.rules = None   # gavel_ng.rules.placement.ServerRules: labels, (anti-)affinity, quotas per round
+
+    @property
+    def last(self) -> dict[tuple[int, ...], tuple[int, tuple[int, ...]]]:
+        if self._leases.active:
+            self._last = self._leases.as_dict(self._one_gpu)
+        return self._last
+
+    @last.setter
+    def last(self, value: dict) -> None:
+        self._leases.clear()
+        self._last = value
+
+    def remember(self, key: tuple[int, ...], t: int, gpus: tuple[int, ...]) -> None:
+        """`key` holds `gpus` (of type t) from now on, mid-round: whoever held one of them is
+        forgotten there, so that the next round renews `key` in place when it keeps its type."""
+        if self._leases.active and len(key) == 1 and len(gpus) == 1:
+            self._leases.hold(key[0], t, gpus[0])
+            return
+        last = self.last
+        mine = set(gpus)
+        for k in [k for k, (_, g) in last.items() if mine.intersection(g)]:
+            del last[k]
+        last[key] = (t, tuple(gpus))
+
+    def _use_gpus(self) -> None:
+        """What one-GPU placement keeps per topology: the tuple (g,) of each GPU g (an entry's GPUs),
+        each GPU's sort key but for its server's free count (_place_single), and where each type's
+        GPUs start in that sort."""
+        topo = self.topo
+        G = topo.num_gpus
+        self._one_gpu = np.empty(G, dtype=object)
+        self._one_gpu[:] = [(g,) for g in range(G)]
+        self._all_free = np.ones(G, dtype=bool)
+        self._full = int(np.bincount(topo.gpu_server).max(initial=0)) + 1 if G else 1   # above any free count
+        self._gpu_key = topo.gpu_type.astype(np.int64) * ((self._full + 1) * G) + np.arange(G)
+        self._type_start = np.concatenate([[0], np.cumsum(np.bincount(topo.gpu_type,
+                                                                      minlength=len(topo.worker_types)))]).tolist()
 
     def forget(self) -> None:
         self.last = {}
@@ -67,6 +112,7 @@ class Placer:
             if (new >= 0).all() and (topology.gpu_type[new] == j).all():
                 last[key] = (j, tuple(new.tolist()))
         self.topo = topology
+        self._use_gpus()
         self.last = last
 
     def place(self, keys: list[tuple[int, ...]], types: list[int], sfs: list[int],
@@ -131,7 +177,9 @@ class Placer:
                 self._replace_or_renew(st, i, last[keys[i]][1], types[i], sfs[i], moved)
             else:
                 st.gpus[i] = self._place_wide(types[i], sfs[i], st, None if may_split else moved)
-        self._place_single(fresh if all_one else [i for i in fresh if sfs[i] == 1] + moved, types, st.free, st.gpus)
+        ones = fresh if all_one else [i for i in fresh if sfs[i] == 1] + moved
+        for i, g in zip(ones, self._place_single(ones, types, st.free)):
+            st.gpus[i] = (g,)
         self.last = dict(zip(keys, zip(types, st.gpus)))
         consolidated = np.ones(E, dtype=bool)
         for i in () if all_one else range(E):
@@ -141,16 +189,48 @@ class Placer:
     def _place_ones(self, keys: list[tuple[int, ...]], types: list[int]) -> Placed:
         """place() when every entry takes one GPU (nothing wide, nothing split): a row that stays
         on its type renews its GPU, the others go where _place_single puts them."""
-        gpus = [p[1] if p is not None and p[0] == j and len(p[1]) == 1 else None
-                for p, j in zip(map(self.last.get, keys), types)]
-        renewed = [g is not None for g in gpus]
-        fresh = [i for i, r in enumerate(renewed) if not r]
-        free = np.ones(self.topo.num_gpus, dtype=bool)
-        if len(fresh) < len(keys):
-            free[[g[0] for g in gpus if g is not None]] = False
-        self._place_single(fresh, types, free, gpus)
+        gpus: list = []
+        fresh: list[int] = []
+        held: list[int] = []
+        i = 0
+        for p, j in zip(map(self.last.get, keys), types):
+            if p is not None and p[0] == j and len(p[1]) == 1:
+                gpus.append(p[1])
+                held.append(p[1][0])
+            else:
+                gpus.append(None)
+                fresh.append(i)
+            i += 1
+        renewed = np.ones(len(keys), dtype=bool)
+        if fresh:
+            renewed[fresh] = False
+            free = np.ones(self.topo.num_gpus, dtype=bool)
+            free[held] = False
+            for i, g in zip(fresh, self._place_single(fresh, types, free)):
+                gpus[i] = (g,)
         self.last = dict(zip(keys, zip(types, gpus)))
-        return Placed(gpus, np.array(renewed, dtype=bool), np.ones(len(keys), dtype=bool))
+        return Placed(gpus, renewed, np.ones(len(keys), dtype=bool))
+
+    def place_jobs(self, keys: list[tuple[int, ...]], jobs: np.ndarray, types: list[int],
+                   type_array: np.ndarray | None = None) -> Placed:
+        """place() when entry i is job `jobs[i]` alone on one GPU (`keys[i] == (jobs[i],)`) and no
+        rules apply: the same choices as `_place_ones`, remembered by job (see the class).
+        `type_array`: `types` as an array, when the caller has it."""
+        t = np.asarray(types, dtype=np.int64) if type_array is None else type_array
+        if not self._leases.active:   # last round is remembered as a dict
+            placed = self._place_ones(keys, types)
+            g = np.fromiter((p[0] for p in placed.gpus), dtype=np.int64, count=len(keys))
+        else:
+            renewed, g = self._leases.lookup(jobs, t)
+            fresh = np.flatnonzero(~renewed)
+            if len(fresh):
+                free = self._all_free.copy()
+                free[g[renewed]] = False
+                g[fresh] = self._place_single(fresh.tolist(), types, free)
+            placed = Placed(self._one_gpu[g].tolist(), renewed, np.ones(len(keys), dtype=bool))
+        self._leases.store(jobs, t, g)
+        self._last = {}
+        return placed
 
     def _place_ruled(self, keys, types, sfs, spread) -> Placed:
         """Entries over quota wait; those the server rules concern are placed by them first (around
@@ -264,30 +344,25 @@ class Placer:
         st.free[out] = False
         return tuple(out)
 
-    def _place_single(self, entries: list[int], types: list[int], free: np.ndarray,
-                      gpus: list[tuple[int, ...] | None]) -> None:
-        """One-GPU entries, all types at once: each type's free GPUs ranked fullest server first (sequential
-        best fit), then by id; a type's entries take its first ones in their order."""
+    def _place_single(self, entries: list[int], types: list[int], free: np.ndarray) -> list[int]:
+        """One-GPU entries, all types at once: the GPU of each (in `entries`' order). Each type's free
+        GPUs are ranked fullest server first (sequential best fit), then by id; a type's entries take
+        its first ones in their order. One sort of all GPUs by (type, free GPUs on their server, id),
+        taken ones last within their type."""
         if not entries:
-            return
-        topo = self.topo
-        ids = np.flatnonzero(free)
-        srv = topo.gpu_server[ids]
-        per_server = np.bincount(srv, minlength=len(topo.server_type))[srv]
-        kind = topo.gpu_type[ids]
-        rank = np.lexsort((ids, per_server, kind))
-        ranked = ids[rank].tolist()
-        bounds = np.searchsorted(kind[rank], np.arange(len(topo.worker_types) + 1)).tolist()
-        nxt, end = bounds[:-1], bounds[1:]
+            return []
+        topo, G = self.topo, self.topo.num_gpus
+        per_server = np.bincount(topo.gpu_server[free], minlength=len(topo.server_type))
+        ranked = np.argsort(self._gpu_key + np.where(free, per_server[topo.gpu_server], self._full) * G).tolist()
+        is_free = free.tolist()
+        nxt, end = self._type_start[:-1], self._type_start[1:]
         chosen = []
         for i in entries:
             j = types[i]
-            if nxt[j] == end[j]:
+            if nxt[j] == end[j] or not is_free[ranked[nxt[j]]]:
                 want = sum(1 for k in entries if types[k] == j)
-                have = end[j] - bounds[j]
+                have = int(free[topo.gpu_type == j].sum())
                 raise RuntimeError(f"placement: {want} one-GPU entries on type {j} but {have} GPUs free")
-            g = ranked[nxt[j]]
+            chosen.append(ranked[nxt[j]])
             nxt[j] += 1
-            gpus[i] = (g,)
-            chosen.append(g)
-        free[chosen] = False
+        return chosen

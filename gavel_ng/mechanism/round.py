@@ -123,7 +123,7 @@ class SchedulerLoop:
             self.reset_pending = True
         s = self.stats
         s.rounds += 1
-        renewed = int(plan.renewed.sum())
+        renewed = int(np.count_nonzero(plan.renewed))
         s.renewals += renewed
         s.launches += plan.num_entries - renewed
         return result

@@ -26,17 +26,32 @@ def greedy_select(order: np.ndarray, num_types: int, row_members: list[tuple[int
     `admit(members, pool, gpus)`, asked last for an entry that could otherwise be taken, may
     refuse it (entity quotas per round, gavel_ng.rules): the walk goes on to the next entries.
     """
+    rows, cols = greedy_columns(order, num_types, row_members, row_sf, free, busy, row_single, col_pool, admit)
+    return list(zip(rows, cols))
+
+
+def greedy_columns(order: np.ndarray, num_types: int, row_members: list[tuple[int, ...]], row_sf: list[int],
+                   free: list[int], busy: set[int], row_single: list[int] | None = None,
+                   col_pool: np.ndarray | None = None, admit: Callable[[tuple[int, ...], int, int], bool] | None = None,
+                   singles: bool | None = None, smallest: int | None = None) -> tuple[list[int], list[int]]:
+    """greedy_select's choice as two lists, taken rows and their columns (what the mechanism builds its
+    entries from). `singles` (every row one job) and `smallest` (min of row_sf) may be given by a
+    caller that keeps them, instead of being found again from the lists each round."""
     if row_single is None:
         row_single = [r[0] if len(r) == 1 else -1 for r in row_members]
-    taken: list[tuple[int, int]] = []
     left = sum(free)
-    smallest = min(row_sf) if row_sf else 1
+    if smallest is None:
+        smallest = min(row_sf) if row_sf else 1
     rows = (order // num_types).tolist()
     cols = order % num_types
     types = cols.tolist()
-    if col_pool is None and admit is None and min(row_single, default=0) >= 0:
+    if singles is None:
+        singles = min(row_single, default=0) >= 0
+    if col_pool is None and admit is None and singles:
         return _select_singles(rows, types, row_sf, row_single, free, busy, left, smallest)
     pools = types if col_pool is None else np.asarray(col_pool)[cols].tolist()
+    taken_rows: list[int] = []
+    taken_cols: list[int] = []
     for r, j, q in zip(rows, types, pools):
         s = row_sf[r]
         if free[q] < s:
@@ -53,34 +68,66 @@ def greedy_select(order: np.ndarray, num_types: int, row_members: list[tuple[int
         busy.update(members)
         free[q] -= s
         left -= s
-        taken.append((r, j))
+        taken_rows.append(r)
+        taken_cols.append(j)
         if left < smallest:
             break
-    return taken
+    return taken_rows, taken_cols
 
 
 def _select_singles(rows: list[int], types: list[int], row_sf: list[int], row_single: list[int], free: list[int],
-                    busy: set[int], left: int, smallest: int) -> list[tuple[int, int]]:
-    """greedy_select's loop when every row is one job and columns are the pools (the common case).
-    It stops once every row in the order runs (with GPUs to spare, e.g. at low load, the rest of
-    the order would only be skipped entry by entry)."""
-    taken: list[tuple[int, int]] = []
-    rows_left = len(set(rows))
+                    busy: set[int], left: int, smallest: int) -> tuple[list[int], list[int]]:
+    """greedy_columns' loop when every row is one job and columns are the pools (the common case).
+    A row is then its job, so `busy` is looked at once per row (`done`) and updated once at the
+    end. It stops once every row in the order runs (with GPUs to spare, e.g. at low load, the rest
+    of the order would only be skipped entry by entry)."""
+    done = [m in busy for m in row_single] if busy else [False] * len(row_single)
+    taken_rows: list[int] = []
+    taken_cols: list[int] = []
+    rows_left = len(set(rows)) - (sum(done[r] for r in set(rows)) if busy else 0)
+    if rows_left <= 0:
+        return taken_rows, taken_cols
     for r, j in zip(rows, types):
+        if done[r]:
+            continue
         s = row_sf[r]
         if free[j] < s:
             continue
-        m = row_single[r]
-        if m in busy:
-            continue
-        busy.add(m)
+        done[r] = True
         free[j] -= s
         left -= s
-        taken.append((r, j))
+        taken_rows.append(r)
+        taken_cols.append(j)
         rows_left -= 1
         if left < smallest or not rows_left:
             break
-    return taken
+    busy.update(map(row_single.__getitem__, taken_rows))
+    return taken_rows, taken_cols
+
+
+def greedy_ones(rows: list[int], cols: list[int], free: list[int], num_rows: int,
+                all_rows: int) -> tuple[list[int], list[int]]:
+    """greedy_columns when every row is one job on one GPU and columns are the pools: `rows` and
+    `cols` are the order's entries (rows below `all_rows`), `num_rows` the distinct rows among them.
+    No `busy` set: a row is its job, and nothing else runs yet. `free` is updated in place."""
+    done = [False] * all_rows
+    taken_rows: list[int] = []
+    taken_cols: list[int] = []
+    left = sum(free)
+    if not left or not num_rows:
+        return taken_rows, taken_cols
+    for r, j in zip(rows, cols):
+        if done[r] or not free[j]:
+            continue
+        done[r] = True
+        free[j] -= 1
+        taken_rows.append(r)
+        taken_cols.append(j)
+        left -= 1
+        num_rows -= 1
+        if not left or not num_rows:
+            break
+    return taken_rows, taken_cols
 
 
 def place_new_jobs(jobs: list[int], job_sf: list[int], preference: np.ndarray, free: list[int],

@@ -16,6 +16,7 @@ see any entry.
 from __future__ import annotations
 
 import heapq
+from itertools import chain
 
 import numpy as np
 
@@ -35,8 +36,8 @@ def backfill_round(ex, plan: RoundPlan, steps: np.ndarray, start: np.ndarray, us
     if not times or not worth_starting(L - times[0], overhead, L) or not len(wl.candidates):
         return None                             # (most rounds with an early end: nothing waits)
     end = np.zeros(wl.topo.num_gpus)          # when each GPU is free from (0: no entry held it)
-    for g, o in zip(plan.gpus, occupied.tolist()):
-        end[list(g)] = o
+    sizes = np.fromiter(map(len, plan.gpus), np.int64, plan.num_entries)
+    end[np.fromiter(chain.from_iterable(plan.gpus), np.int64, int(sizes.sum()))] = np.repeat(occupied, sizes)
     busy = set(plan.member_job.tolist())
     holders = list(zip(plan.keys, plan.types.tolist(), plan.sfs.tolist(), occupied.tolist())) \
         if wl.rules is not None else []

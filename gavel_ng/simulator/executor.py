@@ -31,6 +31,8 @@ from ..traces import Trace
 from .adaptive import AdaptiveModels, AdaptiveRunner
 from .backfill import backfill_round
 
+_NONE = np.zeros(0, np.int64)   # no job finished
+
 
 @dataclass
 class JobArrays:
@@ -250,6 +252,8 @@ class SimExecutor:
         jobs, e = plan.member_job, plan.member_entry
         thr, rate_share = self._throughputs(plan)
         inv = None
+        run = L   # seconds each member runs: the whole round unless it restarts at a cost
+        from_start = True   # every member starts with the round (start is all 0)
         if plan.share is not None:
             if len(e) != plan.num_entries:   # fluid: a job progresses in all its rows (alone, in pairs) at once
                 jobs, inv = np.unique(jobs, return_inverse=True)
@@ -257,18 +261,27 @@ class SimExecutor:
             rem = ja.remaining[jobs]
             start = np.zeros(len(jobs))
             rate = rate_share
-        else:
+        elif self.overhead > 0:
             rem = ja.remaining[jobs]
             start = np.where(plan.renewed if len(e) == plan.num_entries else plan.renewed[e], 0.0,
                              min(self.overhead, L))
             rate = thr
-        run = L - start
+            run = L - start
+            from_start = False
+        else:   # restarts cost nothing (the default)
+            rem = ja.remaining[jobs]
+            start = np.zeros(len(jobs))
+            rate = thr
         if self.integer_steps:
             can = np.floor(rate * run)
         else:
             can = rate * run
-        done = (rem <= can) & (rate > 0)
-        if done.any():
+        done = rem <= can
+        any_done = done.any()
+        if any_done:   # (a member that cannot run finishes nothing)
+            done &= rate > 0
+            any_done = done.any()
+        if any_done:
             steps = np.where(done, rem, can)
             with np.errstate(divide="ignore", invalid="ignore"):
                 used = np.where(done, start + rem / np.where(rate > 0, rate, 1.0), L)
@@ -288,12 +301,12 @@ class SimExecutor:
             ran = used - start
             self.paired_seconds += float(ran[np.bincount(e, minlength=plan.num_entries)[e] > 1].sum())
         as_run = None
-        if plan.waiting is not None and plan.share is None and occupied.min(initial=L) < L:
+        if any_done and plan.waiting is not None and plan.share is None and occupied.min(initial=L) < L:
             as_run = backfill_round(self, plan, steps, start, used, done, occupied)   # freed GPUs, rest of round
             if as_run is not None:
                 plan, steps, start, used, done, occupied = as_run
                 jobs = plan.member_job
-        self.run_seconds += float((used - start).sum())
+        self.run_seconds += float(used.sum() if from_start and as_run is None else (used - start).sum())
         if self.on_round is not None:
             self.on_round(plan, steps, start, used)     # per member (per job for fluid plans)
         if plan.share is not None:
@@ -308,7 +321,10 @@ class SimExecutor:
             self.busy += np.bincount(plan.types, weights=gpu_seconds, minlength=self.J)
             charge = gpu_seconds * self.prices[plan.types] / 3600.0
         self._charge(plan, charge, gpu_seconds)
-        result = self._settle(occupied, jobs[done], used[done])   # a job runs at most once a round
+        if any_done or as_run is not None:
+            result = self._settle(occupied, jobs[done], used[done])   # a job runs at most once a round
+        else:
+            result = self._settle(occupied, _NONE, _NONE)
         if as_run is not None:
             result.plan = plan
         return result
@@ -367,9 +383,9 @@ class SimExecutor:
     def _charge(self, plan: RoundPlan, charge: np.ndarray, gpu_seconds: np.ndarray) -> None:
         """Each entry's $ and GPU-seconds split equally over its members."""
         e = plan.member_entry
-        if len(e) == plan.num_entries:   # one member per entry: e is the identity
-            np.add.at(self.jobs.cost, plan.member_job, charge)
-            np.add.at(self.jobs.gpu_seconds, plan.member_job, gpu_seconds)
+        if len(e) == plan.num_entries:   # one member per entry: e is the identity, and a job is in one entry
+            self.jobs.cost[plan.member_job] += charge
+            self.jobs.gpu_seconds[plan.member_job] += gpu_seconds
         else:
             size = np.bincount(e, minlength=plan.num_entries)
             np.add.at(self.jobs.cost, plan.member_job, charge[e] / size[e])
@@ -404,6 +420,8 @@ class SimExecutor:
             return T, (plan.share[e] * T).sum(axis=1)
         types = plan.types[e] if paired else plan.types
         thr = ja.T[k, types]
+        if not paired and plan.consolidated.all():   # (most rounds)
+            return thr, None
         split = ~(plan.consolidated[e] if paired else plan.consolidated)
         if split.any():
             u = ja.Tu[k[split], types[split]]

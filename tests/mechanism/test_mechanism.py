@@ -10,7 +10,7 @@ from gavel_ng.mechanism import (
     greedy_select,
     priorities,
 )
-from gavel_ng.mechanism.priorities import entry_priorities, global_order, rank_entries
+from gavel_ng.mechanism.priorities import eligible_rank, entry_priorities, global_order, rank_entries
 from gavel_ng.topology import Topology
 
 
@@ -31,19 +31,30 @@ def test_priorities_rank_never_served_first():
 
 
 def test_priorities_of_a_flat_subset_are_those_of_the_grid():
-    """The mechanism ranks only its eligible entries (entry_priorities, rank_entries): bit for bit
-    what priorities() and global_order() give over the whole (row, type) grid."""
+    """The mechanism ranks only its eligible entries (entry_priorities, rank_entries, eligible_rank):
+    bit for bit what priorities() and global_order() give over the whole (row, type) grid, ties
+    included (rows 0-9 repeat rows 10-19, so their entries tie on priority and X)."""
     rng = np.random.default_rng(0)
     X = np.where(rng.random((40, 3)) < 0.3, 0.0, rng.random((40, 3)))
     received = np.where(rng.random((40, 3)) < 0.2, 0.0, rng.random((40, 3)) * 1e3)
-    received[:, 2] = 0.0                       # a type that handed out nothing yet
+    X[:10], received[:10] = X[10:20], received[10:20]
     eligible = (X > 1e-9) & (rng.random((40, 1)) < 0.8)
+    eligible[:20] = X[:20] > 1e-9
     flat = np.flatnonzero(eligible.ravel())
-    for factor in (None, 1e9):
-        p, never = priorities(X, received, None, factor)
-        q, qnever = entry_priorities(X.ravel()[flat], received.ravel()[flat], received.sum(axis=0)[flat % 3], factor)
-        assert np.array_equal(q, p.ravel()[flat]) and np.array_equal(qnever, never.ravel()[flat])
-        assert np.array_equal(flat[rank_entries(flat, X.ravel()[flat], q, qnever)], global_order(X, p, never, eligible))
+    for idle_type in (False, True):            # True: a type that handed out nothing yet
+        if idle_type:
+            received[:, 2] = 0.0
+        for factor in (None, 1e9):
+            p, never = priorities(X, received, None, factor)
+            total = received.sum(axis=0)[flat % 3]
+            Xf, rf = X.ravel()[flat], received.ravel()[flat]
+            q, qnever = entry_priorities(Xf, rf, total, factor)
+            assert np.array_equal(q, p.ravel()[flat]) and np.array_equal(qnever, never.ravel()[flat])
+            order = global_order(X, p, never, eligible)
+            # Algorithm 1's order spelled out: never served first, then priority, then X, then index
+            assert np.array_equal(order, flat[np.lexsort((flat, -Xf, -q, ~qnever))])
+            assert np.array_equal(flat[rank_entries(flat, Xf, q, qnever)], order)
+            assert np.array_equal(flat[eligible_rank(Xf, -Xf, rf, total, factor)], order)
 
 
 def test_retired_jobs_leave_the_cached_entries():

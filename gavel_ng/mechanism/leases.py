@@ -1,0 +1,69 @@
+"""Last round's one-GPU placements, by job: what the placer remembers after a round whose entries
+are each one job on one GPU (most rounds of a single-GPU trace).
+
+Arrays indexed by job id (the type and GPU of each job's lease, -1 for none) let the next round find
+its renewals with a few array operations, where a dict keyed by entry would take a lookup per
+entry. A job backfilled mid-round (`hold`) takes its GPU's lease over, as in the dict form."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class JobLeases:
+    """In use (`active`) while it, not the placer's dict, is the placer's memory."""
+
+    def __init__(self) -> None:
+        self.type_of = np.full(0, -1, np.int64)   # per job: the type of its lease, -1 if it holds none
+        self.gpu_of = np.full(0, -1, np.int64)    # per job: the GPU of its lease
+        self.jobs: np.ndarray | None = None       # jobs that may hold a lease; None: not in use
+
+    @property
+    def active(self) -> bool:
+        return self.jobs is not None
+
+    def lookup(self, jobs: np.ndarray, types: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(renewed, GPU): whether each job holds a lease on the type it runs on now, and that lease's
+        GPU (a new array; meaningless where not renewed)."""
+        try:
+            return self.type_of[jobs] == types, self.gpu_of[jobs]
+        except IndexError:   # a job beyond the arrays: they grow by doubling
+            self._room(jobs)
+            return self.type_of[jobs] == types, self.gpu_of[jobs]
+
+    def store(self, jobs: np.ndarray, types: np.ndarray, gpus: np.ndarray) -> None:
+        """This round's leases (one per job) replace the last ones."""
+        self.clear()
+        self._room(jobs)
+        self.type_of[jobs] = types
+        self.gpu_of[jobs] = gpus
+        self.jobs = jobs.copy()
+
+    def hold(self, job: int, t: int, gpu: int) -> None:
+        """`job` holds `gpu` (of type t) from now on; whoever held it lets go."""
+        held = self.jobs[(self.gpu_of[self.jobs] == gpu) & (self.type_of[self.jobs] >= 0)]
+        self.type_of[held] = -1
+        self._room(np.array([job]))
+        self.type_of[job], self.gpu_of[job] = t, gpu
+        self.jobs = np.append(self.jobs, job)
+
+    def as_dict(self, one_gpu: np.ndarray) -> dict[tuple[int, ...], tuple[int, tuple[int, ...]]]:
+        """The leases as the placer's dict (key -> (type, GPUs)); `one_gpu[g]` is the tuple (g,).
+        The arrays are then out of use."""
+        hold = self.jobs[self.type_of[self.jobs] >= 0]
+        out = {(m,): (t, g) for m, t, g in zip(hold.tolist(), self.type_of[hold].tolist(),
+                                               one_gpu[self.gpu_of[hold]].tolist())}
+        self.clear()
+        return out
+
+    def clear(self) -> None:
+        if self.jobs is not None:
+            self.type_of[self.jobs] = -1
+            self.jobs = None
+
+    def _room(self, jobs: np.ndarray) -> None:
+        n = len(self.type_of)
+        if len(jobs) and jobs.max() >= n:
+            more = np.full(max(2 * n, int(jobs.max()) + 1) - n, -1, np.int64)
+            self.type_of = np.concatenate([self.type_of, more])
+            self.gpu_of = np.concatenate([self.gpu_of, more])
