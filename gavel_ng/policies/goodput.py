@@ -31,7 +31,7 @@ best single GPU sped up with progress, so a job was re-configured 2.6x as often 
 Sia's normalization brings the restarts to 6.5 k from 12.1 k and the JCT to 1.21 h from
 1.52 h; a waiting job worth 1 / 1.1 then brings them to 4.6 k and 1.18 h (`sia` 1.19 h).
 Placement (whole servers like `sia`), the configuration set and p = -0.5 were each measured
-and moved it by at most 2 % (experiments/README.md).
+and moved it by at most 3 % (experiments/README.md).
 
 **Restart factor** (Sia, as Pollux): for a job that ran last round, every column other
 than its current one has its speedup times ``(T - R delta) / (T + delta)`` (age T, R
