@@ -29,29 +29,32 @@ STARVED = 1e-3   # speedup of a job without GPUs under p < 0 (else every power m
 DEFAULT_P = -1.0
 
 
-def config_values(S: np.ndarray, p: float) -> np.ndarray:
+def config_values(S: np.ndarray, p: float, waiting: float = STARVED) -> np.ndarray:
     """What giving job m column c adds to the objective: the p-mean's sum term over "no GPUs".
 
     With one configuration per job the power mean ``(mean_m s_m^p)^(1/p)`` is maximized by
     maximizing ``sum_m s_m^p`` (p > 0) or minimizing it (p < 0), a sum over the chosen
     (job, column) pairs: linear in a 0/1 assignment, so the p-mean is exact, not a surrogate.
-    A job left out counts as speedup `STARVED` under p < 0 (0 under p > 0)."""
+    A job left out counts as speedup `waiting` under p < 0 (0 under p > 0); a column below it
+    adds nothing."""
     if not (np.isfinite(p) and p != 0):
         raise InputError("p", p, "must be a finite non-zero number (-1: harmonic mean, as Pollux)")
+    if not (np.isfinite(waiting) and waiting > 0):
+        raise InputError("waiting", waiting, "must be a finite number > 0 (the speedup a waiting job counts as)")
     with np.errstate(divide="ignore"):
-        v = STARVED ** p - np.maximum(S, STARVED) ** p if p < 0 else S ** p
+        v = waiting ** p - np.maximum(S, waiting) ** p if p < 0 else S ** p
     return np.where(S > 0, v, 0.0)
 
 
 def solve_configurations(S: np.ndarray, need: np.ndarray, columns: Columns, capacity: np.ndarray,
                          p: float = DEFAULT_P, agnostic: bool = False, prev_type: np.ndarray | None = None,
-                         time_limit: float = 5.0) -> np.ndarray:
+                         time_limit: float = 5.0, waiting: float = STARVED) -> np.ndarray:
     """At most one whole column per job maximizing the p-mean of speedups: its index, -1 for none.
 
     One 0/1 program (`assign`): ``sum_c x[m, c] <= 1``, GPUs per type within capacity. The
     agnostic twin solves over (job, GPU count) with one pool of GPUs and then puts each job on a
     type by a blind rule (`prev_type[m]`, the type it ran on, when it has room, else the type with
-    most free GPUs)."""
+    most free GPUs). `waiting`: `config_values`'s speedup of a job left out."""
     M = len(S)
     choice = np.full(M, -1, np.int64)
     if M == 0:
@@ -62,10 +65,10 @@ def solve_configurations(S: np.ndarray, need: np.ndarray, columns: Columns, capa
     S = np.where(ok, S, 0.0)
     if not agnostic:
         keep = _undominated(S, need, pool)
-        return assign(config_values(S, p), need, keep, pool, cap, time_limit)
+        return assign(config_values(S, p, waiting), need, keep, pool, cap, time_limit)
     groups, Sg, Ng = _by_gpu_count(S, need, columns)
     one = np.zeros(len(groups), np.int64)
-    pick = assign(config_values(Sg, p), Ng, _undominated(Sg, Ng, one), one, np.array([cap.sum()]), time_limit)
+    pick = assign(config_values(Sg, p, waiting), Ng, _undominated(Sg, Ng, one), one, np.array([cap.sum()]), time_limit)
     free = cap.copy()
     prev = np.full(M, -1) if prev_type is None else np.asarray(prev_type)
     for m in np.argsort(-np.where(pick >= 0, Ng[np.arange(M), np.maximum(pick, 0)], 0), kind="stable"):

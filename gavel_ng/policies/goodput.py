@@ -13,11 +13,25 @@ job one configuration; so does this policy:
     choose at most one column c per job m (0/1), GPUs of each type within capacity,
     maximizing the power mean (p = -1 by default, Pollux's) of the jobs' speedups,
 
-where the speedup is the job's goodput on c at its current progress over its goodput on
-one GPU of its fastest type (`RoundContext.speedups`; fixed jobs take their scale
-factor on a type). With one column per job the p-mean is a sum over
-the chosen pairs (`configurations.config_values`), so the 0/1 program is exact, and its LP
-relaxation is nearly integral (`configurations.solve_configurations`).
+where a job's speedup on c is its goodput on c at its current progress over its goodput on
+its least productive configuration, times that configuration's GPU count
+(`RoundContext.min_speedups`, Sia's normalization; fixed jobs: their rate on a type over
+their slowest type's), and a job left waiting counts as speedup `waiting` (1 / 1.1 of its
+least productive option: at p = -1 exactly Sia's penalty lambda = 1.1). With one column per
+job the p-mean is a sum over the chosen pairs (`configurations.config_values`), so the 0/1
+program is exact, and its LP relaxation is nearly integral
+(`configurations.solve_configurations`).
+
+**Why these two choices (issue 29).** With the speedup over one GPU of the job's fastest
+type and a waiting job worth 1e-3 (Pollux's), `goodput` lost to `sia` by 21 % on average JCT
+on the bursty newTrace mix: during a burst it shrank running jobs to start every newcomer
+(a waiting job cost 1000 against a speedup of at most tens) and re-weighted jobs as their
+best single GPU sped up with progress, so a job was re-configured 2.6x as often as under
+`sia` (deepspeech2: 38.8 restarts per job against 10.6). Measured one at a time on seed 1:
+Sia's normalization brings the restarts to 6.5 k from 12.1 k and the JCT to 1.21 h from
+1.52 h; a waiting job worth 1 / 1.1 then brings them to 4.6 k and 1.18 h (`sia` 1.19 h).
+Placement (whole servers like `sia`), the configuration set and p = -0.5 were each measured
+and moved it by at most 3 % (experiments/README.md).
 
 **Restart factor** (Sia, as Pollux): for a job that ran last round, every column other
 than its current one has its speedup times ``(T - R delta) / (T + delta)`` (age T, R
@@ -36,6 +50,9 @@ import numpy as np
 from .configurations import DEFAULT_P, config_values, solve_configurations
 from .registry import BOTH, round_policy
 from .rounds import RoundContext
+from .sia import DEFAULT_LAMBDA
+
+WAITING = 1.0 / DEFAULT_LAMBDA   # a waiting job's speedup, in units of its least productive configuration
 
 
 @round_policy("goodput", "every round, one whole (type, GPU count) configuration per job maximizing the power "
@@ -43,24 +60,23 @@ from .rounds import RoundContext
               jobs=BOTH, round_seconds=60.0)
 class Goodput:
     """The per-round `goodput` policy (module docstring). Options: `p` (the power mean's exponent),
-    `restart_factor` (off: a job moves whenever moving looks better this round)."""
+    `restart_factor` (off: a job moves whenever moving looks better this round), `waiting` (the
+    speedup a job without GPUs counts as: lower starts every job sooner at the others' expense)."""
 
     agnostic = False
 
-    def __init__(self, p: float = DEFAULT_P, restart_factor: bool = True):
-        config_values(np.ones((1, 1)), p)   # validates p
+    def __init__(self, p: float = DEFAULT_P, restart_factor: bool = True, waiting: float = WAITING):
+        config_values(np.ones((1, 1)), p, waiting)   # validates p and waiting
         self.p = float(p)
         self.restart = bool(restart_factor)
+        self.waiting = float(waiting)
 
     def decide(self, ctx: RoundContext) -> np.ndarray:
-        S, current = ctx.speedups, ctx.current
-        running = current >= 0
-        if self.restart and running.any():
-            f = ctx.restart_factor()
-            stay = np.zeros_like(S, bool)
-            stay[np.flatnonzero(running), current[running]] = True
-            S = np.where(running[:, None] & ~stay, S * f[:, None], S)
-        return solve_configurations(S, ctx.need, ctx.columns, ctx.capacity, self.p, self.agnostic, ctx.current_type)
+        S = ctx.min_speedups
+        if self.restart:
+            S = ctx.with_restart_factor(S)
+        return solve_configurations(S, ctx.need, ctx.columns, ctx.capacity, self.p, self.agnostic, ctx.current_type,
+                                    waiting=self.waiting)
 
 
 @round_policy("goodput_agnostic", "goodput, blind to the worker type (speedups averaged over the types)",

@@ -164,6 +164,29 @@ class RoundContext(Fields):
         """(jobs, columns) rate over the job's rate on one GPU of its fastest type (`rates`, `to_speedups`)."""
         return to_speedups(self.rates.copy(), self.need, self.columns, self.adaptive, self.scale_factors)
 
+    @cached_property
+    def min_speedups(self) -> np.ndarray:
+        """(jobs, columns) rates over the job's least productive column that runs, times its smallest GPU
+        count (an adaptive job's smallest configuration that runs; a fixed job's scale factor): Sia's
+        normalization (§3.2), every running option >= that count. Why not `speedups`: a row's scale is
+        the job's weight in a power mean, and the least productive option moves far less with the
+        job's progress and the type mix than the best single GPU does (experiments/README.md, issue 29)."""
+        R, need = self.rates, self.need
+        on = R > 0
+        low = np.where(on, R, np.inf).min(axis=1, initial=np.inf)
+        nmin = np.where(self.adaptive, np.where(on, need, np.inf).min(axis=1, initial=np.inf), self.scale_factors)
+        ok = np.isfinite(low) & np.isfinite(nmin)
+        return R * np.where(ok, nmin / np.where(ok, low, 1.0), 0.0)[:, None]
+
+    def with_restart_factor(self, values: np.ndarray) -> np.ndarray:
+        """`values` (jobs, columns) with each running job's columns other than its current one times its
+        `restart_factor` (a job that ran on a column no longer offered: all of them)."""
+        running = np.array([bool(h) for h in self.held], bool)
+        if not running.any():
+            return values
+        other = running[:, None] & (np.arange(self.columns.num)[None, :] != self.current[:, None])
+        return np.where(other, values * self.restart_factor()[:, None], values)
+
     # ----- where jobs ran ------------------------------------------------------------------------
     @cached_property
     def current(self) -> np.ndarray:

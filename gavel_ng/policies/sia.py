@@ -130,18 +130,8 @@ class Sia:
     def goodput_matrix(self, ctx: RoundContext) -> np.ndarray:
         """G: goodput per (job, configuration), row-normalized to the job's minimum GPU count, with the
         restart factor on a running job's other configurations."""
-        R, need = ctx.rates, ctx.need
-        on = R > 0
-        low = np.where(on, R, np.inf).min(axis=1, initial=np.inf)
-        nmin = np.where(ctx.adaptive, np.where(on, need, np.inf).min(axis=1, initial=np.inf), ctx.scale_factors)
-        scale = np.where(np.isfinite(low) & np.isfinite(nmin), nmin / np.where(np.isfinite(low), low, 1.0), 0.0)
-        G = R * scale[:, None]
-        running = np.array([bool(h) for h in ctx.held], bool)
-        if self.restart and running.any():
-            r = ctx.restart_factor()
-            other = running[:, None] & (np.arange(ctx.columns.num)[None, :] != ctx.current[:, None])
-            G = np.where(other, G * r[:, None], G)
-        return G
+        G = ctx.min_speedups
+        return ctx.with_restart_factor(G) if self.restart else G
 
     def allowed(self, ctx: RoundContext) -> np.ndarray:
         """(jobs, columns) Sia's configurations, and for adaptive jobs at most `scale_up` x the GPUs

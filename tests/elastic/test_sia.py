@@ -9,6 +9,8 @@ from gavel_ng.cluster import Cluster
 from gavel_ng.columns import Columns
 from gavel_ng.elastic import pollux_workload
 from gavel_ng.errors import InputError
+from gavel_ng.policies.configurations import STARVED, config_values
+from gavel_ng.policies.goodput import Goodput
 from gavel_ng.policies.pollux import majority_type, type_power
 from gavel_ng.policies.registry import get_policy
 from gavel_ng.policies.rounds import RoundJobs
@@ -99,6 +101,46 @@ def test_restart_factor_keeps_a_job_where_moving_barely_helps():
     assert gpus_of(stay)[0] == held                        # r = (600 - 30) / (600 + 30) < 1 / 1.05
     move = Sia(restart_factor=False).decide(context(cluster, src, [0], [held]))
     assert move[0].type == 1 and len(move[0].gpus) == 2
+
+
+def test_goodput_and_sia_share_the_row_minimum_normalization():
+    cluster = Cluster(gpus={"slow": 4, "fast": 4}, gpus_per_server={"slow": 4, "fast": 4})
+    ctx = context(cluster, PowerLawSource(["slow", "fast"], {"slow": 1.0, "fast": 3.0}, alpha=0.5), [0, 1])
+    G = ctx.min_speedups
+    on = G > 0
+    # every row's least productive option is the job's smallest GPU count (1 here), on the slow type
+    assert np.allclose(np.where(on, G, np.inf).min(axis=1), 1.0)
+    fast4 = ctx.columns.names.index("fastx4")
+    assert np.allclose(G[:, fast4], 3.0 * 4 ** 0.5)
+    assert np.array_equal(Sia(restart_factor=False).goodput_matrix(ctx), G)
+
+
+def goodput_gpus(cluster, src, jobs, held, **options):
+    """GPUs goodput gives each job (0: it waits) on a real planner's context with the planner's counts."""
+    topo = Topology.from_cluster(cluster)
+    planner = RoundPlanner("goodput", Goodput(**options).decide, src, topo, lambda: 600.0, realloc_delay=30.0)
+    planner.arrive(list(jobs))
+    planner.last = {m: tuple(h) for m, h in zip(jobs, held) if h}
+    ctx = planner.context(600.0)
+    choice = Goodput(**options).decide(ctx)
+    return [int(ctx.need[i, c]) if c >= 0 else 0 for i, c in enumerate(choice.tolist())]
+
+
+def test_goodput_lets_a_newcomer_wait_rather_than_shrink_running_jobs():
+    """Two jobs run on 2 GPUs each (linear scaling) when a third arrives: shrinking one to start it
+    gains a job worth 1 / 1.1 of its least productive option and costs a restart, so it waits; with
+    Pollux's near-zero waiting speedup every job that fits is started (issue 29: the bursts' churn)."""
+    cluster = Cluster(gpus={"a100": 4}, gpus_per_server={"a100": 4})
+    src = PowerLawSource(["a100"], {"a100": 1.0})
+    held = [(0, 1), (2, 3), ()]
+    assert sorted(goodput_gpus(cluster, src, [0, 1, 2], held)) == [0, 2, 2]     # (which of the equals waits: a tie)
+    assert sorted(goodput_gpus(cluster, src, [0, 1, 2], held, waiting=STARVED)) == [1, 1, 2]
+    # no GPU idles while a job waits (every option is worth more than waiting); under linear scaling
+    # the GPUs go to fewer jobs rather than one each (a job at its least productive option adds 0.1)
+    got = goodput_gpus(cluster, src, [0, 1, 2], [(0,), (), ()])
+    assert sum(got) == 4 and 0 in got
+    with pytest.raises(InputError, match="waiting"):
+        config_values(np.ones((1, 1)), -1.0, 0.0)
 
 
 def test_options_are_checked():
