@@ -14,6 +14,7 @@ import sys
 
 from loopback_cluster import wait_for, worker_name
 
+from gavel_ng.policies.configurations import STARVED
 from gavel_ng.runtime.status import read_state_dir
 
 ADAPTIVE = {"job_type": "ResNet-18 (batch size 32)", "steps": 6000, "name": "ada",
@@ -28,7 +29,9 @@ def _on_two_gpus(c, job_id, after_step):
 
 
 def test_adaptive_job_grows_keeps_learning_and_survives_kill9(cluster_factory):
-    cl = cluster_factory(round_seconds=8.0, worker_types=["v100"], policy="goodput", realloc_delay_seconds=1.0)
+    # Pollux's rule for a waiting job (every job that fits starts), so that both start on one GPU each
+    cl = cluster_factory(round_seconds=8.0, worker_types=["v100"], policy="goodput", realloc_delay_seconds=1.0,
+                         policy_options={"waiting": STARVED})
     cl.start(("w1", "v100", 2))
     with cl.client() as c:
         ada, fixed = c.submit([ADAPTIVE, FIXED])
