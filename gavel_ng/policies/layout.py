@@ -94,6 +94,11 @@ class Vars:
     def num_jobs(self) -> int:
         return self.input.num_jobs
 
+    def fill_gains(self) -> np.ndarray:
+        """Per variable: its job's throughput there relative to the job's fastest type (the order
+        of solving.fill_leftover)."""
+        raise NotImplementedError
+
     def allocation(self, x: np.ndarray) -> Allocation:
         if self.packing is not None:
             return packing.decompose(self, x)
@@ -102,7 +107,7 @@ class Vars:
         values = np.zeros((rows_used, len(inp.worker_types)))
         values[self.var_row, self.var_col] = np.minimum(np.maximum(x, 0.0), 1.0)
         if inp.combinations is None:   # one row per job, in job order
-            labels = [(j,) for j in inp.job_ids]
+            labels = list(zip(inp.job_ids))
         else:
             labels = [tuple(inp.job_ids[m] for m in row if m >= 0) for row in self.members]
         return Allocation(labels, list(inp.worker_types), values, self.row_scale.astype(float),
@@ -181,6 +186,12 @@ class Layout(Vars):
         self.limit_block = limit_rows(self) if self.input.limits is not None else None
         if self.limit_block is not None:
             self.extra_rows.append(self.limit_block)
+
+    def fill_gains(self) -> np.ndarray:
+        job = self.members[self.var_row, 0]
+        A = self.thr.A   # column sums (a single row's coefficient is its job's throughput there), in A's row order
+        T = np.bincount(A.indices, weights=A.data, minlength=self.num_vars)
+        return T / np.maximum(self.thr_fastest[job], 1e-300)
 
     @cached_property
     def job_rows(self) -> sp.csr_matrix:

@@ -35,7 +35,7 @@ from .objective import Solution
 from .problem import Problem
 from .registry import agnostic_problem, get_policy, objective_value, solve
 from .scheduling_problem import SchedulingProblem
-from .solving import fill_gain, fill_leftover, repair, spread_over_types
+from .solving import fill_leftover, repair, spread_over_types
 from .warm_lp import WarmMaxMin, dense_rows, warm_objective
 
 __all__ = ["PolicySession", "JobRows", "JobGrid", "warm_objective", "SOLVER"]
@@ -91,35 +91,34 @@ class PolicySession:
         if X is None:
             return None
         x = X[seen.var_row, seen.var_col]
-        return self._finish(inp, seen, x, objective.fill, None, objective.value, start)
+        return self._finish(inp, seen, x, objective.fill, False, objective.value, start)
 
     def _solve_kept(self, inp: SchedulingProblem, kinds: np.ndarray, slots: np.ndarray,
                     start: float) -> Solution | None:
         """The warm solve on the kept rows of a `per_job` policy (JobRows), each row tagged with its kind."""
         rows = self._rows
-        c, hi = rows.c[kinds], rows.hi[kinds]
-        X = self._warm.solve(inp.job_ids, c, hi, inp.scale_factors, inp.capacity,
-                             rows.cost[kinds] if rows.then else None, rows.then_tol, kinds + rows.first, slots)
+        c = rows.c    # (the tables as they are now: a later context states new ones)
+        X = self._warm.solve(inp.job_ids, c, rows.hi, inp.scale_factors, inp.capacity,
+                             rows.cost if rows.then else None, rows.then_tol, kinds + rows.first, slots, kinds)
         if X is None:
             return None
-        grid = JobGrid(inp, hi > 0)
-        vr, vc = grid.var_row, grid.var_col
-        x = X[vr, vc]
-        cv = c[vr, vc]
+        grid = JobGrid(inp, rows.usable, rows.gain, kinds)
+        x = X.ravel().take(grid.flat)
         report = rows.report
 
         def value(x: np.ndarray) -> float:   # objective.value on the kept rows
-            return report(float(np.bincount(vr, weights=cv * x, minlength=inp.num_jobs).min()))
+            cv = c.take(kinds, 0).ravel().take(grid.flat)
+            return report(float(np.bincount(grid.var_row, weights=cv * x, minlength=inp.num_jobs).min()))
 
-        return self._finish(inp, grid, x, rows.fill, rows.gain[kinds][vr, vc], value, start)
+        return self._finish(inp, grid, x, rows.fill, True, value, start)
 
-    def _finish(self, inp: SchedulingProblem, p: Vars, x: np.ndarray, fill: bool, gain: np.ndarray | None,
+    def _finish(self, inp: SchedulingProblem, p: Vars, x: np.ndarray, fill: bool, kept: bool,
                 value, start: float) -> Solution:
         """What solve_objective does after its LP (then `finish`), and registry._solve_on after that.
-        With the gains given (kept rows) x is the warm LP's, within its bounds: the fill takes it as it
-        is (a job or type over by HiGHS's tolerance gets nothing more) and the repair after it clips."""
+        On kept rows x is the warm LP's, within its bounds: the fill takes it as it is (a job or type
+        over by HiGHS's tolerance gets nothing more) and the repair after it clips."""
         if fill:
-            x = fill_leftover(p, x if gain is not None else repair(p, x), gain)
+            x = fill_leftover(p, x if kept else repair(p, x))
         x = repair(p, x)
         if not self.spec.agnostic:   # the objective when first read: a simulated round never reads it
             sol = Solution(p.allocation(x), x, None, SOLVER, time.perf_counter() - start)
@@ -134,21 +133,36 @@ class PolicySession:
 
 
 class JobGrid(Vars):
-    """The variables of single-job rows on plain columns, from a (jobs x types) mask of where each
-    job may run, in a Layout's order: what finishing a kept-rows solve needs, without a Problem."""
+    """The variables of single-job rows on plain columns, in a Layout's order (row-major over
+    jobs and types): what finishing a kept-rows solve needs, without a Problem. `usable` and
+    `gain` (kinds x types) say where each kind of job may run and its fill gains there; `kinds`
+    (M,) each job's kind."""
 
-    def __init__(self, inp: SchedulingProblem, usable: np.ndarray):
-        M = inp.num_jobs
+    def __init__(self, inp: SchedulingProblem, usable: np.ndarray, gain: np.ndarray, kinds: np.ndarray):
+        J = usable.shape[1]
         self.input = inp
-        self.var_row, self.var_col = np.nonzero(usable)
+        self.flat = usable.take(kinds, 0).ravel().nonzero()[0]   # each variable's place in an (M, J) array
+        self.var_row = self.flat // J
+        self.var_col = self.flat - J * self.var_row
         self.var_job = self.var_row
         self.var_pool = self.var_col
-        self.num_vars = len(self.var_row)
+        self.num_vars = len(self.flat)
         self.row_scale = inp.scale_factors
-        self.var_gpus = self.row_scale[self.var_row]
+        self.var_gpus = self.row_scale.take(self.var_row)
         self.capacity = inp.capacity
-        self.members = np.arange(M)[:, None]
-        self.row_partner = np.full(M, -1)
+        self.members = np.arange(inp.num_jobs)[:, None]
+        self._gain, self._kinds = gain, kinds
+
+    @property
+    def row_partner(self) -> np.ndarray:
+        return np.full(self.num_jobs, -1)
+
+    @property
+    def single_var(self) -> np.ndarray:
+        return np.ones(self.num_vars, bool)
+
+    def fill_gains(self) -> np.ndarray:
+        return self._gain.take(self._kinds, 0).ravel().take(self.flat)
 
 
 class JobRows:
@@ -173,6 +187,7 @@ class JobRows:
         self.sig = np.zeros((0, J + 2))       # per kind: its throughputs, scale factor and weight
         # per kind: max-min coefficients, bounds, second-phase costs, leftover-fill gains
         self.c, self.hi, self.cost, self.gain = (np.zeros((0, J)) for _ in range(4))
+        self.usable = np.zeros((0, J), bool)   # hi > 0
         self.form: tuple | None = None       # (fill, then, then_tol): the same for every statement
         self.fill, self.then, self.then_tol, self.report = True, False, 0.0, float
 
@@ -190,8 +205,8 @@ class JobRows:
         kinds = last - self.first   # (kinds of an earlier context come out negative: new here)
         if len(self.sig):   # a job whose throughputs, scale factor or weight changed is looked up again
             sig = np.concatenate((T, sf[:, None], w[:, None]), axis=1)
-            kinds[(sig != self.sig[np.maximum(kinds, 0)]).any(axis=1)] = -1
-        for i in np.flatnonzero(kinds < 0).tolist():
+            kinds[(sig != self.sig.take(np.maximum(kinds, 0), 0)).any(1)] = -1
+        for i in (kinds < 0).nonzero()[0].tolist():
             key = (T[i].tobytes(), float(sf[i]), float(w[i]))
             kind = self.kind_of.get(key)
             if kind is None:
@@ -218,11 +233,12 @@ class JobRows:
             return None
         c, hi, cost = dense_rows(seen, objective)
         gain = np.zeros_like(c)
-        gain[seen.var_row, seen.var_col] = fill_gain(seen)
+        gain[seen.var_row, seen.var_col] = seen.fill_gains()
         kind = len(self.sig)
         self.kind_of[key] = kind
         self.sig = np.vstack([self.sig, np.r_[inp.throughputs[i], inp.scale_factors[i], inp.weights[i]]])
         self.c, self.hi, self.gain = np.vstack([self.c, c]), np.vstack([self.hi, hi]), np.vstack([self.gain, gain])
+        self.usable = np.vstack([self.usable, hi > 0])
         self.cost = np.vstack([self.cost, cost if cost is not None else np.zeros_like(c)])
         self.stated += 1
         return kind

@@ -75,7 +75,7 @@ def repair(p: Vars, x: np.ndarray) -> np.ndarray:
     x = np.minimum(x, 1.0)    # (np.clip costs twice as much on these small vectors)
     x[x < 1e-9] = 0.0         # noise and anything negative
     totals = p.job_time(x)
-    if (totals > 1.0).any():   # (scaling by 1 everywhere else would change nothing: skipped)
+    if np.count_nonzero(totals > 1.0):   # (scaling by 1 everywhere else would change nothing: skipped)
         job_scale = 1.0 / np.maximum(totals, 1.0)
         var_scale = np.ones(p.num_vars)
         for i in range(p.members.shape[1]):
@@ -85,7 +85,7 @@ def repair(p: Vars, x: np.ndarray) -> np.ndarray:
         x = x * var_scale
     used = p.pool_use(x)
     cap = p.capacity
-    if (used > cap).any():
+    if np.count_nonzero(used > cap):
         type_scale = np.where(used > cap, cap / np.maximum(used, 1e-300), 1.0)
         x = x * type_scale[p.var_pool]
     if p.limit_block is not None:   # quotas and labelled servers (gavel_ng.rules)
@@ -107,50 +107,53 @@ def spread_over_types(p: Vars, x: np.ndarray) -> np.ndarray:
     return repair(p, share[p.var_row] * cap / np.maximum(pool[p.var_row], 1e-300))
 
 
-def fill_gain(p: Layout) -> np.ndarray:
-    """Per variable: its job's throughput there relative to the job's fastest type."""
-    job = p.members[p.var_row, 0]
-    A = p.thr.A   # column sums (a single row's coefficient is its job's throughput there), in A's row order
-    T = np.bincount(A.indices, weights=A.data, minlength=p.num_vars)
-    return T / np.maximum(p.thr_fastest[job], 1e-300)
-
-
-def fill_leftover(p: Vars, x: np.ndarray, gain: np.ndarray | None = None) -> np.ndarray:
-    """Give idle GPU time to jobs with idle time, fastest-relative first (`gain`: `fill_gain(p)`,
-    given where the caller keeps it).
+def fill_leftover(p: Vars, x: np.ndarray) -> np.ndarray:
+    """Give idle GPU time to jobs with idle time: pools with the most room first, in each the jobs
+    fastest-relative there first (`p.fill_gains()`, ties in variable order).
 
     Only ever adds time, so a max-min optimum stays optimal; a greedy pass costs far
     less than a second LP (measured in solver_bench/). Constraints of the policy's own
     are rows the greedy pass cannot see, so then the fill is that second LP.
+
+    A pool with room for every job's idle time gives each all of it, whatever their order: the
+    gains are read (and sorted) only for a pool that runs out. In the simulation that is almost
+    never (experiments/README.md, "Simulator speed"), which saves most of the pass.
     """
     if (p.constraints and p.user_rows.num_rows) or p.limit_block is not None:
         return _fill_lp(p, x)
     x = x.copy()
     slack = 1.0 - p.job_time(x)
-    left = p.capacity - p.pool_use(x)
-    gain = fill_gain(p) if gain is None else gain
-    # partner time stays as solved (it must balance between classes): single-job variables only,
-    # by pool, then fastest-relative first (ties in variable order); sorted once for every pool
+    np.maximum(slack, 0.0, out=slack)
+    left = (p.capacity - p.pool_use(x)).tolist()
+    # partner time stays as solved (it must balance between classes): single-job variables only
     cand = p.single_var.nonzero()[0]
     pool = p.var_pool[cand]
-    order = cand[np.lexsort((-gain[cand], pool))]
-    job = p.members[p.var_row[order], 0]
-    sf = p.var_gpus[order]
+    by_pool = cand[pool.argsort(kind="stable")]    # variable order within a pool
     ends = np.bincount(pool, minlength=len(left)).cumsum().tolist()
-    for j in np.argsort(-left).tolist():
+    job_of = p.members[:, 0]
+    gain = None
+    for j in sorted(range(len(left)), key=lambda j: -left[j]):
         room = left[j]
-        if room <= 0 or not (slack > 0).any():
+        if room <= 0 or not np.count_nonzero(slack):
             break   # every later pool has no room either, or no job has time left: nothing would move
-        part = slice(ends[j - 1] if j else 0, ends[j])
-        jc, use = job[part], sf[part]
-        want = np.maximum(slack[jc], 0.0)
-        want *= use                                          # GPUs each would use
+        part = by_pool[ends[j - 1] if j else 0:ends[j]]
+        jc = job_of[p.var_row[part]]
+        idle = slack[jc]
+        use = p.var_gpus[part]
+        if idle @ use <= room:   # room for all of it
+            x[part] += idle
+            slack[jc] = 0.0
+            continue
+        gain = p.fill_gains() if gain is None else gain
+        o = (-gain[part]).argsort(kind="stable")
+        part, jc, use = part[o], jc[o], use[o]
+        want = idle[o] * use                                  # GPUs each would use
         gpus = np.minimum(want, room - want.cumsum() + want)  # what is left when its turn comes
         np.maximum(gpus, 0.0, out=gpus)
         add = gpus / use
-        x[order[part]] += add
-        np.subtract.at(slack, jc, add)
-        left[j] = room - gpus.sum()
+        x[part] += add
+        np.subtract.at(slack, jc, add)   # (a job may have two variables in a pool: its twin column)
+        np.maximum(slack, 0.0, out=slack)
     return x
 
 
@@ -159,7 +162,7 @@ def _fill_lp(p: Layout, x: np.ndarray) -> np.ndarray:
     (so no job loses throughput), partner variables stay as solved; on failure x as it is."""
     A, lo, hi = p.validity_rows()
     single = p.single_var
-    lp = LinearProgram(np.where(single, fill_gain(p), 0.0), A, lo, hi, x, np.where(single, 1.0, x), True,
+    lp = LinearProgram(np.where(single, p.fill_gains(), 0.0), A, lo, hi, x, np.where(single, 1.0, x), True,
                        "simplex")
     res = lp.run()
     return res.x if res.ok else x
