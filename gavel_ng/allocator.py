@@ -154,7 +154,7 @@ class PolicyAllocator:
                                           entities, strict=False)
             sf = np.asarray(data.scale_factors, dtype=float)
             runnable = ((T > 0) & (sf[:, None] <= cap[None, :])).any(axis=1)
-            if not runnable.all():
+            if np.count_nonzero(runnable) < len(runnable):
                 keep = np.flatnonzero(runnable)
                 data, T = data.take(keep), T[keep]
                 job_rules = [job_rules[i] for i in keep.tolist()]
@@ -169,11 +169,11 @@ class PolicyAllocator:
         start = time.perf_counter()
         try:
             problem = SchedulingProblem.build(
-                [str(m) for m in ids], self.names, cap, T, scale_factors=data.scale_factors, weights=data.weights,
+                list(map(str, ids)), self.names, cap, T, scale_factors=data.scale_factors, weights=data.weights,
                 steps_remaining=data.steps_remaining, steps_total=data.steps_total,
                 time_since_arrival=np.maximum(0.0, now - data.arrival), slo_s=data.slo_s, prices=self.prices,
                 pairs=pairs, pools=self.pools, limits=limits, entities=entities, entity_specs=self.entities,
-                soft_preferences=preferences)
+                soft_preferences=preferences, trusted=True)
             sol = self.session.solve(problem)
         except Exception as exc:    # a bad input or a solver fault must not stop every later round
             return self._fallback(ids, data.scale_factors, T, cap, exc)
@@ -185,7 +185,7 @@ class PolicyAllocator:
             log.debug("solve at t=%.0f: %s", now, "; ".join(sol.warnings))
         a = sol.allocation
         singles = len(a.rows) == len(ids) and max(map(len, a.rows), default=1) == 1
-        rows = [(m,) for m in ids] if singles else [tuple(int(m) for m in r) for r in a.rows]
+        rows = list(zip(ids)) if singles else [tuple(int(m) for m in r) for r in a.rows]
         out = AllocationRows(rows, np.asarray(a.values, dtype=float), np.asarray(a.scale_factors, dtype=float))
         if self.on_solve is not None:
             self.on_solve(ids, cap, out, time.perf_counter() - start)

@@ -107,7 +107,9 @@ class SchedulingProblem(Fields):
     def build(cls, job_ids, worker_types, capacity, throughputs, *, scale_factors=None, weights=None,
               steps_remaining=None, steps_total=None, time_since_arrival=None, slo_s=None,
               entities=None, entity_specs=None, prices=None, combinations=None, pairs=None,
-              pools=None, limits=None, soft_preferences=False) -> SchedulingProblem:
+              pools=None, limits=None, soft_preferences=False, trusted=False) -> SchedulingProblem:
+        """The problem from arrays (missing ones at their defaults), validated (`validate`; `trusted`
+        there says which checks the caller's own construction makes unnecessary)."""
         m = len(job_ids)
 
         def arr(v, default):
@@ -127,7 +129,7 @@ class SchedulingProblem(Fields):
             pools=None if pools is None else np.asarray(pools, dtype=int), limits=limits,
             soft_preferences=bool(soft_preferences),
         )
-        problem.validate()
+        problem.validate(trusted)
         return problem
 
     @classmethod
@@ -167,19 +169,39 @@ class SchedulingProblem(Fields):
             pools=pools,
         )
 
-    def validate(self) -> None:
-        """Reject inputs no allocation can serve, naming the job."""
-        m, n = self.throughputs.shape if self.throughputs.ndim == 2 else (-1, -1)
-        if (m, n) != (self.num_jobs, len(self.worker_types)):
-            raise InputError("throughputs", self.throughputs.shape, "must be jobs x worker types")
-        if len(set(self.job_ids)) != m:
-            dup = next(j for j in self.job_ids if self.job_ids.count(j) > 1)
-            raise InputError("jobs.id", dup, "duplicate job id")
-        bad = ~np.isfinite(self.throughputs) | (self.throughputs < 0)
-        if bad.any():
-            i, j = np.argwhere(bad)[0]
+    def validate(self, trusted: bool = False) -> None:
+        """Reject inputs no allocation can serve, naming the job.
+
+        `trusted`: put together by the allocator from its own state at every solve
+        (gavel_ng.allocator), where the shapes, the job ids and the pools hold by construction,
+        jobs that fit nowhere were left out and each job's entity was checked when the job was
+        loaded: only the values its sources report (throughputs) and the entities' declarations
+        are checked, in a few vector operations."""
+        T = self.throughputs
+        if not trusted:
+            m, n = T.shape if T.ndim == 2 else (-1, -1)
+            if (m, n) != (self.num_jobs, len(self.worker_types)):
+                raise InputError("throughputs", T.shape, "must be jobs x worker types")
+            if len(set(self.job_ids)) != m:
+                dup = next(j for j in self.job_ids if self.job_ids.count(j) > 1)
+                raise InputError("jobs.id", dup, "duplicate job id")
+        m, n = T.shape
+        if T.size and not (T.min() >= 0.0 and T.max() < math.inf):   # (nan fails both)
+            i, j = np.argwhere(~np.isfinite(T) | (T < 0))[0]
             raise InputError(f"jobs[{self.job_ids[i]}].throughputs.{self.worker_types[j]}",
-                             self.throughputs[i, j], "must be a finite non-negative number")
+                             T[i, j], "must be a finite non-negative number")
+        if not trusted:
+            self._validate_layout(m, n)
+        if self.pairs is not None:
+            self.pairs.validate(m, n)
+        for name, spec in self.entity_specs.items():
+            if spec.policy not in entity_policies():
+                raise InputError(f"entities.{name}.policy", spec.policy, f"must be one of {entity_policies()}")
+            if not spec.weight > 0:
+                raise InputError(f"entities.{name}.weight", spec.weight, "must be positive")
+
+    def _validate_layout(self, m: int, n: int) -> None:
+        """validate's checks of what the allocator's own construction guarantees."""
         runnable = (self.throughputs > 0) & (self.scale_factors[:, None] <= self.capacity[None, :])
         nowhere = ~runnable.any(axis=1)
         if nowhere.any():
@@ -187,8 +209,6 @@ class SchedulingProblem(Fields):
             raise InputError(f"jobs[{self.job_ids[i]}]", self.job_ids[i],
                              f"fits on no worker type (scale_factor {int(self.scale_factors[i])}, "
                              "zero throughput or too few GPUs everywhere)")
-        if self.pairs is not None:
-            self.pairs.validate(m, n)
         if self.pools is not None:
             pools = self.pools
             if pools.shape != (n,) or (n and pools.min() < 0):
@@ -199,8 +219,3 @@ class SchedulingProblem(Fields):
                     raise InputError("capacity", caps.tolist(), "columns of one pool must show its GPU count")
         for name in {e for e in self.entities if e is not None} - set(self.entity_specs):
             raise InputError("entity", name, "job names an entity that is not declared in 'entities'")
-        for name, spec in self.entity_specs.items():
-            if spec.policy not in entity_policies():
-                raise InputError(f"entities.{name}.policy", spec.policy, f"must be one of {entity_policies()}")
-            if not spec.weight > 0:
-                raise InputError(f"entities.{name}.weight", spec.weight, "must be positive")

@@ -185,6 +185,7 @@ class JobRows:
     def _clear(self, J: int) -> None:
         self.kind_of: dict[tuple, int] = {}   # (throughputs' bytes, scale factor, weight) -> kind
         self.sig = np.zeros((0, J + 2))       # per kind: its throughputs, scale factor and weight
+        self.row = np.dtype((np.void, self.sig.itemsize * (J + 2)))
         # per kind: max-min coefficients, bounds, second-phase costs, leftover-fill gains
         self.c, self.hi, self.cost, self.gain = (np.zeros((0, J)) for _ in range(4))
         self.usable = np.zeros((0, J), bool)   # hi > 0
@@ -204,8 +205,11 @@ class JobRows:
         T, sf, w = inp.throughputs, inp.scale_factors, inp.weights
         kinds = last - self.first   # (kinds of an earlier context come out negative: new here)
         if len(self.sig):   # a job whose throughputs, scale factor or weight changed is looked up again
-            sig = np.concatenate((T, sf[:, None], w[:, None]), axis=1)
-            kinds[(sig != self.sig.take(np.maximum(kinds, 0), 0)).any(1)] = -1
+            J = T.shape[1]
+            sig = np.empty((len(T), J + 2))
+            sig[:, :J], sig[:, J], sig[:, J + 1] = T, sf, w
+            row = self.row   # a row's bytes as one item: one comparison per job
+            kinds[sig.view(row).ravel() != self.sig.view(row).ravel().take(np.maximum(kinds, 0))] = -1
         for i in (kinds < 0).nonzero()[0].tolist():
             key = (T[i].tobytes(), float(sf[i]), float(w[i]))
             kind = self.kind_of.get(key)

@@ -33,7 +33,7 @@ class TableThroughputs:
 
     def isolated(self, jobs: list[int], columns: list[str]) -> np.ndarray:
         self._check(columns)
-        return self.T_cols[self.jobs.key[np.asarray(jobs, dtype=np.int64)]]
+        return self.T_cols.take(self.jobs.key[np.asarray(jobs, dtype=np.int64)], 0)
 
     def pair_table(self, jobs: list[int], columns: list[str], T: np.ndarray) -> PairTable:
         """The pair table of these jobs: only the classes (keys) present, renumbered."""
