@@ -123,3 +123,23 @@ def test_a_restated_job_is_not_carried_on_stale_rows(reference_table):
     assert warm.objective == pytest.approx(cold.objective, rel=1e-6)
     np.testing.assert_allclose(warm.allocation.values.sum(axis=1)[0], cold.allocation.values.sum(axis=1)[0],
                                rtol=1e-6)
+
+
+
+def test_a_live_job_whose_throughputs_change_gets_its_new_kind(reference_table):
+    """A live job (its slot and its kind's tag kept) whose throughputs change, by a factor or only
+    in the last bits, is looked up again: each solve matches the cold one and states its new kind."""
+    cluster = Cluster.parse("v100=2,p100=2,k80=2")
+    inp = problem(reference_table, cluster, 6, seed=2)
+    session = PolicySession("las", cluster.capacity())
+    session.solve(inp)
+    for j, (col, factor) in enumerate([(0, 3.0), (2, 0.5), (1, 1.0 + 1e-15)]):
+        T = inp.throughputs.copy()
+        T[j, col] *= factor
+        assert T[j, col] != inp.throughputs[j, col]
+        inp = SchedulingProblem.build(inp.job_ids, inp.worker_types, inp.capacity, T,
+                                      scale_factors=inp.scale_factors, weights=inp.weights)
+        before = session._rows.stated
+        warm, cold = session.solve(inp), solve(inp, "las")
+        assert warm.objective == pytest.approx(cold.objective, rel=1e-6)
+        assert session._rows.stated == before + 1

@@ -140,3 +140,11 @@ def test_makespan_leaves_no_job_on_a_slower_type_beside_an_idle_faster_one(seed)
     scale = float(R.max())
     one = p.solve(p.maximize_min(p.thr * (scale / R), report=lambda t: scale / t))
     assert sol.objective == pytest.approx(one.objective, rel=1e-6)
+
+
+@pytest.mark.parametrize("bad", [np.nan, -1.0, np.inf])
+def test_trusted_problems_still_check_what_sources_report(bad):
+    """The allocator's problems skip the checks its own construction makes, not the throughputs a
+    source reports: a bad one is named by job and type."""
+    with pytest.raises(InputError, match=r"jobs\[b\]\.throughputs\.k80"):
+        SchedulingProblem.build(["a", "b"], ["v100", "k80"], [1, 1], [[1.0, 1.0], [1.0, bad]], trusted=True)
