@@ -307,19 +307,19 @@ class WarmMaxMin:
             return self.x.take(slots, 0)
         self.runs += 1
         self._flush()
-        values = self._run(self.h, "warm max-min LP")
-        if values is None:
+        first = self._run(self.h, "warm max-min LP")
+        if first is None:
             self.reset()
             return None
-        self._keep(values, then)
+        self._keep(first, then)
         if then:
-            self.h2.changeColBounds(0, hold_level(float(values[0]), then_tol), INF)
+            self.h2.changeColBounds(0, hold_level(self.t, then_tol), INF)
             second = self._run(self.h2, "warm second phase")
             if second is None:   # keep the first phase's optimum; start both models afresh next time
                 x = self.x.take(slots, 0)
                 self.reset()
                 return x
-            self.x[:self.num_slots] = second[1:].reshape(self.num_slots, J)
+            self.x[:self.num_slots] = np.asarray(second.col_value)[1:].reshape(self.num_slots, J)
         return self.x.take(slots, 0)
 
     def _changed(self, ls: np.ndarray, c: np.ndarray, hi: np.ndarray, sf: np.ndarray,
@@ -340,15 +340,16 @@ class WarmMaxMin:
         differ[d] = changed
         return differ
 
-    def _keep(self, values: np.ndarray, then: bool) -> None:
+    def _keep(self, solution, then: bool) -> None:
         """Remember a run's optimum (x and duals) for the next solve's certificate (certificate.py)."""
         S, J = self.num_slots, self.J
+        values = np.asarray(solution.col_value)
         self.x[:S] = np.minimum(np.maximum(values[1:].reshape(S, J), 0.0), self.hi[:S])   # (within HiGHS's tolerance)
         self.x[:S][~self.open[:S]] = 0.0
         self.t = float(values[0])
         self.proven = not then   # a second phase moves x off the first phase's certificate
         if self.proven:
-            duals = np.asarray(self.h.getSolution().row_dual)
+            duals = np.asarray(solution.row_dual)
             self.u = np.abs(duals[:J])
             self.cap_u = float(self.cap @ self.u)
             self.v[:S] = np.abs(duals[J::2])
@@ -380,13 +381,14 @@ class WarmMaxMin:
         return True
 
     @staticmethod
-    def _run(h: highspy.Highs, what: str) -> np.ndarray | None:
+    def _run(h: highspy.Highs, what: str):
+        """The model's solution (HighsSolution) after a run, None unless optimal."""
         h.run()
         if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
             log.warning("%s ended %s; rebuilding the warm LP from scratch", what,
                         h.modelStatusToString(h.getModelStatus()))
             return None
-        return np.asarray(h.getSolution().col_value)
+        return h.getSolution()
 
 
 def _moved(new: np.ndarray, old: np.ndarray) -> np.ndarray:
