@@ -161,7 +161,7 @@ class JobGrid(Vars):
 
     @property
     def single_var(self) -> np.ndarray:
-        return np.ones(self.num_vars, bool)
+        return self.var_row >= 0   # every variable is its job's alone (True everywhere, in one ufunc call)
 
     def fill_gains(self) -> np.ndarray:
         return self._gain.take(self._kinds, 0).ravel().take(self.flat)

@@ -132,7 +132,7 @@ def fill_leftover(p: Vars, x: np.ndarray) -> np.ndarray:
     ends = np.bincount(pool, minlength=len(left)).cumsum().tolist()
     job_of = p.members[:, 0]
     gain = None
-    for j in sorted(range(len(left)), key=lambda j: -left[j]):
+    for j in sorted(range(len(left)), key=left.__getitem__, reverse=True):   # (stable: ties in pool order)
         room = left[j]
         if room <= 0 or not np.count_nonzero(slack):
             break   # every later pool has no room either, or no job has time left: nothing would move
