@@ -20,12 +20,17 @@ jobs at each launch that is not a renewal). Seeds 0.. (`--seeds`, default 3). Re
 experiments/results/sia_comparison/ (results.csv, table.md, claims).
 
     python experiments/sia_comparison.py [--seeds 3] [--mix sia-philly,...] [--policy goodput,...] [--workers 2]
+        [--policy-option [POLICY.]KEY=VALUE ...] [--out DIR]
+
+`--policy-option` is `gavel-ng simulate`'s: it replaces the policy's defaults (a plain KEY goes to
+every listed policy that declares it); use `--out` to keep such a variant's results apart.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import json
 import logging
 import sys
 import time
@@ -34,6 +39,9 @@ from pathlib import Path
 
 import common as c
 import numpy as np
+
+from gavel_ng.cli.simulate_cmd import parse_policy_options
+from gavel_ng.policies.registry import options_per_policy
 
 NAME = "sia_comparison"
 CLUSTER = "sia"
@@ -56,8 +64,9 @@ PAPER_NAME = {"sia": "Sia", "pollux_sia": "Pollux", "max_throughput": "Gavel+TJ"
 log = logging.getLogger("experiments")
 
 
-def run_point(mix: str, policy: str, seed: int) -> dict:
-    """One simulation: the mix at `seed` on Sia's cluster under the measured profiles."""
+def run_point(mix: str, policy: str, seed: int, options: dict | None = None) -> dict:
+    """One simulation: the mix at `seed` on Sia's cluster under the measured profiles (`options`: the
+    policy's, else `OPTIONS`'s)."""
     from gavel_ng.cluster import Cluster
     from gavel_ng.elastic.workload import load_workload
     from gavel_ng.policies import get_policy
@@ -65,7 +74,8 @@ def run_point(mix: str, policy: str, seed: int) -> dict:
 
     cluster = Cluster.parse(CLUSTER)
     etrace = load_workload(cluster, workload=mix, seed=seed, profiles="sia")
-    config = SimConfig(policy=policy, options=OPTIONS.get(policy, {}), realloc_delay=DELAY,
+    options = OPTIONS.get(policy, {}) if options is None else options
+    config = SimConfig(policy=policy, options=options, realloc_delay=DELAY,
                        preemption_overhead_s=DELAY, seed=seed)
     start = time.perf_counter()
     s = simulate(cluster, None, etrace, config).summary
@@ -74,7 +84,7 @@ def run_point(mix: str, policy: str, seed: int) -> dict:
            "jobs": len(etrace), "avg_jct_hours": s["avg_jct_hours"], "p99_jct_hours": s["p99_jct_hours"],
            "makespan_hours": s["makespan_hours"], "gpu_hours_per_job": s["gpu_hours"] / max(1, s["jobs_measured"]),
            "reallocations": s["reallocations"], "jobs_measured": s["jobs_measured"], "unstable": s["unstable"],
-           "wall_seconds": round(wall, 2)}
+           "wall_seconds": round(wall, 2), "options": json.dumps(options, sort_keys=True)}
     log.info("%s %s seed %d: avg JCT %.3f h, p99 %.2f h, %.1f GPU h/job (%.1f s)", mix, policy, seed,
              row["avg_jct_hours"], row["p99_jct_hours"], row["gpu_hours_per_job"], wall)
     return row
@@ -142,14 +152,17 @@ def main(argv=None) -> int:
     ap.add_argument("--mix", default=",".join(MIXES), help="comma-separated workloads")
     ap.add_argument("--policy", default=",".join(POLICIES), help="comma-separated policies")
     ap.add_argument("--workers", type=int, default=2, help="parallel processes (default 2)")
+    ap.add_argument("--policy-option", action="append", metavar="[POLICY.]KEY=VALUE",
+                    help="a policy option, as `gavel-ng simulate --policy-option` (repeatable)")
     ap.add_argument("--out", help="results directory")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     mixes = [m.strip() for m in args.mix.split(",") if m.strip()]
     policies = [p.strip() for p in args.policy.split(",") if p.strip()]
+    given = options_per_policy(policies, parse_policy_options(args.policy_option), "--policy-option")
     out = Path(args.out) if args.out else c.RESULTS / NAME
     out.mkdir(parents=True, exist_ok=True)
-    points = [(m, p, s) for m in mixes for s in range(args.seeds) for p in policies]
+    points = [(m, p, s, {**OPTIONS.get(p, {}), **given[p]}) for m in mixes for s in range(args.seeds) for p in policies]
     with ProcessPoolExecutor(max_workers=max(1, args.workers)) as pool:
         rows = list(pool.map(_run, points))
     with (out / "results.csv").open("w", newline="") as f:

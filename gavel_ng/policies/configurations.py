@@ -48,13 +48,15 @@ def config_values(S: np.ndarray, p: float, waiting: float = STARVED) -> np.ndarr
 
 def solve_configurations(S: np.ndarray, need: np.ndarray, columns: Columns, capacity: np.ndarray,
                          p: float = DEFAULT_P, agnostic: bool = False, prev_type: np.ndarray | None = None,
-                         time_limit: float = 5.0, waiting: float = STARVED) -> np.ndarray:
+                         time_limit: float = 5.0, waiting: float = STARVED,
+                         weights: np.ndarray | None = None) -> np.ndarray:
     """At most one whole column per job maximizing the p-mean of speedups: its index, -1 for none.
 
     One 0/1 program (`assign`): ``sum_c x[m, c] <= 1``, GPUs per type within capacity. The
     agnostic twin solves over (job, GPU count) with one pool of GPUs and then puts each job on a
     type by a blind rule (`prev_type[m]`, the type it ran on, when it has room, else the type with
-    most free GPUs). `waiting`: `config_values`'s speedup of a job left out."""
+    most free GPUs). `waiting`: `config_values`'s speedup of a job left out; `weights` (> 0, one per
+    job): each job's values times its weight, i.e. a weighted power mean."""
     M = len(S)
     choice = np.full(M, -1, np.int64)
     if M == 0:
@@ -65,10 +67,11 @@ def solve_configurations(S: np.ndarray, need: np.ndarray, columns: Columns, capa
     S = np.where(ok, S, 0.0)
     if not agnostic:
         keep = _undominated(S, need, pool)
-        return assign(config_values(S, p, waiting), need, keep, pool, cap, time_limit)
+        return assign(_weighted(config_values(S, p, waiting), weights), need, keep, pool, cap, time_limit)
     groups, Sg, Ng = _by_gpu_count(S, need, columns)
     one = np.zeros(len(groups), np.int64)
-    pick = assign(config_values(Sg, p, waiting), Ng, _undominated(Sg, Ng, one), one, np.array([cap.sum()]), time_limit)
+    pick = assign(_weighted(config_values(Sg, p, waiting), weights), Ng, _undominated(Sg, Ng, one), one,
+                  np.array([cap.sum()]), time_limit)
     free = cap.copy()
     prev = np.full(M, -1) if prev_type is None else np.asarray(prev_type)
     for m in np.argsort(-np.where(pick >= 0, Ng[np.arange(M), np.maximum(pick, 0)], 0), kind="stable"):
@@ -82,6 +85,10 @@ def solve_configurations(S: np.ndarray, need: np.ndarray, columns: Columns, capa
         choice[m] = c
         free[pool[c]] -= need[m, c]
     return choice
+
+
+def _weighted(V: np.ndarray, weights: np.ndarray | None) -> np.ndarray:
+    return V if weights is None else V * np.asarray(weights, float)[:, None]
 
 
 def _by_gpu_count(S: np.ndarray, need: np.ndarray, columns: Columns):

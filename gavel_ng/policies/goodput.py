@@ -12,6 +12,7 @@ job one configuration; so does this policy:
 
     choose at most one column c per job m (0/1), GPUs of each type within capacity,
     maximizing the power mean (p = -1 by default, Pollux's) of the jobs' speedups,
+    each job weighted by w_m (1 unless `service_hours` is set, below),
 
 where a job's speedup on c is its goodput on c at its current progress over its goodput on
 its least productive configuration, times that configuration's GPU count
@@ -33,6 +34,13 @@ Sia's normalization brings the restarts to 6.5 k from 12.1 k and the JCT to 1.21
 Placement (whole servers like `sia`), the configuration set and p = -0.5 were each measured
 and moved it by at most 3 % (experiments/README.md).
 
+**Attained service** (option `service_hours` H, off by default; Tiresias's two queues, which need
+no job lengths): w_m = `service_weight` (0.5) for a job that has run H GPU-hours or more, else 1,
+so a long job's speedup counts for less than a newcomer's and it yields GPUs to it in a burst.
+Weighted, the sum over chosen pairs is still the weighted p-mean's, so the program stays exact.
+Two levels, not a weight that falls smoothly with service: identical jobs of one burst would
+then trade GPUs round after round (experiments/README.md, issue 29).
+
 **Restart factor** (Sia, as Pollux): for a job that ran last round, every column other
 than its current one has its speedup times ``(T - R delta) / (T + delta)`` (age T, R
 re-allocations so far, delta the re-allocation delay), so a job moves only when moving
@@ -47,6 +55,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import InputError
 from .configurations import DEFAULT_P, config_values, solve_configurations
 from .registry import BOTH, round_policy
 from .rounds import RoundContext
@@ -61,22 +70,43 @@ WAITING = 1.0 / DEFAULT_LAMBDA   # a waiting job's speedup, in units of its leas
 class Goodput:
     """The per-round `goodput` policy (module docstring). Options: `p` (the power mean's exponent),
     `restart_factor` (off: a job moves whenever moving looks better this round), `waiting` (the
-    speedup a job without GPUs counts as: lower starts every job sooner at the others' expense)."""
+    speedup a job without GPUs counts as: lower starts every job sooner at the others' expense),
+    `service_hours` and `service_weight` (the attained-service weights; off by default)."""
 
     agnostic = False
 
-    def __init__(self, p: float = DEFAULT_P, restart_factor: bool = True, waiting: float = WAITING):
+    def __init__(self, p: float = DEFAULT_P, restart_factor: bool = True, waiting: float = WAITING,
+                 service_hours: float | None = None, service_weight: float = 0.5):
         config_values(np.ones((1, 1)), p, waiting)   # validates p and waiting
         self.p = float(p)
         self.restart = bool(restart_factor)
         self.waiting = float(waiting)
+        if service_hours is not None and not (_number(service_hours) and np.isfinite(service_hours)
+                                              and service_hours > 0):
+            raise InputError("goodput.service_hours", service_hours,
+                             "must be a number of GPU-hours > 0, or null (every job weighs the same)")
+        if not (_number(service_weight) and 0 < service_weight <= 1):
+            raise InputError("goodput.service_weight", service_weight, "must be a number in (0, 1]")
+        self.service_hours = None if service_hours is None else float(service_hours)
+        self.service_weight = float(service_weight)
+
+    def service_weights(self, ctx: RoundContext) -> np.ndarray | None:
+        """Each job's weight in the objective: `service_weight` once it has run `service_hours` GPU-hours,
+        else 1 (None: the option is off)."""
+        if self.service_hours is None:
+            return None
+        return np.where(np.asarray(ctx.attained, float) >= self.service_hours * 3600.0, self.service_weight, 1.0)
 
     def decide(self, ctx: RoundContext) -> np.ndarray:
         S = ctx.min_speedups
         if self.restart:
             S = ctx.with_restart_factor(S)
         return solve_configurations(S, ctx.need, ctx.columns, ctx.capacity, self.p, self.agnostic, ctx.current_type,
-                                    waiting=self.waiting)
+                                    waiting=self.waiting, weights=self.service_weights(ctx))
+
+
+def _number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
 @round_policy("goodput_agnostic", "goodput, blind to the worker type (speedups averaged over the types)",

@@ -26,7 +26,8 @@ def test_scoped_keys_reach_one_policy_and_plain_keys_those_that_take_them():
 
 
 @pytest.mark.parametrize("options, value, reason", [
-    ({"q": 1}, "q", "no policy given takes it (goodput takes p, restart_factor, waiting; las takes no options)"),
+    ({"q": 1}, "q", "no policy given takes it (goodput takes p, restart_factor, waiting, service_hours, "
+     "service_weight; las takes no options)"),
     ({"sia.p": 1}, "sia.p", "sia is not a policy given here (goodput, las)"),
 ])
 def test_keys_no_policy_takes_are_refused_naming_the_flag(options, value, reason):
