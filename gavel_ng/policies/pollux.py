@@ -139,7 +139,7 @@ class Pollux:
         pop = search.repair(self._seed_population(search, A0, running))
         fit = fitness(pop)
         for _ in range(self.gens):
-            kids = search.repair(search.mutate(search.crossover(pop, fit)))
+            kids = search.children(pop, fit)
             both = np.concatenate([pop, kids])
             both_fit = np.concatenate([fit, fitness(kids)])
             keep = np.argsort(-both_fit, kind="stable")[: self.pop]
@@ -192,8 +192,10 @@ class Pollux:
             greedy[i, n[0]] += 1
             free[n[0]] -= 1
         half = self.pop // 2
-        mutants = search.mutate(np.repeat(A0[None], half - 1, axis=0))
-        mutants_g = search.mutate(np.repeat(greedy[None], self.pop - half - 1, axis=0))
+        mutants = np.repeat(A0[None], half - 1, axis=0)
+        search.mutate(mutants)
+        mutants_g = np.repeat(greedy[None], self.pop - half - 1, axis=0)
+        search.mutate(mutants_g)
         return np.concatenate([A0[None], greedy[None], mutants, mutants_g])
 
     def _entries(self, jobs: np.ndarray, A: np.ndarray) -> list[Entry]:

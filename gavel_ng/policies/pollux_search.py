@@ -56,6 +56,12 @@ class Search:
         return np.einsum(subscripts, m)
 
     # ----- operators ----------------------------------------------------------------------------
+    def children(self, pop: np.ndarray, fit: np.ndarray) -> np.ndarray:
+        """One generation's children: crossover, mutation, repair. Only mutated rows can break their
+        job's cap (the others are rows of repaired parents), so only those are checked for it."""
+        kids = self.crossover(pop, fit)
+        return self.repair(kids, self.mutate(kids))
+
     def crossover(self, pop: np.ndarray, fit: np.ndarray) -> np.ndarray:
         """Children of tournament-selected parents, each job's row from one parent or the other."""
         P, J, N = pop.shape
@@ -67,56 +73,57 @@ class Search:
         src = np.where(pick[:, :, 0], p1[:, None], p2[:, None]) * J + self.rows    # parent row of each job row
         return pop.reshape(P * J, N).take(src.ravel(), axis=0).reshape(P, J, N)
 
-    def mutate(self, pop: np.ndarray) -> np.ndarray:
-        """About one job in J per matrix: one node's GPU count redrawn (0..its capacity), in place."""
+    def mutate(self, pop: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """About one job in J per matrix: one node's GPU count redrawn (0..its capacity), in place.
+        Returns the (matrix, job) rows it drew."""
         P, J, N = pop.shape
         hit = self.rng.random((P, J)) < 1.0 / max(J, 1)
         hit[np.arange(P), self.rng.integers(0, J, P)] = True
         pi, ji = np.nonzero(hit)
         ni = self.rng.integers(0, N, len(pi))
         pop[pi, ji, ni] = self.rng.integers(0, self.node_cap[ni] + 1)
-        return pop
+        return pi, ji
 
-    def repair(self, A: np.ndarray) -> np.ndarray:
+    def repair(self, A: np.ndarray, rows: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
         """One type per job (if `one_type`), at most its GPU cap, node capacity, one distributed job per
         node; in place. Each cut is a running sum in a random order, as the plain formulation's; a row
-        or column within its bound is left as the cut would leave it, untouched."""
+        or column within its bound is left as the cut would leave it, untouched. `rows`: the only
+        (matrix, job) rows that may exceed their job's cap (None: any)."""
         P, J, N = A.shape
         if self.one_type:
             per_type = A @ self.onehot                                      # (P, J, types) int64
             keep = np.argmax(per_type + self.rng.random(per_type.shape) * 0.5, axis=2)
             A[self.node_type[None, None, :] != keep[:, :, None]] = 0
+            rows = None                                                      # any row may have lost GPUs: check all
         order_n = self.rng.permutation(N)
         order_j = self.rng.permutation(J)
         order_d = self.rng.permutation(J) if self.avoid else None
-        over = np.einsum("ijk->ij", A) > self.kmax_d                       # rows above the job's cap
-        if over.any():
-            pi, ji = np.nonzero(over)
-            rows = A[pi[:, None], ji[:, None], order_n[None, :]]
-            A[pi[:, None], ji[:, None], order_n[None, :]] = _cut(rows, self.kmax_d[ji][:, None])
-        over = np.einsum("ijk->ik", A) > self.cap                           # (P, N) nodes above capacity
-        if over.any():
-            pi, ni = np.nonzero(over)
-            cols = A[pi[:, None], order_j[None, :], ni[:, None]]           # (V, J) in the cut's order
-            A[pi[:, None], order_j[None, :], ni[:, None]] = _cut(cols, self.cap[ni][:, None])
+        flat = A.reshape(-1)                                                 # cell (p, j, n) at (p J + j) N + n
+        pi, ji = np.nonzero(np.einsum("ijk->ij", A) > self.kmax_d) if rows is None else rows
+        if len(pi):                                                          # rows that may exceed the job's cap
+            at = ((pi * J + ji) * N)[:, None] + order_n                      # (H, N) in the cut's order
+            flat[at] = _cut(flat[at], self.kmax_d[ji][:, None])
+        pi, ni = np.nonzero(np.einsum("ijk->ik", A) > self.cap)             # nodes above capacity
+        if len(pi):
+            at = (pi * (J * N) + ni)[:, None] + order_j * N                  # (V, J) in the cut's order
+            flat[at] = _cut(flat[at], self.cap[ni][:, None])
         if self.avoid:
             on = A > 0
             dist = on & (self.count(on, "ijk->ij") > 1)[:, :, None]
-            crowded = self.count(dist, "ijk->ik") > 1                      # (P, N) two distributed jobs or more
-            if crowded.any():
-                rank = np.empty(J, np.int64)
-                rank[order_d] = np.arange(J)
-                r = np.where(dist, rank[None, :, None], J)
-                first = r.min(axis=1)                                        # the first in the order keeps its GPUs
-                A[dist & (r > first[:, None, :])] = 0
+            pi, ni = np.nonzero(self.count(dist, "ijk->ik") > 1)           # nodes with >= 2 distributed jobs
+            if len(pi):
+                at = (pi * (J * N) + ni)[:, None] + order_d * N              # (V, J) in the order
+                extra = dist.reshape(-1)[at]
+                extra[np.arange(len(pi)), extra.argmax(axis=1)] = False     # the first keeps its GPUs
+                flat[at[extra]] = 0
         return A
 
 
 def _cut(B: np.ndarray, cap: np.ndarray) -> np.ndarray:
     """B (each row in the cut's order) cut so that each row's running sum stays within cap: an entry
-    keeps what the cap leaves after the entries before it (its dtype holds every running sum)."""
-    before = np.cumsum(B, axis=1, dtype=B.dtype) - B
-    return np.minimum(B, np.maximum(cap - before, 0))
+    keeps what the cap leaves after the entries before it (B's dtype holds every running sum)."""
+    left = cap - (np.add.accumulate(B, axis=1, dtype=B.dtype) - B)
+    return np.minimum(B, np.maximum(left, 0, out=left), out=left)
 
 
 class FitnessTable:
@@ -146,4 +153,4 @@ class FitnessTable:
         spread = self.count(A > 0, "ijk->ij")
         changed = self.count(A != self.A0, "ijk->ij")
         idx = K + self.offset + (spread > 1) * self.stride_d + (changed > 0) * self.stride_c
-        return np.mean(self.term.take(idx), axis=-1) ** self.inv_p
+        return (np.add.reduce(self.term.take(idx), axis=-1) / idx.shape[-1]) ** self.inv_p   # np.mean's operations
