@@ -48,6 +48,7 @@ class Search:
         self.dtype = count_dtype(max(int(self.node_cap.sum()), J * cap, J, N))
         self.cap = self.node_cap.astype(self.dtype)
         self.kmax_d = self.kmax.astype(self.dtype)
+        self.cap_hi = self.node_cap + 1
         self.rows = np.arange(J, dtype=np.int64)
 
     def count(self, mask: np.ndarray, subscripts: str) -> np.ndarray:
@@ -65,10 +66,12 @@ class Search:
     def crossover(self, pop: np.ndarray, fit: np.ndarray) -> np.ndarray:
         """Children of tournament-selected parents, each job's row from one parent or the other."""
         P, J, N = pop.shape
-        a, b = self.rng.integers(0, P, (2, P))
-        p1 = np.where(fit[a] >= fit[b], a, b)
-        a, b = self.rng.integers(0, P, (2, P))
-        p2 = np.where(fit[a] >= fit[b], a, b)
+        ab = self.rng.integers(0, P, (2, P))
+        f = fit[ab]
+        p1 = np.where(f[0] >= f[1], ab[0], ab[1])
+        ab = self.rng.integers(0, P, (2, P))
+        f = fit[ab]
+        p2 = np.where(f[0] >= f[1], ab[0], ab[1])
         pick = self.rng.random((P, J, 1)) < 0.5
         src = np.where(pick[:, :, 0], p1[:, None], p2[:, None]) * J + self.rows    # parent row of each job row
         return pop.reshape(P * J, N).take(src.ravel(), axis=0).reshape(P, J, N)
@@ -81,7 +84,7 @@ class Search:
         hit[np.arange(P), self.rng.integers(0, J, P)] = True
         pi, ji = np.nonzero(hit)
         ni = self.rng.integers(0, N, len(pi))
-        pop[pi, ji, ni] = self.rng.integers(0, self.node_cap[ni] + 1)
+        pop[pi, ji, ni] = self.rng.integers(0, self.cap_hi[ni])
         return pi, ji
 
     def repair(self, A: np.ndarray, rows: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
@@ -119,9 +122,7 @@ class Search:
         return A
 
 
-def _cut(B: np.ndarray, cap: np.ndarray) -> np.ndarray:
-    """B (each row in the cut's order) cut so that each row's running sum stays within cap: an entry
-    keeps what the cap leaves after the entries before it (B's dtype holds every running sum)."""
+def _cut(B, cap):
     left = cap - (np.add.accumulate(B, axis=1, dtype=B.dtype) - B)
     return np.minimum(B, np.maximum(left, 0, out=left), out=left)
 
@@ -149,8 +150,7 @@ class FitnessTable:
         self.stride_c = 2 * J * width
 
     def __call__(self, A: np.ndarray) -> np.ndarray:
-        K = np.einsum("ijk->ij", A).astype(np.int64)
-        spread = self.count(A > 0, "ijk->ij")
-        changed = self.count(A != self.A0, "ijk->ij")
-        idx = K + self.offset + (spread > 1) * self.stride_d + (changed > 0) * self.stride_c
+        idx = self.offset + np.einsum("ijk->ij", A)                         # (P, J) int64: GPUs
+        idx += (self.count(A > 0, "ijk->ij") > 1) * self.stride_d           # on more than one node
+        idx += (self.count(A != self.A0, "ijk->ij") > 0) * self.stride_c    # row changed
         return (np.add.reduce(self.term.take(idx), axis=-1) / idx.shape[-1]) ** self.inv_p   # np.mean's operations
