@@ -3,7 +3,7 @@
 A population is a (matrices, jobs, nodes) array of GPU counts. The search runs 40 generations
 a round, each a handful of numpy passes over the whole population, so its cost is the number
 of passes and the bytes each one moves: counts are kept in the smallest integer type that
-holds a node's capacity, and a repair step touches only the rows or columns that break its
+holds every sum the search takes, and a repair step touches only the rows or columns that break its
 rule (a row within the job's cap and a column within the node's capacity are left as they
 are by a running-sum cut, so skipping them changes nothing). The fitness reads one
 precomputed table per round, indexed by (row changed, distributed, job, GPUs), in which the
@@ -45,7 +45,7 @@ class Search:
     def __post_init__(self) -> None:
         J, N = len(self.kmax), len(self.node_cap)
         cap = int(self.node_cap.max(initial=0))
-        self.dtype = count_dtype(max(int(self.node_cap.sum()), J * cap, J, N))
+        self.dtype = count_dtype(max(int(self.node_cap.sum()), J * cap, J, N, int(self.kmax.max(initial=0))))
         self.cap = self.node_cap.astype(self.dtype)
         self.kmax_d = self.kmax.astype(self.dtype)
         self.cap_hi = self.node_cap + 1
