@@ -51,6 +51,7 @@ import numpy as np
 from ..errors import InputError
 from ..profiles import get_gpu
 from .configurations import STARVED
+from .pollux_search import FitnessTable, Search
 from .registry import ADAPTIVE, round_policy
 from .rounds import Entry, RoundContext
 
@@ -131,25 +132,19 @@ class Pollux:
         with np.errstate(divide="ignore", invalid="ignore"):
             f = (ctx.age - ctx.reallocations * delta) / (ctx.age + delta)
         factor = np.where(running, np.where(ctx.age + delta > 0, np.clip(f, 0.0, 1.0), 1.0), 1.0)
-
-        def fitness(A: np.ndarray) -> np.ndarray:
-            K = A.sum(axis=2)
-            spread = (A > 0).sum(axis=2)
-            rows = np.arange(J)[None, :]
-            g = np.where(spread > 1, good_dist[rows, K], good_local[rows, K])
-            speed = g / base[None, :]
-            changed = (A != A0[None]).any(axis=2)
-            return power_mean(np.where(changed, speed * factor[None, :], speed), self.p)
-
-        pop = self._repair(self._seed_population(A0, running), kmax)
+        search = Search(self.rng, self.node_cap, self.node_type, self.onehot, kmax, one_type=not self.sia,
+                        avoid=self.avoid)
+        A0 = A0.astype(search.dtype)
+        fitness = FitnessTable(search, good_local, good_dist, base, factor, self.p, A0)
+        pop = search.repair(self._seed_population(search, A0, running))
         fit = fitness(pop)
         for _ in range(self.gens):
-            kids = self._repair(self._mutate(self._crossover(pop, fit)), kmax)
+            kids = search.children(pop, fit)
             both = np.concatenate([pop, kids])
             both_fit = np.concatenate([fit, fitness(kids)])
             keep = np.argsort(-both_fit, kind="stable")[: self.pop]
             pop, fit = both[keep], both_fit[keep]
-        best = pop[int(np.argmax(fit))]
+        best = pop[int(np.argmax(fit))].astype(np.int64)
         if self.sia:
             best = majority_type(best, self.node_type, self.power)
         return self._entries(jobs, best)
@@ -162,8 +157,8 @@ class Pollux:
         rows = np.arange(len(ctx.jobs))
         local = np.zeros((len(rows), K + 1))
         dist = np.zeros((len(rows), K + 1))
-        local[:, 1:] = ctx.goodput(rows, self.model, ks, np.ones_like(ks)).reshape(len(rows), K)
-        dist[:, 1:] = ctx.goodput(rows, self.model, ks, np.full_like(ks, 2)).reshape(len(rows), K)
+        both = ctx.goodput(rows, self.model, np.concatenate([ks, ks]), np.repeat([1, 2], K)).reshape(len(rows), 2 * K)
+        local[:, 1:], dist[:, 1:] = both[:, :K], both[:, K:]
         runs = (local[:, 1:] > 0) | (dist[:, 1:] > 0)
         kmax = np.where(runs.any(axis=1), K - np.argmax(runs[:, ::-1], axis=1), 0).astype(np.int64)
         return local, dist, kmax
@@ -187,7 +182,7 @@ class Pollux:
                 np.add.at(A[i], self.gpu_node[list(g)], 1)
         return A
 
-    def _seed_population(self, A0: np.ndarray, running: np.ndarray) -> np.ndarray:
+    def _seed_population(self, search: Search, A0: np.ndarray, running: np.ndarray) -> np.ndarray:
         greedy = A0.copy()
         free = self.node_cap - A0.sum(axis=0)
         for i in np.flatnonzero(~running):   # every pending job a GPU where one is free
@@ -197,51 +192,11 @@ class Pollux:
             greedy[i, n[0]] += 1
             free[n[0]] -= 1
         half = self.pop // 2
-        mutants = self._mutate(np.repeat(A0[None], half - 1, axis=0))
-        mutants_g = self._mutate(np.repeat(greedy[None], self.pop - half - 1, axis=0))
+        mutants = np.repeat(A0[None], half - 1, axis=0)
+        search.mutate(mutants)
+        mutants_g = np.repeat(greedy[None], self.pop - half - 1, axis=0)
+        search.mutate(mutants_g)
         return np.concatenate([A0[None], greedy[None], mutants, mutants_g])
-
-    def _crossover(self, pop: np.ndarray, fit: np.ndarray) -> np.ndarray:
-        """Children of tournament-selected parents, each job's row from one parent or the other."""
-        P, J, _ = pop.shape
-
-        def tournament() -> np.ndarray:
-            a, b = self.rng.integers(0, P, (2, P))
-            return np.where(fit[a] >= fit[b], a, b)
-
-        p1, p2 = tournament(), tournament()
-        pick = self.rng.random((P, J, 1)) < 0.5
-        return np.where(pick, pop[p1], pop[p2])
-
-    def _mutate(self, pop: np.ndarray) -> np.ndarray:
-        """About one job in J per matrix: one server's GPU count redrawn (0..its capacity)."""
-        P, J, N = pop.shape
-        out = pop.copy()
-        hit = self.rng.random((P, J)) < 1.0 / max(J, 1)
-        hit[np.arange(P), self.rng.integers(0, J, P)] = True
-        pi, ji = np.nonzero(hit)
-        ni = self.rng.integers(0, N, len(pi))
-        out[pi, ji, ni] = self.rng.integers(0, self.node_cap[ni] + 1)
-        return out
-
-    def _repair(self, A: np.ndarray, kmax: np.ndarray) -> np.ndarray:
-        """One type per job (not in Sia's setup), at most its GPU cap, node capacity, one distributed job
-        per node."""
-        A = A.copy()
-        if not self.sia:
-            per_type = A @ self.onehot                                      # (P, J, types)
-            keep = np.argmax(per_type + self.rng.random(per_type.shape) * 0.5, axis=2)
-            A[self.node_type[None, None, :] != keep[:, :, None]] = 0
-        A = _cap_cumulative(A, kmax[None, :, None], axis=2, order=self.rng.permutation(A.shape[2]))
-        A = _cap_cumulative(A, self.node_cap[None, None, :], axis=1, order=self.rng.permutation(A.shape[1]))
-        if self.avoid:
-            order = self.rng.permutation(A.shape[1])
-            dist = ((A > 0).sum(axis=2) > 1)[:, :, None] & (A > 0)
-            seen = np.cumsum(dist[:, order], axis=1)
-            extra = np.empty_like(dist)
-            extra[:, order] = dist[:, order] & (seen > 1)
-            A[extra] = 0
-        return A
 
     def _entries(self, jobs: np.ndarray, A: np.ndarray) -> list[Entry]:
         """GPU ids for the chosen matrix: kept GPUs first, then free ones of each server."""
@@ -296,15 +251,3 @@ def majority_type(A: np.ndarray, node_type: np.ndarray, power: np.ndarray) -> np
     rank[np.lexsort((-np.arange(T), power))] = np.arange(T)       # 0: least powerful
     keep = np.argmax(counts * T + rank[None, :], axis=1)
     return np.where(node_type[None, :] == keep[:, None], A, 0)
-
-
-def _cap_cumulative(A: np.ndarray, cap: np.ndarray, axis: int, order: np.ndarray) -> np.ndarray:
-    """Cut A along `axis`, taken in `order`, so that its running sum stays within `cap`."""
-    B = np.take(A, order, axis=axis)
-    before = np.cumsum(B, axis=axis) - B
-    B = np.clip(cap - before, 0, B)
-    out = np.empty_like(A)
-    idx = [slice(None)] * A.ndim
-    idx[axis] = order
-    out[tuple(idx)] = B
-    return out
