@@ -76,11 +76,26 @@ def rank_entries(flat: np.ndarray, X: np.ndarray, prio: np.ndarray, never: np.nd
 
 
 def eligible_rank(X: np.ndarray, neg_x: np.ndarray, received: np.ndarray, total: np.ndarray,
-                  never_served_factor: float | None = None) -> np.ndarray:
+                  never_served_factor: float | None = None, positive: bool | None = None) -> np.ndarray:
     """rank_entries of entries all of whose X > EPS (the mechanism's eligible ones, flat ascending),
     from their time received and their type's total: the same permutation in fewer passes, -X / f
-    being -(X / f) exactly and `received > 0` the negated never-served flag."""
-    if never_served_factor is None and total.min(initial=1.0) > 0:
+    being -(X / f) exactly and `received > 0` the negated never-served flag. `positive`: every
+    type's total is > 0, where the caller knows it from the (few) types' totals; either way of
+    ranking gives the same permutation, so it only picks the faster one."""
+    if positive is None:
+        positive = total.min(initial=1.0) > 0
+    if never_served_factor is None and positive:
+        # Two keys rather than three (a sort per key, every round): a never-served entry (received 0,
+        # so f 0) gets -inf, ahead of every served one, whose -X / f is finite. Where that could fail,
+        # an f that underflows (to 0 while received > 0) or an -X / f that overflows, numpy raises and
+        # the three keys decide.
+        try:
+            with np.errstate(divide="ignore", invalid="ignore", over="raise", under="raise"):
+                f = received / total
+                key = np.divide(neg_x, f, out=np.full(len(f), -np.inf), where=f > 0)
+            return np.lexsort((neg_x, key))
+        except FloatingPointError:
+            pass
         with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
             f = received / total
             neg_prio = np.divide(neg_x, f, out=np.zeros(len(f)), where=f > 0)
