@@ -149,6 +149,7 @@ class RoundMechanism:
         self.placer = Placer(topology, self.cfg.consolidate)
         self.rng = np.random.default_rng(self.cfg.seed)
         self._fresh_row = np.full((1, self.J), self.cfg.initial_received)   # a new row's time received
+        self._row_of_job = np.full(64, -1, np.int64)   # per job id, its row while every row is one job
         self._no_waiting: Waitlist | None = None   # the waitlist of rounds where nothing waits
         self.reset(AllocationRows([], np.zeros((0, self.J)), np.zeros(0)))
 
@@ -208,13 +209,14 @@ class RoundMechanism:
         cfg = self.cfg
         rows = alloc.rows
         K = len(rows)
-        carry = cfg.carry_over > 0 and bool(getattr(self, "rows", None))
-        index, before = (self._row_index, self.received) if carry else (None, None)
-        # (after each solve, so a few passes over the rows in C rather than one in Python)
+        old_rows = getattr(self, "rows", None)
+        carry = cfg.carry_over > 0 and bool(old_rows)
+        old_jobs = self._single_np if old_rows is not None and self._all_single else None
+        before = self.received if carry else None
+        # (after each solve: a few passes over the rows in C rather than one in Python)
         self.rows = list(rows) if _TUPLE.issuperset(map(type, rows)) else \
             [r if type(r) is tuple else tuple(int(m) for m in r) for r in rows]
         rows = self.rows
-        self._row_index = dict(zip(rows, range(K)))   # what the next reset carries over from
         self._all_single = not K or set(map(len, rows)) == _ONE
         if self._all_single:
             self._single_np = np.fromiter(map(itemgetter(0), rows), np.int64, K)
@@ -222,6 +224,17 @@ class RoundMechanism:
         else:
             self._single = [r[0] if len(r) == 1 else -1 for r in rows]
             self._single_np = np.array(self._single, dtype=np.int64)
+        if carry:   # each new row's old row, -1 where it is new
+            if old_jobs is not None and self._all_single:
+                was = self._job_row(self._single_np)
+            else:
+                index = dict(zip(old_rows, range(len(old_rows))))
+                was = np.fromiter(map(index.get, rows, repeat(-1)), np.int64, K)
+        if old_jobs is not None:   # the job -> row index follows the rows (while all are single jobs)
+            self._row_of_job[old_jobs] = -1
+        if self._all_single:
+            self._job_row(self._single_np)   # (room for the new jobs)
+            self._row_of_job[self._single_np] = np.arange(K)
         self.X = np.asarray(alloc.X, dtype=float).reshape(K, self.J)
         self.row_sf = np.asarray(alloc.row_sf, dtype=np.int64)
         self._row_sf_list = self.row_sf.tolist()
@@ -232,16 +245,11 @@ class RoundMechanism:
         self._plain_ones = self._all_single and self._largest == 1 and self.col_pool is None \
             and cfg.type_order is None and not cfg.random_type_order
         if carry:
-            was = list(map(index.get, rows, repeat(-1)))
-            if cfg.carry_over != 1.0:
-                kept = cfg.carry_over * before[was]
-                if -1 in was:   # new rows start afresh
-                    kept[[k for k, w in enumerate(was) if w < 0]] = cfg.initial_received
-            elif -1 in was:   # new rows (-1) take the fresh row appended to the old ones
-                kept = np.concatenate((before, self._fresh_row))[was]
+            if cfg.carry_over == 1.0:   # a new row (-1) takes the fresh row appended to the old ones
+                self.received = np.concatenate((before, self._fresh_row)).take(was, axis=0)
             else:
-                kept = before[was]
-            self.received = kept
+                self.received = cfg.carry_over * before.take(was, axis=0)
+                self.received[was < 0] = cfg.initial_received
         else:
             self.received = np.full((K, self.J), cfg.initial_received)
         self.totals = np.full(self.J, cfg.initial_received) if cfg.initial_received else None
@@ -249,7 +257,7 @@ class RoundMechanism:
         self.elapsed = cfg.carry_over * getattr(self, "elapsed", 0.0) if carry else 0.0
         self._dead = np.zeros(K, dtype=bool)   # rows retired since
         self._retired = 0   # rows no longer alive
-        self.rows_of_job = None   # every row one job: a job's row is _row_index[(job,)]
+        self.rows_of_job = None   # every row one job: a job's row is _row_of_job[job]
         if not self._all_single:
             self.rows_of_job = {}
             for k, r in enumerate(rows):
@@ -268,8 +276,19 @@ class RoundMechanism:
         """The rows of `job` still alive."""
         if self.rows_of_job is not None:
             return self.rows_of_job.get(job, [])
-        k = self._row_index.get((job,))
-        return [k] if k is not None and not self._dead[k] else []
+        k = int(self._job_row(np.array([job]))[0])
+        return [k] if k >= 0 and not self._dead[k] else []
+
+    def _job_row(self, jobs: np.ndarray) -> np.ndarray:
+        """Each job's row while every row is one job (-1: none); the index grows to take `jobs` (job
+        ids are >= 0, as everywhere in the mechanism)."""
+        try:
+            return self._row_of_job[jobs]
+        except IndexError:
+            n = len(self._row_of_job)
+            more = np.full(max(2 * n, int(jobs.max()) + 1) - n, -1, np.int64)
+            self._row_of_job = np.concatenate((self._row_of_job, more))
+            return self._row_of_job[jobs]
 
     @property
     def alive(self) -> np.ndarray:
@@ -333,18 +352,21 @@ class RoundMechanism:
             if self._fits is not None:
                 eligible &= self._fits
             flat = eligible.reshape(-1).nonzero()[0]
-            X_flat = self.X.take(flat)
+            neg_x = -self.X.take(flat)
+            # rows with an eligible entry (flat ascends, so its rows do)
+            rows = np.count_nonzero(np.diff(flat // self.J)) + 1 if len(flat) else 0
+            # the entries by -X, then flat index (stable): eligible_rank's one-sort order (by_x)
+            by_x = neg_x.argsort(kind="stable")
+            flat, neg_x = flat.take(by_x), neg_x.take(by_x)
             row_flat, col_flat = np.divmod(flat, self.J)
-            # rows with an eligible entry (row_flat ascends)
-            rows = np.count_nonzero(row_flat[1:] != row_flat[:-1]) + 1 if len(flat) else 0
-            # (eligible, flat, X, column, row, -X, number of rows with an eligible entry)
-            self._entries = (eligible, flat, X_flat, col_flat, row_flat, -X_flat, rows)
-        eligible, flat, X_flat, col_flat, row_flat, neg_x, self._eligible_rows = self._entries
+            # (eligible, flat, column, row, -X, number of rows with an eligible entry)
+            self._entries = (eligible, flat, col_flat, row_flat, neg_x, rows)
+        eligible, flat, col_flat, row_flat, neg_x, self._eligible_rows = self._entries
         if cfg.type_order is None and not cfg.random_type_order:   # global order: eligible entries only
             received = self.received
-            total = received.sum(axis=0) if totals is None else totals
-            rank = eligible_rank(X_flat, neg_x, received.take(flat), total.take(col_flat), cfg.never_served_factor,
-                                 min(total.tolist(), default=1.0) > 0)
+            total = np.add.reduce(received, 0) if totals is None else totals   # (received.sum(axis=0))
+            rank = eligible_rank(None, neg_x, received.take(flat), total.take(col_flat), cfg.never_served_factor,
+                                 min(total.tolist()) > 0, by_x=True)
             if self._plain_ones and self.placer.rules is None and not (
                     cfg.backfill_new_jobs and new_jobs is not None and new_jobs.jobs):
                 return self._plan_ones(flat, rank, row_flat[rank].tolist(), col_flat[rank].tolist())
