@@ -239,8 +239,8 @@ class RoundMechanism:
         self.row_sf = np.asarray(alloc.row_sf, dtype=np.int64)
         self._row_sf_list = self.row_sf.tolist()
         sfs = set(self._row_sf_list)
-        self._smallest = min(sfs, default=1)
-        self._largest = max(sfs, default=1)
+        self._smallest = min(sfs) if sfs else 1
+        self._largest = max(sfs) if sfs else 1
         # every row one job on one GPU, columns the types: plan() takes _plan_ones
         self._plain_ones = self._all_single and self._largest == 1 and self.col_pool is None \
             and cfg.type_order is None and not cfg.random_type_order
@@ -353,8 +353,7 @@ class RoundMechanism:
                 eligible &= self._fits
             flat = eligible.reshape(-1).nonzero()[0]
             neg_x = -self.X.take(flat)
-            # rows with an eligible entry (flat ascends, so its rows do)
-            rows = np.count_nonzero(np.diff(flat // self.J)) + 1 if len(flat) else 0
+            rows = np.count_nonzero(np.logical_or.reduce(eligible, axis=1))   # rows with an eligible entry
             # the entries by -X, then flat index (stable): eligible_rank's one-sort order (by_x)
             by_x = neg_x.argsort(kind="stable")
             flat, neg_x = flat.take(by_x), neg_x.take(by_x)
@@ -407,9 +406,9 @@ class RoundMechanism:
         rows, cols = greedy_ones(rows, cols, list(self._capacity), self._eligible_rows, len(self.rows))
         E = self._taken = len(rows)
         keys = list(map(self.rows.__getitem__, rows))
-        idx = np.array(rows, dtype=np.int64)
+        idx = np.fromiter(rows, np.int64, E)
         member = self._single_np[idx]
-        types = np.array(cols, dtype=np.int64)
+        types = np.fromiter(cols, np.int64, E)
         placed = self.placer.place_jobs(keys, member, cols, types)
         # (E <= number of GPUs: the constant columns are views of the mechanism's read-only arrays)
         plan = RoundPlan(keys, idx, types, self._ones_g[:E], placed.gpus, placed.renewed, placed.consolidated,
@@ -480,15 +479,16 @@ class RoundMechanism:
 
     def record(self, plan: RoundPlan, occupied: np.ndarray) -> None:
         """Credit each running (row, type) with the seconds it held its GPUs."""
-        if self.cfg.decay != 1.0:
-            self.received *= self.cfg.decay
-            self.elapsed *= self.cfg.decay
+        decay = self.cfg.decay
+        if decay != 1.0:
+            self.received *= decay
+            self.elapsed *= decay
             if self.totals is not None:
-                self.totals *= self.cfg.decay
+                self.totals *= decay
         occupied = np.asarray(occupied, dtype=float)
         if not len(occupied):
             return
-        self.elapsed += float(occupied.max())
+        self.elapsed += float(np.maximum.reduce(occupied))   # (occupied.max())
         if plan.share is not None:
             return
         cols = plan.types if plan.cols is None else plan.cols

@@ -34,7 +34,8 @@ class JobLeases:
     def store(self, jobs: np.ndarray, types: np.ndarray, gpus: np.ndarray, looked_up: bool = False) -> None:
         """This round's leases (one per job) replace the last ones. `looked_up`: these jobs were just
         looked up, so the arrays already have room for them."""
-        self.clear()
+        if self.jobs is not None:   # (clear())
+            self.type_of[self.jobs] = -1
         if not looked_up:
             self._room(jobs)
         self.type_of[jobs] = types

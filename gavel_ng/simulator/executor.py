@@ -175,6 +175,7 @@ class SimExecutor:
         self.clock = 0.0
         self.order = np.zeros(0, np.int64)   # admission order (by arrival, stable)
         self.next_pos = 0
+        self._due = -np.inf                  # arrival time of order[next_pos] once admit() looked (-inf: look)
         self.unfinished = 0
         self.integral = 0.0                  # time integral of the number of admitted, unfinished jobs
         self.busy = np.zeros(num_types)      # GPU-seconds used per type
@@ -209,10 +210,17 @@ class SimExecutor:
         return True
 
     def admit(self) -> list[int]:
+        if self._due > self.clock:   # the next arrival, as the last call found it: most rounds admit no one
+            return []
         out = []
         while True:
             job = self._upcoming()
-            if job is None or self.jobs.arrival[job] > self.clock:
+            if job is None:
+                self._due = -np.inf   # (asked again next round)
+                break
+            due = float(self.jobs.arrival[job])
+            if due > self.clock:
+                self._due = due
                 break
             out.append(job)
             self.next_pos += 1
@@ -376,10 +384,15 @@ class SimExecutor:
             self.run_seconds += float(used.sum())
         if self.on_round is not None:
             self.on_round(plan, steps, np.zeros(n) if start is None else start, used)
+        types = plan.types
         gpu_seconds = plan.sfs * occupied
-        self.busy += np.bincount(plan.types, weights=gpu_seconds, minlength=self.J)
-        charge = gpu_seconds * self.prices[plan.types] / 3600.0
-        self._charge(plan, charge, gpu_seconds)
+        self.busy += np.bincount(types, weights=gpu_seconds, minlength=self.J)
+        charge = gpu_seconds * self.prices[types] / 3600.0
+        if as_run is None:   # (_charge with one member per entry)
+            ja.cost[jobs] += charge
+            ja.gpu_seconds[jobs] += gpu_seconds
+        else:
+            self._charge(plan, charge, gpu_seconds)
         if any_done:
             result = self._settle(occupied, jobs[done], used[done])   # a job runs at most once a round
             if as_run is not None:
