@@ -93,7 +93,8 @@ class Placer:
         topo = self.topo
         G = topo.num_gpus
         self._one_gpu = np.empty(G, dtype=object)
-        self._one_gpu[:] = [(g,) for g in range(G)]
+        self._one_gpu_list = [(g,) for g in range(G)]
+        self._one_gpu[:] = self._one_gpu_list
         self._all_free = np.ones(G, dtype=bool)
         self._all_true = np.ones(G, dtype=bool)
         self._all_true.flags.writeable = False   # read-only: place_jobs hands out views of it
@@ -234,7 +235,8 @@ class Placer:
                 free[g[renewed]] = False
                 g[fresh] = self._place_single(fresh.tolist(), types, free)
             # (one entry per GPU at most: consolidated is a read-only view)
-            placed = Placed(self._one_gpu[g].tolist(), renewed, self._all_true[:len(keys)])
+            placed = Placed(list(map(self._one_gpu_list.__getitem__, g.tolist())), renewed,
+                            self._all_true[:len(keys)])
             leases.store(jobs, t, g, looked_up=True)
         self._last = {}
         return placed
