@@ -103,6 +103,9 @@ class RoundPlan:
     share: np.ndarray | None = None   # (E, J) time fractions, only for fluid (ideal) plans
     cols: np.ndarray | None = None    # (E,) allocation column of each entry; None: the same as types
     waiting: Waitlist | None = None   # the entries that wait this round, for mid-round backfill (None: off)
+    # (E,) each entry's cell row * J + column in the mechanism's ledger, where every entry is an allocation
+    # row (its one-GPU path sets it, so that record() credits in one flat index); None: from rows and cols
+    cells: np.ndarray | None = None
 
     @property
     def num_entries(self) -> int:
@@ -145,6 +148,8 @@ class RoundMechanism:
         self._use_topology(topology)
         self.placer = Placer(topology, self.cfg.consolidate)
         self.rng = np.random.default_rng(self.cfg.seed)
+        self._fresh_row = np.full((1, self.J), self.cfg.initial_received)   # a new row's time received
+        self._row_of_job = np.full(64, -1, np.int64)   # per job id, its row while every row is one job
         self._no_waiting: Waitlist | None = None   # the waitlist of rounds where nothing waits
         self.reset(AllocationRows([], np.zeros((0, self.J)), np.zeros(0)))
 
@@ -158,7 +163,14 @@ class RoundMechanism:
         self._home_col = np.array([int(np.flatnonzero((pool == t) & ~self.col_spread)[0])
                                    if ((pool == t) & ~self.col_spread).any() else -1 for t in range(T)])
         self._col_cap = topology.capacity[pool]
+        self._cap_min = int(self._col_cap.min()) if len(self._col_cap) else None
         self._capacity = topology.capacity.astype(np.int64).tolist()
+        # a plan of one-GPU entries has at most one entry per GPU: its constant columns (one GPU each,
+        # consolidated, entry e is member e) are read-only views of these
+        G = topology.num_gpus
+        self._ones_g = _frozen(np.ones(G, dtype=np.int64))
+        self._true_g = _frozen(np.ones(G, dtype=bool))
+        self._arange_g = _frozen(np.arange(G, dtype=np.int64))
         names = list(topology.worker_types)
         if self.cfg.type_order is not None:
             first = [names.index(w) for w in self.cfg.type_order if w in names]
@@ -194,37 +206,61 @@ class RoundMechanism:
         """A new allocation. Time received restarts from `initial_received`; a row that persists
         keeps `carry_over` of what it had (by default all of it, decayed every round: see
         MechanismConfig; `since_reset()` is the paper's literal restart)."""
-        K = len(alloc.rows)
-        carry = self.cfg.carry_over > 0 and bool(getattr(self, "rows", None))
-        index, before = (self._row_index, self.received) if carry else (None, None)
-        self.rows = [r if type(r) is tuple else tuple(int(m) for m in r) for r in alloc.rows]
-        self._row_index = dict(zip(self.rows, range(K)))   # what the next reset carries over from
-        self._single = [r[0] if len(r) == 1 else -1 for r in self.rows]
+        cfg = self.cfg
+        rows = alloc.rows
+        K = len(rows)
+        old_rows = getattr(self, "rows", None)
+        carry = cfg.carry_over > 0 and bool(old_rows)
+        old_jobs = self._single_np if old_rows is not None and self._all_single else None
+        before = self.received if carry else None
+        # (after each solve: a few passes over the rows in C rather than one in Python)
+        self.rows = list(rows) if _TUPLE.issuperset(map(type, rows)) else \
+            [r if type(r) is tuple else tuple(int(m) for m in r) for r in rows]
+        rows = self.rows
+        self._all_single = not K or set(map(len, rows)) == _ONE
+        if self._all_single:
+            self._single_np = np.fromiter(map(itemgetter(0), rows), np.int64, K)
+            self._single = self._single_np.tolist()
+        else:
+            self._single = [r[0] if len(r) == 1 else -1 for r in rows]
+            self._single_np = np.array(self._single, dtype=np.int64)
+        if carry:   # each new row's old row, -1 where it is new
+            if old_jobs is not None and self._all_single:
+                was = self._job_row(self._single_np)
+            else:
+                index = dict(zip(old_rows, range(len(old_rows))))
+                was = np.fromiter(map(index.get, rows, repeat(-1)), np.int64, K)
+        if old_jobs is not None:   # the job -> row index follows the rows (while all are single jobs)
+            self._row_of_job[old_jobs] = -1
+        if self._all_single:
+            self._job_row(self._single_np)   # (room for the new jobs)
+            self._row_of_job[self._single_np] = np.arange(K)
         self.X = np.asarray(alloc.X, dtype=float).reshape(K, self.J)
         self.row_sf = np.asarray(alloc.row_sf, dtype=np.int64)
         self._row_sf_list = self.row_sf.tolist()
-        self._smallest = min(self._row_sf_list, default=1)
-        self._largest = max(self._row_sf_list, default=1)
-        self._all_single = min(self._single, default=0) >= 0
+        sfs = set(self._row_sf_list)
+        self._smallest = min(sfs) if sfs else 1
+        self._largest = max(sfs) if sfs else 1
         # every row one job on one GPU, columns the types: plan() takes _plan_ones
         self._plain_ones = self._all_single and self._largest == 1 and self.col_pool is None \
-            and self.cfg.type_order is None and not self.cfg.random_type_order
-        self._single_np = np.asarray(self._single, dtype=np.int64)
+            and cfg.type_order is None and not cfg.random_type_order
         if carry:
-            was = np.fromiter(map(index.get, self.rows, repeat(-1)), dtype=np.int64, count=K)
-            kept = before[was] if self.cfg.carry_over == 1.0 else self.cfg.carry_over * before[was]
-            self.received = np.where((was >= 0)[:, None], kept, self.cfg.initial_received)
+            if cfg.carry_over == 1.0:   # a new row (-1) takes the fresh row appended to the old ones
+                self.received = np.concatenate((before, self._fresh_row)).take(was, axis=0)
+            else:
+                self.received = cfg.carry_over * before.take(was, axis=0)
+                self.received[was < 0] = cfg.initial_received
         else:
-            self.received = np.full((K, self.J), self.cfg.initial_received)
-        self.totals = np.full(self.J, self.cfg.initial_received) if self.cfg.initial_received else None
+            self.received = np.full((K, self.J), cfg.initial_received)
+        self.totals = np.full(self.J, cfg.initial_received) if cfg.initial_received else None
         # seconds of wall-clock time since the ledger began, decayed and carried over like `received`
-        self.elapsed = self.cfg.carry_over * getattr(self, "elapsed", 0.0) if carry else 0.0
-        self.alive = np.ones(K, dtype=bool)
+        self.elapsed = cfg.carry_over * getattr(self, "elapsed", 0.0) if carry else 0.0
+        self._dead = np.zeros(K, dtype=bool)   # rows retired since
         self._retired = 0   # rows no longer alive
-        self.rows_of_job = None   # every row one job: a job's row is _row_index[(job,)]
+        self.rows_of_job = None   # every row one job: a job's row is _row_of_job[job]
         if not self._all_single:
             self.rows_of_job = {}
-            for k, r in enumerate(self.rows):
+            for k, r in enumerate(rows):
                 for m in r:
                     self.rows_of_job.setdefault(m, []).append(k)
         self._fits = self._rows_fit()
@@ -232,7 +268,7 @@ class RoundMechanism:
 
     def _rows_fit(self) -> np.ndarray | None:
         """(K, J): row k's GPUs fit column j's capacity; None where every row fits everywhere."""
-        if self._largest <= self._col_cap.min(initial=self._largest):
+        if self._cap_min is None or self._largest <= self._cap_min:
             return None
         return self.row_sf[:, None] <= self._col_cap[None, :]
 
@@ -240,8 +276,24 @@ class RoundMechanism:
         """The rows of `job` still alive."""
         if self.rows_of_job is not None:
             return self.rows_of_job.get(job, [])
-        k = self._row_index.get((job,))
-        return [k] if k is not None and self.alive[k] else []
+        k = int(self._job_row(np.array([job]))[0])
+        return [k] if k >= 0 and not self._dead[k] else []
+
+    def _job_row(self, jobs: np.ndarray) -> np.ndarray:
+        """Each job's row while every row is one job (-1: none); the index grows to take `jobs` (job
+        ids are >= 0, as everywhere in the mechanism)."""
+        try:
+            return self._row_of_job[jobs]
+        except IndexError:
+            n = len(self._row_of_job)
+            more = np.full(max(2 * n, int(jobs.max()) + 1) - n, -1, np.int64)
+            self._row_of_job = np.concatenate((self._row_of_job, more))
+            return self._row_of_job[jobs]
+
+    @property
+    def alive(self) -> np.ndarray:
+        """(K,) bool: the rows not retired since the last reset (a copy)."""
+        return ~self._dead
 
     def knows(self, job: int) -> bool:
         return bool(self._job_rows(job))
@@ -249,7 +301,7 @@ class RoundMechanism:
     def retire(self, job: int) -> None:
         """A finished job: its rows (alone or in combinations) run no more."""
         for k in self._job_rows(job):
-            self.alive[k] = False
+            self._dead[k] = True
             self._retired += 1
             self._entries = None
         if self.rows_of_job is not None:
@@ -296,23 +348,26 @@ class RoundMechanism:
         if self._entries is None:   # what can run changes only at reset, retire and set_topology
             eligible = self.X > 1e-9
             if self._retired:
-                eligible &= self.alive[:, None]
+                eligible &= ~self._dead[:, None]
             if self._fits is not None:
                 eligible &= self._fits
-            flat = np.flatnonzero(eligible)
-            X_flat = self.X.take(flat)
+            flat = eligible.reshape(-1).nonzero()[0]
+            neg_x = -self.X.take(flat)
+            rows = np.count_nonzero(np.logical_or.reduce(eligible, axis=1))   # rows with an eligible entry
+            # the entries by -X, then flat index (stable): eligible_rank's one-sort order (by_x)
+            by_x = neg_x.argsort(kind="stable")
+            flat, neg_x = flat.take(by_x), neg_x.take(by_x)
             row_flat, col_flat = np.divmod(flat, self.J)
-            # (eligible, flat, X, column, row, -X, number of rows with an eligible entry)
-            self._entries = (eligible, flat, X_flat, col_flat, row_flat, -X_flat,
-                             int(np.count_nonzero(eligible.any(axis=1))))
-        eligible, flat, X_flat, col_flat, row_flat, neg_x, self._eligible_rows = self._entries
+            # (eligible, flat, column, row, -X, number of rows with an eligible entry)
+            self._entries = (eligible, flat, col_flat, row_flat, neg_x, rows)
+        eligible, flat, col_flat, row_flat, neg_x, self._eligible_rows = self._entries
         if cfg.type_order is None and not cfg.random_type_order:   # global order: eligible entries only
-            total = self.received.sum(axis=0) if totals is None else totals
-            rank = eligible_rank(X_flat, neg_x, self.received.take(flat), total.take(col_flat),
-                                 cfg.never_served_factor)
-            rules = self.placer.rules
-            if rules is None and self._plain_ones and not (cfg.backfill_new_jobs and new_jobs is not None
-                                                           and new_jobs.jobs):
+            received = self.received
+            total = np.add.reduce(received, 0) if totals is None else totals   # (received.sum(axis=0))
+            rank = eligible_rank(None, neg_x, received.take(flat), total.take(col_flat), cfg.never_served_factor,
+                                 min(total.tolist()) > 0, by_x=True)
+            if self._plain_ones and self.placer.rules is None and not (
+                    cfg.backfill_new_jobs and new_jobs is not None and new_jobs.jobs):
                 return self._plan_ones(flat, rank, row_flat[rank].tolist(), col_flat[rank].tolist())
             order = flat[rank]
         else:
@@ -349,16 +404,21 @@ class RoundMechanism:
         with the members and the renewals found by job (Placer.place_jobs) instead of entry by entry.
         `rows` and `cols` are the eligible entries' rows and columns in the round's order."""
         rows, cols = greedy_ones(rows, cols, list(self._capacity), self._eligible_rows, len(self.rows))
-        self._taken = len(rows)
+        E = self._taken = len(rows)
         keys = list(map(self.rows.__getitem__, rows))
-        idx = np.asarray(rows, dtype=np.int64)
+        idx = np.fromiter(rows, np.int64, E)
         member = self._single_np[idx]
-        types = np.asarray(cols, dtype=np.int64)
+        types = np.fromiter(cols, np.int64, E)
         placed = self.placer.place_jobs(keys, member, cols, types)
-        plan = make_plan(keys, idx, types, np.ones(len(keys), dtype=np.int64), placed.gpus, placed.renewed,
-                         placed.consolidated, member_job=member)
+        # (E <= number of GPUs: the constant columns are views of the mechanism's read-only arrays)
+        plan = RoundPlan(keys, idx, types, self._ones_g[:E], placed.gpus, placed.renewed, placed.consolidated,
+                         member, self._arange_g[:E], cells=idx * self.J + types)
         if self.cfg.mid_round_backfill:
-            plan.waiting = self._waitlist(lambda: flat[rank], plan, None, self._taken == self._eligible_rows)
+            empty = self._no_waiting   # (every row runs: the waitlist of all such rounds, checked in _waitlist)
+            if E == self._eligible_rows and empty is not None and empty.topo is self.topo and empty.rules is None:
+                plan.waiting = empty
+            else:
+                plan.waiting = self._waitlist(lambda: flat[rank], plan, None, E == self._eligible_rows)
         return plan
 
     def _waitlist(self, order, plan: RoundPlan, new_jobs: JobView | None, everyone: bool) -> Waitlist:
@@ -419,18 +479,25 @@ class RoundMechanism:
 
     def record(self, plan: RoundPlan, occupied: np.ndarray) -> None:
         """Credit each running (row, type) with the seconds it held its GPUs."""
-        if self.cfg.decay != 1.0:
-            self.received *= self.cfg.decay
-            self.elapsed *= self.cfg.decay
+        decay = self.cfg.decay
+        if decay != 1.0:
+            self.received *= decay
+            self.elapsed *= decay
             if self.totals is not None:
-                self.totals *= self.cfg.decay
+                self.totals *= decay
         occupied = np.asarray(occupied, dtype=float)
         if not len(occupied):
             return
-        self.elapsed += float(occupied.max())
+        self.elapsed += float(np.maximum.reduce(occupied))   # (occupied.max())
         if plan.share is not None:
             return
         cols = plan.types if plan.cols is None else plan.cols
+        cells = plan.cells
+        if cells is not None and len(cells) == len(occupied) and self.received.flags.c_contiguous:
+            self.received.reshape(-1)[cells] += occupied   # (a view: the same cells as below, one index)
+            if self.totals is not None:
+                np.add.at(self.totals, cols, occupied)
+            return
         if plan.rows.min() >= 0:   # no backfilled job this round
             r, j, t = plan.rows, cols, occupied
         else:
@@ -441,6 +508,15 @@ class RoundMechanism:
         self.received[r, j] += t
         if self.totals is not None:
             np.add.at(self.totals, j, t)
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
+
+
+_TUPLE = frozenset((tuple,))
+_ONE = frozenset((1,))
 
 
 def make_plan(keys, rows, types, sfs, gpus, renewed, consolidated, share=None, cols=None,

@@ -31,10 +31,13 @@ class JobLeases:
             self._room(jobs)
             return self.type_of[jobs] == types, self.gpu_of[jobs]
 
-    def store(self, jobs: np.ndarray, types: np.ndarray, gpus: np.ndarray) -> None:
-        """This round's leases (one per job) replace the last ones."""
-        self.clear()
-        self._room(jobs)
+    def store(self, jobs: np.ndarray, types: np.ndarray, gpus: np.ndarray, looked_up: bool = False) -> None:
+        """This round's leases (one per job) replace the last ones. `looked_up`: these jobs were just
+        looked up, so the arrays already have room for them."""
+        if self.jobs is not None:   # (clear())
+            self.type_of[self.jobs] = -1
+        if not looked_up:
+            self._room(jobs)
         self.type_of[jobs] = types
         self.gpu_of[jobs] = gpus
         self.jobs = jobs.copy()

@@ -93,8 +93,13 @@ class Placer:
         topo = self.topo
         G = topo.num_gpus
         self._one_gpu = np.empty(G, dtype=object)
-        self._one_gpu[:] = [(g,) for g in range(G)]
+        self._one_gpu_list = [(g,) for g in range(G)]
+        self._one_gpu[:] = self._one_gpu_list
         self._all_free = np.ones(G, dtype=bool)
+        self._all_true = np.ones(G, dtype=bool)
+        self._all_true.flags.writeable = False   # read-only: place_jobs hands out views of it
+        self._gpu_server = topo.gpu_server.astype(np.int64)
+        self._num_servers = len(topo.server_type)
         self._full = int(np.bincount(topo.gpu_server).max(initial=0)) + 1 if G else 1   # above any free count
         self._gpu_key = topo.gpu_type.astype(np.int64) * ((self._full + 1) * G) + np.arange(G)
         self._type_start = np.concatenate([[0], np.cumsum(np.bincount(topo.gpu_type,
@@ -217,18 +222,22 @@ class Placer:
         rules apply: the same choices as `_place_ones`, remembered by job (see the class).
         `type_array`: `types` as an array, when the caller has it."""
         t = np.asarray(types, dtype=np.int64) if type_array is None else type_array
-        if not self._leases.active:   # last round is remembered as a dict
+        leases = self._leases
+        if not leases.active:   # last round is remembered as a dict
             placed = self._place_ones(keys, types)
             g = np.fromiter((p[0] for p in placed.gpus), dtype=np.int64, count=len(keys))
+            leases.store(jobs, t, g)
         else:
-            renewed, g = self._leases.lookup(jobs, t)
-            fresh = np.flatnonzero(~renewed)
+            renewed, g = leases.lookup(jobs, t)
+            fresh = np.logical_not(renewed).nonzero()[0]
             if len(fresh):
                 free = self._all_free.copy()
                 free[g[renewed]] = False
                 g[fresh] = self._place_single(fresh.tolist(), types, free)
-            placed = Placed(self._one_gpu[g].tolist(), renewed, np.ones(len(keys), dtype=bool))
-        self._leases.store(jobs, t, g)
+            # (one entry per GPU at most: consolidated is a read-only view)
+            placed = Placed(list(map(self._one_gpu_list.__getitem__, g.tolist())), renewed,
+                            self._all_true[:len(keys)])
+            leases.store(jobs, t, g, looked_up=True)
         self._last = {}
         return placed
 
@@ -352,8 +361,11 @@ class Placer:
         if not entries:
             return []
         topo, G = self.topo, self.topo.num_gpus
-        per_server = np.bincount(topo.gpu_server[free], minlength=len(topo.server_type))
-        ranked = np.argsort(self._gpu_key + np.where(free, per_server[topo.gpu_server], self._full) * G).tolist()
+        server = self._gpu_server
+        key = np.where(free, np.bincount(server[free], minlength=self._num_servers)[server], self._full)
+        key *= G
+        key += self._gpu_key
+        ranked = key.argsort().tolist()
         is_free = free.tolist()
         nxt, end = self._type_start[:-1], self._type_start[1:]
         chosen = []

@@ -75,18 +75,42 @@ def rank_entries(flat: np.ndarray, X: np.ndarray, prio: np.ndarray, never: np.nd
     return np.lexsort((-X, -prio, ~never))
 
 
-def eligible_rank(X: np.ndarray, neg_x: np.ndarray, received: np.ndarray, total: np.ndarray,
-                  never_served_factor: float | None = None) -> np.ndarray:
-    """rank_entries of entries all of whose X > EPS (the mechanism's eligible ones, flat ascending),
-    from their time received and their type's total: the same permutation in fewer passes, -X / f
-    being -(X / f) exactly and `received > 0` the negated never-served flag."""
-    if never_served_factor is None and total.min(initial=1.0) > 0:
+def eligible_rank(X: np.ndarray | None, neg_x: np.ndarray, received: np.ndarray, total: np.ndarray,
+                  never_served_factor: float | None = None, positive: bool | None = None,
+                  by_x: bool = False) -> np.ndarray:
+    """rank_entries of entries all of whose X > EPS (the mechanism's eligible ones), from their time
+    received and their type's total: the same permutation in fewer passes, -X / f being -(X / f)
+    exactly and `received > 0` the negated never-served flag. The entries come in flat order, or
+    (`by_x`) sorted by -X and then flat index, which lets one stable sort by priority rank them: -X
+    is the next key anyway, and the flat index the last. `X` (None: -neg_x) is -neg_x. `positive`:
+    every type's total is > 0, where the caller knows it from the (few) types' totals; either way
+    of ranking gives the same permutation, so it only picks the faster one."""
+    if positive is None:
+        positive = total.min(initial=1.0) > 0
+    if never_served_factor is None and positive:
+        # One key where three would do (a sort per key, every round): a never-served entry (received 0,
+        # so f 0) gets -X / 0 = -inf, ahead of every served one, whose -X / f is finite. Where that
+        # could fail, an f that underflows (to 0 while received > 0) or an -X / f that overflows,
+        # numpy raises and the three keys decide.
+        try:
+            key = _served_keys(neg_x, received, total)
+        except FloatingPointError:
+            pass
+        else:
+            return key.argsort(kind="stable") if by_x else np.lexsort((neg_x, key))
         with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
             f = received / total
             neg_prio = np.divide(neg_x, f, out=np.zeros(len(f)), where=f > 0)
         return np.lexsort((neg_x, neg_prio, received > 0))
-    prio, never = entry_priorities(X, received, total, never_served_factor)
+    prio, never = entry_priorities(-neg_x if X is None else X, received, total, never_served_factor)
     return np.lexsort((neg_x, -prio, ~never))
+
+
+@np.errstate(divide="ignore", invalid="ignore", over="raise", under="raise")
+def _served_keys(neg_x: np.ndarray, received: np.ndarray, total: np.ndarray) -> np.ndarray:
+    """-X / f per entry, -inf where f is 0; raises where f underflows or the quotient overflows
+    (the decorator's error state costs less than a `with` block's, every round)."""
+    return neg_x / (received / total)
 
 
 def per_type_order(X: np.ndarray, prio: np.ndarray, received: np.ndarray, totals: np.ndarray,

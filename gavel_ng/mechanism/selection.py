@@ -113,19 +113,20 @@ def greedy_ones(rows: list[int], cols: list[int], free: list[int], num_rows: int
     done = [False] * all_rows
     taken_rows: list[int] = []
     taken_cols: list[int] = []
-    left = sum(free)
-    if not left or not num_rows:
+    last = min(sum(free), num_rows)   # entries it can take: one per GPU, one per row
+    if last <= 0:
         return taken_rows, taken_cols
+    take_row, take_col = taken_rows.append, taken_cols.append
+    n = 0
     for r, j in zip(rows, cols):
         if done[r] or not free[j]:
             continue
         done[r] = True
         free[j] -= 1
-        taken_rows.append(r)
-        taken_cols.append(j)
-        left -= 1
-        num_rows -= 1
-        if not left or not num_rows:
+        take_row(r)
+        take_col(j)
+        n += 1
+        if n == last:
             break
     return taken_rows, taken_cols
 
