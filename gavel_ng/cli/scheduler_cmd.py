@@ -91,13 +91,13 @@ def run(args) -> int:
         raise InputError("--state", args.state, f"cannot write the state directory: {reason}") from None
     port = service.start()
     announce(f"scheduler listening on {args.bind}:{port}")
-    _stop_on_signals(service.stop_event)
+    seen = _stop_on_signals(service.stop_event)
     ledger = WarningLedger(reemit_after=REPEAT_EVERY_S)   # a warning that recurs every round: once an hour
     try:
         with collapse_repeats(ledger):
             service.wait()
     finally:
-        service.stop()
+        service.stop(why=seen.get("signal", "stopped"))
         repeated = [w for w in ledger.summary() if w["count"] > 1]
         if repeated:
             print("warnings that repeated while the scheduler ran:", *format_warnings(repeated), sep="\n",
@@ -105,13 +105,14 @@ def run(args) -> int:
     return 0
 
 
-def show_events() -> None:
-    """The runtime's INFO lines (a worker registered or declared dead, a job launched, preempted, ended)
-    show without -v: one line per event, which is what a person watching a scheduler wants to see. The
-    rest of gavel_ng (the policies' and the mechanism's per-round chatter) keeps the chosen level."""
-    runtime = logging.getLogger("gavel_ng.runtime")
-    if runtime.getEffectiveLevel() > logging.INFO:
-        runtime.setLevel(logging.INFO)
+def show_events(logger: str = "gavel_ng.runtime") -> None:
+    """The runtime's INFO lines (a worker registered or declared dead, a job launched, preempted, ended;
+    on a worker: a job started or ended, the worker stopping) show without -v: one line per event, which
+    is what a person watching a service wants to see. The rest of gavel_ng (the policies' and the
+    mechanism's per-round chatter) keeps the chosen level."""
+    events = logging.getLogger(logger)
+    if events.getEffectiveLevel() > logging.INFO:
+        events.setLevel(logging.INFO)
 
 
 def announce(line: str) -> None:
@@ -122,8 +123,13 @@ def announce(line: str) -> None:
     sys.stdout.flush()
 
 
-def _stop_on_signals(event) -> None:
+def _stop_on_signals(event) -> dict[str, str]:
+    """Set `event` on SIGTERM, SIGINT or SIGHUP; the returned dict gets the signal's name under "signal"
+    (logged by the caller once its wait returns: a signal handler should not log)."""
+    seen: dict[str, str] = {}
+
     def handler(signum, frame):
+        seen.setdefault("signal", signal.Signals(signum).name)
         event.set()
 
     signal.signal(signal.SIGTERM, handler)

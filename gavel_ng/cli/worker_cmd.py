@@ -7,7 +7,7 @@ import os
 
 from ..errors import InputError
 from ..worker.gpus import TYPE_MAP_ENV
-from .scheduler_cmd import _stop_on_signals, announce
+from .scheduler_cmd import _stop_on_signals, announce, show_events
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +50,7 @@ def run(args) -> int:
     from ..worker.daemon import WorkerDaemon, check_gpu_ids, machine_gpu_count
     from ..worker.gpus import choose, load_type_map
 
+    show_events("gavel_ng.worker")
     gpu_ids = None
     if args.gpu_ids:
         try:
@@ -73,11 +74,11 @@ def run(args) -> int:
                           token_source=args.token_file or "$GAVEL_NG_TOKEN")
     daemon.start()
     announce(f"worker {daemon.worker_id} listening on {args.bind}:{daemon.port}")
-    _stop_on_signals(daemon.stop_event)
+    seen = _stop_on_signals(daemon.stop_event)
     try:
         daemon.wait()
     finally:
-        daemon.stop()
+        daemon.stop(why=seen.get("signal", ""))
     if daemon.refusal is not None:      # a permanent refusal (wrong token, unknown type): one line, exit 2
         raise daemon.refusal
     return 0
