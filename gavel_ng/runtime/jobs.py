@@ -125,14 +125,6 @@ class JobState:
     error: str = ""                     # why its last attempt failed ("" once one ran without failing)
     retry_at: float = 0.0               # after a failure: no relaunch before this (time.time(), backoff)
 
-    def held_seconds(self, now: float) -> dict[str, float]:
-        """GPU-seconds by worker type, the live attempt's so far included."""
-        out = dict(self.gpu_seconds)
-        if self.live is not None:
-            w = self.live.worker_type
-            out[w] = out.get(w, 0.0) + max(now - self.live.launched, 0.0) * len(self.live.placement)
-        return out
-
     def fenced(self, now: float) -> bool:
         if self.fence is not None and (not self.fence.workers or now >= self.fence.until):
             self.fence = None

@@ -114,8 +114,6 @@ class MeasuredThroughputs:
             job = live.get(key)
             if est is not None and job is not None and job in est.jobs:
                 rates = isolated_columns(est, [job], self.worker_types)[0]
-                seen = set(est.jobs[job].iso)
-                sources = {w: "measured" if w in seen else "estimated" for w in self.worker_types}
             else:
                 rates = self.table.row(key)
             out.append((key, [float(v) for v in rates], [sources[w] for w in self.worker_types]))
