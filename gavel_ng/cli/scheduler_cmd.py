@@ -105,14 +105,13 @@ def run(args) -> int:
     return 0
 
 
-def show_events(logger: str = "gavel_ng.runtime") -> None:
-    """The runtime's INFO lines (a worker registered or declared dead, a job launched, preempted, ended;
-    on a worker: a job started or ended, the worker stopping) show without -v: one line per event, which
-    is what a person watching a service wants to see. The rest of gavel_ng (the policies' and the
-    mechanism's per-round chatter) keeps the chosen level."""
-    events = logging.getLogger(logger)
-    if events.getEffectiveLevel() > logging.INFO:
-        events.setLevel(logging.INFO)
+def show_events() -> None:
+    """The runtime's INFO lines (a worker registered or declared dead, a job launched, preempted, ended)
+    show without -v: one line per event, which is what a person watching a scheduler wants to see. The
+    rest of gavel_ng (the policies' and the mechanism's per-round chatter) keeps the chosen level."""
+    runtime = logging.getLogger("gavel_ng.runtime")
+    if runtime.getEffectiveLevel() > logging.INFO:
+        runtime.setLevel(logging.INFO)
 
 
 def announce(line: str) -> None:
@@ -136,3 +135,4 @@ def _stop_on_signals(event) -> dict[str, str]:
     signal.signal(signal.SIGINT, handler)
     if sys.platform != "win32":
         signal.signal(signal.SIGHUP, handler)
+    return seen

@@ -7,7 +7,7 @@ import os
 
 from ..errors import InputError
 from ..worker.gpus import TYPE_MAP_ENV
-from .scheduler_cmd import _stop_on_signals, announce, show_events
+from .scheduler_cmd import _stop_on_signals, announce
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,6 @@ def run(args) -> int:
     from ..worker.daemon import WorkerDaemon, check_gpu_ids, machine_gpu_count
     from ..worker.gpus import choose, load_type_map
 
-    show_events("gavel_ng.worker")
     gpu_ids = None
     if args.gpu_ids:
         try:

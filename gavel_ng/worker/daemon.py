@@ -142,9 +142,8 @@ class WorkerDaemon:
         self.report_event.set()
         with self.lock:
             tasks = self.running + self.queued
-        if why or self.refusal is None:
-            log.info("worker %s stopping%s: %d job attempt(s) ended with it", self.worker_id,
-                     f" ({why})" if why else "", len(tasks))
+        if why:      # a signal: said without -v (a refusal is said by the command, in one line)
+            log.warning("worker %s stopping (%s): %d job attempt(s) end with it", self.worker_id, why, len(tasks))
         for t in tasks:
             for p in t.procs:
                 signal_group(p, signal.SIGKILL)
