@@ -132,3 +132,26 @@ def test_a_new_gpu_type_from_a_partial_table(make_service, tmp_path):
     register(svc, "w-l4", "l4", 1)
     [job] = svc.state.submit([JobSpec(resnet50[0], 100)])
     assert svc.cannot_run(svc.state.jobs[job].spec) is None
+
+
+def test_a_progress_report_between_renewals_shows_in_status_and_changes_nothing_else(make_service):
+    """The iterator's step between renewals: status shows it; nothing is measured, stored or renewed."""
+    import time
+
+    from gavel_ng.runtime.jobs import Attempt
+
+    svc = make_service()
+    register(svc, "w1", "v100", 1)
+    [job] = svc.state.submit([JobSpec("my-mlp", 1000, command=("python", "t.py"))])
+    st = svc.state
+    with st.lock:
+        now = time.time()
+        att = Attempt(job, 1, [("w1", 0)], "v100", True, now - 5, now + 60, 0)
+        st.jobs[job].attempts, st.jobs[job].live, st.jobs[job].status = 1, att, "running"
+        st.attempt_started(att)
+    events = len(st.store.events())
+    lease = svc.executor.update_lease(job, 1, steps=250, compute_seconds=3.0, progress_only=True)
+    assert not lease.renewed and not lease.stop and lease.seconds_left > 50
+    assert ClusterStatus.from_proto(svc.status()).jobs[0].steps_live == 250
+    assert len(st.store.events()) == events and svc.table.values == {}
+    assert st.store.load_jobs()[0].steps_live == 0          # memory only: the state keeps renewals' steps
