@@ -33,16 +33,16 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, PolicyError
 from ..rules.limits import enforce
 from .constraints import violations
-from .fields import call_policy
+from .fields import call_policy, defined_at
 from .layout import map_x
 from .objective import Objective, Solution
 from .partition import merge, relative_gap, split
 from .problem import Problem
 from .scheduling_problem import SchedulingProblem
-from .solving import repair, spread_over_types
+from .solving import FormulationError, repair, spread_over_types
 
 log = logging.getLogger(__name__)
 PolicyFn = Callable[[Problem], object]
@@ -376,22 +376,30 @@ def _expand(sol: Solution, classes: SchedulingProblem, inp: SchedulingProblem, i
 
 
 def _run(spec: PolicySpec, p: Problem, solver: str | None) -> Solution:
-    out = call_policy(spec.name, spec.fn, p)
-    if isinstance(out, Solution):
-        if out.objective is None and spec.evaluate is not None:
-            out.objective = call_policy(spec.name, spec.evaluate, p, out.x)
-        return out
-    return p.solve(as_objective(p, out), solver)
+    """The policy stated and solved on p; what it states wrong (a return value that is no objective, a
+    non-DCP objective, constraints that admit no allocation) is a PolicyError naming it, as is an error
+    its code raises (fields.call_policy). A solver's own failure is not: it falls back (Solution.ok)."""
+    try:
+        out = call_policy(spec.name, spec.fn, p)
+        if isinstance(out, Solution):
+            if out.objective is None and spec.evaluate is not None:
+                out.objective = call_policy(spec.name, spec.evaluate, p, out.x)
+            return out
+        return p.solve(as_objective(p, out, spec), solver)
+    except FormulationError as exc:
+        raise PolicyError(spec.name, defined_at(spec.fn), str(exc)) from None
 
 
-def as_objective(p: Problem, out: object) -> Objective:
+def as_objective(p: Problem, out: object, spec: PolicySpec) -> Objective:
     if isinstance(out, Objective):
         return out
     import cvxpy as cp
 
     if isinstance(out, (cp.Maximize, cp.Minimize)):
         return Objective("cvxpy", cvx=out, problem=p)
-    raise TypeError(f"a policy must return an objective, got {type(out).__name__}")
+    what = "None (a missing return?)" if out is None else type(out).__name__
+    raise PolicyError(spec.name, defined_at(spec.fn), f"returned {what}: a policy returns an objective "
+                      "(p.maximize_min(...), p.maximize(...), cvxpy Maximize/Minimize) or a Solution")
 
 
 def objective_value(spec: PolicySpec, p: Problem, x: np.ndarray) -> float | None:
@@ -401,7 +409,7 @@ def objective_value(spec: PolicySpec, p: Problem, x: np.ndarray) -> float | None
     out = call_policy(spec.name, spec.fn, p)
     if isinstance(out, Solution):
         return None
-    return as_objective(p, out).value(x)
+    return as_objective(p, out, spec).value(x)
 
 
 def solve_partitioned(inp: SchedulingProblem, name: str, k: int, solver: str | None = None, seed: int = 0,

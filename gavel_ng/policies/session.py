@@ -32,6 +32,7 @@ import time
 
 import numpy as np
 
+from .fields import call_policy
 from .layout import Vars
 from .objective import Solution
 from .problem import Problem
@@ -81,7 +82,7 @@ class PolicySession:
                 return self._solve_kept(inp, kinds, slots, start)
             self._rows = None   # not of the warm shape after all: state whole problems from now on
         seen = Problem(agnostic_problem(inp) if self.spec.agnostic else inp)
-        stated = self.spec.fn(seen)
+        stated = call_policy(self.spec.name, self.spec.fn, seen)
         if isinstance(stated, Solution):   # the policy solves itself: nothing to keep warm
             self._warm = None
             return None
@@ -226,7 +227,7 @@ class JobRows:
         """State the policy on job i alone and keep its row as a new kind."""
         one = inp.subset([i])
         seen = Problem(agnostic_problem(one) if self.spec.agnostic else one)
-        objective = warm_objective(seen, self.spec.fn(seen))
+        objective = warm_objective(seen, call_policy(self.spec.name, self.spec.fn, seen))
         if objective is None:
             return None
         form = (objective.fill, objective.then is not None, objective.then_tol)

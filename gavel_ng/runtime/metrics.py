@@ -4,8 +4,9 @@ Most values are read from ClusterState when scraped (one short hold of its lock)
 scheduler's code keeps no second set of books: jobs by state, GPUs, workers, and the
 counters the state already keeps (launches, renewals, JobBook.tally, the store's refused
 writes). Only durations are observed as they happen: the rounds' wall time and the
-policy's solve time. Each service has its own CollectorRegistry, so several services in
-one process (tests) do not clash.
+policy's solve time; and the policy's own errors (`gavel_policy_errors`), counted by the
+service. Each service has its own CollectorRegistry, so several services in one process
+(tests) do not clash.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import logging
 from collections import Counter
 
 from prometheus_client import CollectorRegistry, Histogram, start_http_server
+from prometheus_client import Counter as PromCounter
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from ..errors import InputError
@@ -88,6 +90,9 @@ class Metrics:
         self.solves = Histogram("gavel_solve_duration_seconds", "Seconds the policy took to solve an allocation",
                                 registry=self.registry,
                                 buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120))
+        # the policy's own errors (its code or formulation) at a solve or decision; equal shares or no round then
+        self.policy_errors = PromCounter("gavel_policy_errors", "Solves or decisions at which the policy's own code or "
+                                     "formulation failed (gavel-ng status shows the error)", registry=self.registry)
         self._server = None
 
     def serve(self, bind: str, port: int) -> int:
