@@ -103,7 +103,7 @@ class PolicyAllocator:
                  lock: AbstractContextManager | None = None, rules: RuleCompiler | None = None,
                  entities: Mapping[str, Entity] | None = None,
                  on_solve: Callable[[list[int], np.ndarray, AllocationRows, float], None] | None = None,
-                 policy_errors: str = "raise"):
+                 policy_errors: str = "raise", options: dict | None = None):
         if policy_errors not in ("raise", "fallback"):
             raise ValueError(f"policy_errors must be 'raise' or 'fallback', not {policy_errors!r}")
         name = space_sharing_name(policy, space_sharing)
@@ -135,7 +135,7 @@ class PolicyAllocator:
         self.policy_error: PolicyError | None = None   # the last of them; None once the policy solves again
         # warm max-min LP only for single-job rows on plain columns, with fixed capacity and throughputs
         self.session = PolicySession(name, self.column_capacity(), warm=warm and not live and not self.packed
-                                     and not placement_sensitive and throughputs.fixed)
+                                     and not placement_sensitive and throughputs.fixed, options=options)
         self.spec = self.session.spec
         if self.spec.entities and not self.entities:
             log.warning("policy %s shares across entities, but none are declared (--entities, cluster-config "

@@ -87,10 +87,10 @@ def add_parser(sub) -> None:
     p.add_argument("--realloc-delay", type=float, default=30.0, metavar="SECONDS",
                    help="adaptive jobs: seconds lost at each change of GPU count or type (default 30, as Pollux)")
     p.add_argument("--policy-option", action="append", metavar="[POLICY.]KEY=VALUE",
-                   help="an option of a round policy (repeatable; VALUE as JSON where it parses, else text), "
-                        "e.g. p=-1. With several --policy names, KEY goes to each one that takes an option "
-                        "of that name (an error if none does) and POLICY.KEY, e.g. sia.p=-0.5, to that "
-                        "policy only")
+                   help="an option of the policy, a keyword argument of its function (repeatable; VALUE as JSON "
+                        "where it parses, else text), e.g. p=-1 or budget=20. With several --policy names, KEY "
+                        "goes to each one that takes an option of that name (an error if none does) and "
+                        "POLICY.KEY, e.g. sia.p=-0.5, to that policy only")
     p.add_argument("--rules", metavar="FILE", help="cluster rules as JSON: quotas, one_distributed_per_server, "
                    "server_labels, admission (README, 'Constraints and admission'); jobs' own rules are a "
                    "trace's optional 11th column")

@@ -41,7 +41,7 @@ def add_parser(sub) -> None:
                         "plugins and the files its point names)")
     add_plugin_flag(p, "sweeping (each point's process loads them too)")
     p.add_argument("--policy-option", dest="policy_option", action="append", metavar="[POLICY.]KEY=VALUE",
-                   help="an option of a round policy, as `simulate --policy-option` (repeatable): KEY goes to the "
+                   help="an option of the policy, as `simulate --policy-option` (repeatable): KEY goes to the "
                         "points of every policy that takes it, POLICY.KEY (e.g. sia.p=-0.5) to that policy's only; "
                         "several option sets as an axis: --policy-options")
     p.add_argument("--json", action="store_true", help="print a JSON report instead of text")

@@ -50,8 +50,9 @@ SOLVER = "highs-simplex (warm)"
 class PolicySession:
     """A policy solved repeatedly on a cluster whose job set changes a little each time."""
 
-    def __init__(self, policy: str, capacity, warm: bool = True):
-        self.spec = get_policy(policy)
+    def __init__(self, policy: str, capacity, warm: bool = True, options: dict | None = None):
+        self.spec = get_policy(policy).bind(options)
+        self.options = dict(options or {})
         self.capacity = np.asarray(capacity, dtype=float)
         self._warm = WarmMaxMin(self.capacity) if warm else None
         self._rows = JobRows(self.spec) if warm and self.spec.per_job else None
@@ -65,7 +66,7 @@ class PolicySession:
             sol = self._solve_warm(inp)
             if sol is not None:
                 return sol
-        return solve(inp, self.spec.name, solver=solver)
+        return solve(inp, self.spec.name, solver=solver, options=self.options)
 
     def _solve_warm(self, inp: SchedulingProblem) -> Solution | None:
         """The warm solve, or None where the objective has another shape or HiGHS failed."""

@@ -37,21 +37,22 @@ def probe_policy(spec: PolicySpec, worker_types: list[str], prices: dict[str, fl
             if spec.jobs != ADAPTIVE:   # a policy of adaptive jobs only needs their goodput models: not probed
                 _probe_round(spec, worker_types, options)
         else:
-            _probe_allocation(spec, worker_types, prices)
+            _probe_allocation(spec, worker_types, prices, options)
     except PolicyError:
         raise
     except Exception as exc:   # noqa: BLE001 - not the policy's own error: the rounds will tell
         log.debug("policy %s: probe inconclusive (%s: %s)", spec.name, type(exc).__name__, exc)
 
 
-def _probe_allocation(spec: PolicySpec, worker_types: list[str], prices: dict[str, float] | None) -> None:
+def _probe_allocation(spec: PolicySpec, worker_types: list[str], prices: dict[str, float] | None,
+                      options: dict | None) -> None:
     J = len(worker_types)
     price = None if not prices or any(w not in prices for w in worker_types) else [prices[w] for w in worker_types]
     inp = SchedulingProblem.build(["probe-0", "probe-1"], list(worker_types), np.full(J, float(PROBE_GPUS)),
                                   np.ones((2, J)), steps_remaining=np.array([1000.0, 2000.0]),
                                   steps_total=np.array([1000.0, 2000.0]), time_since_arrival=np.array([60.0, 0.0]),
                                   prices=price)
-    solve(inp, spec.name)
+    solve(inp, spec.name, options=options)
 
 
 class _Jobs:

@@ -246,7 +246,7 @@ class SchedulerService:
                                              self.state.throughputs, self.state.capacity, prices=prices,
                                              space_sharing=config.space_sharing, warm=False, lock=self.state.lock,
                                              on_solve=self._solved, rules=self.rules, entities=entities,
-                                             policy_errors="fallback")
+                                             policy_errors="fallback", options=config.policy_options)
             self.policy_name = self.allocator.spec.name
             # the mechanism as the simulator builds it for this policy (a cost policy's is idle-aware)
             self.planner = DynamicPlanner(self.state, MechanismConfig(mid_round_backfill=config.backfill)

@@ -41,9 +41,9 @@ DAY = 86400.0
 class SimConfig:
     """How to simulate. `window` is a half-open range of job ids whose JCTs are measured.
 
-    `round_seconds` None: the policy's declared interval (PolicySpec.round_seconds). `realloc_delay`,
-    `gpu_counts` and `options` are a round policy's (its keyword options); an adaptive job pays the
-    delay on every change of configuration."""
+    `round_seconds` None: the policy's declared interval (PolicySpec.round_seconds). `options` are the
+    policy's keyword options, of either kind. `realloc_delay` and `gpu_counts` are a round policy's; an
+    adaptive job pays the delay on every change of configuration."""
 
     policy: str = "las"
     round_seconds: float | None = None
@@ -67,7 +67,7 @@ class SimConfig:
     entities: dict[str, Entity] = field(default_factory=dict)   # declared entities; a job's in its trace rules
     realloc_delay: float = 30.0            # seconds an adaptive job loses when its configuration changes
     gpu_counts: tuple[int, ...] = DEFAULT_GPU_COUNTS   # round policies' GPU counts (one declaring its own: those)
-    options: dict = field(default_factory=dict)         # a round policy's options (PolicySpec.decider)
+    options: dict = field(default_factory=dict)         # the policy's options (PolicySpec.decider, .bind)
     backfill: bool = True                  # GPUs freed mid-round go to waiting entries (off under gavel_compat)
 
     def __post_init__(self) -> None:
@@ -153,8 +153,6 @@ def _simulate(cluster: Cluster, table: ThroughputTable | None, trace, config: Si
     wall = time.perf_counter()
     workers = cluster.worker_types
     spec = get_policy(config.policy)
-    if config.options and not spec.is_round:
-        raise InputError("options", sorted(config.options), f"{spec.name} is an allocation policy: it takes none")
     config = replace(config, round_seconds=spec.round_seconds if config.round_seconds is None
                      else config.round_seconds)
     etrace = None
@@ -214,7 +212,8 @@ def _simulate(cluster: Cluster, table: ThroughputTable | None, trace, config: Si
         allocator = PolicyAllocator(config.policy, workers, jobs, beliefs, cluster.capacity(),
                                     prices=priced.price_per_gpu_hour, space_sharing=config.space_sharing,
                                     placement_sensitive=config.placement_sensitive, warm=config.warm_start,
-                                    rules=compiler if ruled else None, entities=config.entities)
+                                    rules=compiler if ruled else None, entities=config.entities,
+                                    options=config.options)
         ex = SimExecutor(jobs, source, config.round_seconds, len(workers), config.preemption_overhead_s,
                          integer_steps=config.gavel_compat, col_pool=allocator.pools, prices=prices)
         if ruled:

@@ -108,19 +108,21 @@ def metric_vs(df: pd.DataFrame, path: Path, x: str = "jobs_per_hour", metric: st
     if rest:   # lines in numeric order of their settings, policies in order of appearance
         df = df.sort_values(rest, kind="stable")
     df["_label"] = labels(df, keys)
-    has_counts = "jobs_unfinished" in df.columns
-    series, unstable, unfinished = {}, {}, {}
+    has_counts = {"jobs_unfinished", "jobs_in_window"} <= set(df.columns)
+    series, unstable, notes = {}, {}, {}
     for label, g in df.groupby("_label", sort=False):
         by = g.groupby("_x")[metric]
         xs = np.array(sorted(by.groups), float)
         series[label] = (xs, by.mean().loc[xs].to_numpy(), by.min().loc[xs].to_numpy(), by.max().loc[xs].to_numpy())
         unstable[label] = g.groupby("_x")["_bad"].any().loc[xs].to_numpy()
-        if has_counts:
-            unfinished[label] = pd.to_numeric(g["jobs_unfinished"], errors="coerce").groupby(g["_x"]).sum(
-                min_count=1).loc[xs].to_numpy(float)
+        if has_counts:   # over the seeds of each point: "5 of 60 unfinished"
+            left, total = (pd.to_numeric(g[c], errors="coerce").groupby(g["_x"]).sum(min_count=1).loc[xs]
+                           for c in ("jobs_unfinished", "jobs_in_window"))
+            notes[label] = [f"{int(a)} of {int(b)} unfinished" if pd.notna(a) and pd.notna(b) else ""
+                            for a, b in zip(left, total)]
     title = title or "band: min..max over seeds"
     return plots.plot_metric_vs_x(series, path, xlabel or XLABELS.get(x, x.replace("_", " ")), ylabel, title=title,
-                                  logy=logy, unstable=unstable, unfinished=unfinished or None, categories=categories)
+                                  logy=logy, unstable=unstable, notes=notes or None, categories=categories)
 
 
 def swept_axis(df: pd.DataFrame) -> str | None:
