@@ -53,8 +53,8 @@ def solve_objective(p: Layout, objective: Objective, solver: str | None = None) 
             x, name, status = _solve_cvxpy(p, objective, None if solver in LP_SOLVERS else solver)
         else:
             x, name, status = _solve_lp(p, objective, LP_SOLVERS[solver or "highs"])
-    except Exception as exc:  # a solver crash must not take the scheduler down
-        log.exception("solver raised")
+    except Exception as exc:  # a solver crash must not take the scheduler down: `finish` falls back and says why
+        log.debug("solver raised", exc_info=True)
         x, name, status = None, solver or ("clarabel" if cvxpy_path else "highs"), f"{type(exc).__name__}: {exc}"
     return finish(p, objective, x, name, status, start)
 

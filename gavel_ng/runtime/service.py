@@ -233,6 +233,7 @@ class SchedulerService:
                                                                      list_prices=False), config.policy_options)
         self.spec = spec
         self.round_policy_error: PolicyError | None = None   # a round policy's last error, until it decides again
+        self.round_policy_errors = 0
         if spec.is_round:     # it decides every round itself (runtime.rounds): no allocation to solve
             self.allocator = None
             self.planner = ClusterRounds(self.state, spec, spec.decider(config.policy_options), time.time,
@@ -265,7 +266,7 @@ class SchedulerService:
         self.loop = SchedulerLoop(self.planner, self.allocator, self.executor, admission=self.admission,
                                   owner=self._owner)
         self.bind, self.port = bind, port
-        self.metrics = Metrics(self.state)
+        self.metrics = Metrics(self.state, self.policy_errors)
         self.metrics_port = config.metrics_port
         self.health = health.HealthServicer()     # readiness: NOT_SERVING while the store cannot be written
         self._set_health(False)
@@ -388,7 +389,6 @@ class SchedulerService:
 
     def _run_loop(self) -> None:
         while not self.stop_event.is_set():
-            errors = self.allocator.policy_errors if self.allocator is not None else 0
             try:
                 before, start = self.state.round_no, time.monotonic()
                 self.loop.step()
@@ -399,14 +399,16 @@ class SchedulerService:
                 self.stop_event.wait(1.0)
             except PolicyError as exc:     # a round policy's own error: no decision, said loudly, tried again
                 self.round_policy_error = exc
-                self.metrics.policy_errors.inc()
+                self.round_policy_errors += 1
                 log.error("%s; no round is decided until it decides again", exc, extra={"kind": "policy error"})
                 self.stop_event.wait(1.0)
             except Exception:              # a bad round must not end the service
                 log.exception("round failed")
                 self.stop_event.wait(1.0)
-            if self.allocator is not None and self.allocator.policy_errors > errors:   # it ran on equal shares
-                self.metrics.policy_errors.inc(self.allocator.policy_errors - errors)
+
+    def policy_errors(self) -> int:
+        """Solves or decisions at which the policy's own code or formulation failed (`gavel_policy_errors`)."""
+        return self.round_policy_errors + (self.allocator.policy_errors if self.allocator is not None else 0)
 
     @property
     def policy_error(self) -> PolicyError | None:
