@@ -266,7 +266,7 @@ def report(args, policies: list[str], cluster: Cluster, table, trace, config,
                     _write(args, result, several)
         except KeyboardInterrupt:
             stopped = stop.signal or "SIGINT"
-    _finish(args, results, trace, policies)
+    _finish(args, results, trace)
     if args.json:
         runs = [r.summary for r in results]
         out = runs[0] if not several and runs else {"runs": runs, "comparisons": comparisons(runs)}
@@ -301,7 +301,7 @@ def _write(args, result, several: bool) -> None:
         raise InputError("--out", exc.filename, exc.strerror) from None
 
 
-def _finish(args, results: list, trace, policies: list[str]) -> None:
+def _finish(args, results: list, trace) -> None:
     """What needs every run: the CDF of all and the comparisons (OUT/jct.png, OUT/comparison.json), and
     --save-trace."""
     from ..simulator.compare import write_compared

@@ -31,7 +31,7 @@ def opened(path) -> np.ndarray:
 
 def test_plot_draws_along_heterogeneity_and_along_clusters(tmp_path, capsys):
     het, clusters = tmp_path / "het.csv", tmp_path / "clusters.csv"
-    assert main(["sweep", "--policy", "las,fifo", "--heterogeneity", "0.5,1,2", *SMALL, "--results", str(het)]) == 0
+    assert main(["sweep", "--policy", "las", "--heterogeneity", "0.5,2", *SMALL, "--results", str(het)]) == 0
     assert main(["sweep", "--policy", "las", "--cluster", "v100=4,k80=4;v100=2,k80=6", "--static", "4",
                  "--workers", "1", "--results", str(clusters)]) == 0
     capsys.readouterr()
@@ -57,7 +57,7 @@ def test_points_with_unfinished_jobs_stay_off_the_clean_line():
     assert any("floor" in t.get_text() for t in ax.get_legend().get_texts())
 
 
-def test_a_real_capped_sweep_marks_its_floors(tmp_path, capsys):
+def test_a_real_capped_sweep_marks_its_floors(tmp_path, capsys, monkeypatch):
     results = tmp_path / "r.csv"
     assert main(["sweep", "--policy", "las", "--cluster", "v100=4,k80=4", "--jobs-per-hour", "1,2", "--window",
                  "0:12", "--max-hours", "8", "--workers", "1", "--results", str(results)]) == 0
@@ -67,6 +67,17 @@ def test_a_real_capped_sweep_marks_its_floors(tmp_path, capsys):
     assert "measured jobs unfinished)" in out.err and "left measured jobs unfinished" in out.out
     assert main(["plot", str(results), "--out", str(tmp_path / "p")]) == 0
     opened(tmp_path / "p" / "jct_vs_rate.png")
+    opened(tmp_path / "p" / "jct_cdf.png")
+    from gavel_ng import plots
+    from gavel_ng.sweep.figures import cdf_at
+
+    drawn = {}
+    monkeypatch.setattr(plots, "plot_cdf", lambda values, path, *a, totals=None, **k: drawn.update(
+        values=values, totals=totals))
+    cdf_at(ResultsStore(results), df, tmp_path / "x.png", rate=2.0)
+    [(label, values)] = drawn["values"].items()
+    row = df[df["jobs_per_hour"] == 2.0].iloc[0]
+    assert drawn["totals"][label] == 12 and len(values) == 12 - row["jobs_unfinished"]   # the CDF ends below 1
 
 
 def test_progress_names_every_value_of_a_point_policy_included():
