@@ -86,7 +86,7 @@ class ClusterConfig:
     throughputs: str | tuple[str, ...] | None = None
     prices: dict[str, float] = field(default_factory=dict)
     policy: str = "las"
-    policy_options: dict = field(default_factory=dict)   # a round policy's options (keyword arguments)
+    policy_options: dict = field(default_factory=dict)   # the policy's options (keyword arguments of its function)
     plugins: tuple[str, ...] = ()            # policy plugins (FILE.py relative to the config, or MODULE)
     round_seconds: float | None = None       # None: the policy's declared interval (resolved())
     lease_renewals: bool = True
@@ -208,15 +208,12 @@ class ClusterConfig:
 
         A round policy honours the rules through placement and admission, and the estimator
         through the throughputs it believes; it decides every round itself, so it gives jobs
-        whole GPUs (no space sharing). An allocation policy takes no options."""
-        if not spec.is_round:
-            require(not self.policy_options, "cluster-config.policy_options", self.policy_options,
-                    f"{spec.name} is an allocation policy: it takes no options")
-            return
-        require(not self.space_sharing, "cluster-config.space_sharing", True,
-                f"{spec.name} is a round policy: it gives jobs whole GPUs")
+        whole GPUs (no space sharing). Either kind takes the options its function declares."""
+        if spec.is_round:
+            require(not self.space_sharing, "cluster-config.space_sharing", True,
+                    f"{spec.name} is a round policy: it gives jobs whole GPUs")
         try:
-            spec.decider(self.policy_options)
+            spec.decider(self.policy_options) if spec.is_round else spec.bind(self.policy_options)
         except InputError as exc:
             raise InputError("cluster-config.policy_options", exc.value, exc.reason) from None
         except (TypeError, ValueError) as exc:    # the policy's own check of a value

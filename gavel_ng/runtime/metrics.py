@@ -3,10 +3,10 @@
 Most values are read from ClusterState when scraped (one short hold of its lock), so the
 scheduler's code keeps no second set of books: jobs by state, GPUs, workers, and the
 counters the state already keeps (launches, renewals, JobBook.tally, the store's refused
-writes, GPU-seconds by type). Durations are observed as they happen: the rounds' wall time,
-the policy's solve time, and the paper's metrics, each job's completion time (JCT, when it is
-done) and queueing delay (submission to first start, when it first starts); the jobs a
-restarted scheduler restores are observed again, so those two histograms cover every job the
+writes, GPU-seconds by type, the policy's own errors). Durations are observed as they happen: the
+rounds' wall time, the policy's solve time, and the paper's metrics, each job's completion time
+(JCT, when it is done) and queueing delay (submission to first start, when it first starts); the
+jobs a restarted scheduler restores are observed again, so those two histograms cover every job the
 state holds. Each service has its own CollectorRegistry, so several services in one process
 (tests) do not clash.
 """
@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
+from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Histogram, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -35,8 +36,9 @@ QUEUE_BUCKETS = (1, 5, 15, 60, 300, 900, 1800, _H, 4 * _H, 12 * _H, 24 * _H, 72 
 class StateCollector:
     """What ClusterState knows, as metric families, read at scrape time."""
 
-    def __init__(self, state: ClusterState):
+    def __init__(self, state: ClusterState, policy_errors: Callable[[], int] | None = None):
         self.state = state
+        self.policy_errors = policy_errors   # the service's count of the policy's own errors
 
     def collect(self):
         st = self.state
@@ -92,14 +94,18 @@ class StateCollector:
                                   value=store.write_failures)
         yield GaugeMetricFamily("gavel_store_failing", "1 while the state store cannot be written",
                                 value=int(store.failing))
+        if self.policy_errors is not None:
+            yield CounterMetricFamily("gavel_policy_errors", "Solves or decisions at which the policy's own code or "
+                                      "formulation failed (equal shares, or no round, then; gavel-ng status says it)",
+                                      value=self.policy_errors())
 
 
 class Metrics:
     """The registry of one scheduler service, and its HTTP server once `serve()` was called."""
 
-    def __init__(self, state: ClusterState):
+    def __init__(self, state: ClusterState, policy_errors: Callable[[], int] | None = None):
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(StateCollector(state))
+        self.registry.register(StateCollector(state, policy_errors))
         self.rounds = Histogram("gavel_round_duration_seconds", "Wall time of each round", registry=self.registry,
                                 buckets=(1, 5, 15, 30, 60, 120, 240, 360, 600, 1200, 3600))
         self.solves = Histogram("gavel_solve_duration_seconds", "Seconds the policy took to solve an allocation",

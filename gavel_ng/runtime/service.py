@@ -23,7 +23,7 @@ from grpc_health.v1 import health, health_pb2
 
 from ..allocator import PolicyAllocator
 from ..cluster import resolve_prices
-from ..errors import InputError
+from ..errors import InputError, PolicyError
 from ..estimator import ThroughputEstimator
 from ..mechanism import MechanismConfig, SchedulerLoop
 from ..policies import get_policy
@@ -43,6 +43,7 @@ from .listing import LimitReached, check_queue, check_submission, digest, list_p
 from .measured import MeasuredTable
 from .metrics import Metrics
 from .planner import DynamicPlanner
+from .probe import probe_policy
 from .records import ClusterInfo
 from .rounds import ClusterRounds
 from .state import ClusterState, Registration
@@ -204,6 +205,9 @@ class SchedulerService:
             load_plugins(config.plugins, field="cluster-config.plugins")
         spec = get_policy(config.policy)
         config.check_policy(spec)
+        # the policy's own errors found before any job is at stake: the scheduler refuses to start (probe.py)
+        probe_policy(spec, list(config.worker_types), resolve_prices(config.worker_types, config.prices,
+                                                                     list_prices=False), config.policy_options)
         crules = config.cluster_rules
         entities = config.entity_specs          # what the hierarchical policy shares across, quotas are keyed by
         self.store = Store(self.state_dir)
@@ -228,6 +232,8 @@ class SchedulerService:
                              "cluster-config.entities")
         self.entities = entities
         self.spec = spec
+        self.round_policy_error: PolicyError | None = None   # a round policy's last error, until it decides again
+        self.round_policy_errors = 0
         if spec.is_round:     # it decides every round itself (runtime.rounds): no allocation to solve
             self.allocator = None
             self.planner = ClusterRounds(self.state, spec, spec.decider(config.policy_options), time.time,
@@ -240,7 +246,8 @@ class SchedulerService:
             self.allocator = PolicyAllocator(config.policy, list(config.worker_types), self.state,
                                              self.state.throughputs, self.state.capacity, prices=prices,
                                              space_sharing=config.space_sharing, warm=False, lock=self.state.lock,
-                                             on_solve=self._solved, rules=self.rules, entities=entities)
+                                             on_solve=self._solved, rules=self.rules, entities=entities,
+                                             policy_errors="fallback", options=config.policy_options)
             self.policy_name = self.allocator.spec.name
             # the mechanism as the simulator builds it for this policy (a cost policy's is idle-aware)
             self.planner = DynamicPlanner(self.state, MechanismConfig(mid_round_backfill=config.backfill)
@@ -263,7 +270,7 @@ class SchedulerService:
         self.loop = SchedulerLoop(self.planner, self.allocator, self.executor, admission=self.admission,
                                   owner=self._owner)
         self.bind, self.port = bind, port
-        self.metrics = Metrics(self.state)
+        self.metrics = Metrics(self.state, self.policy_errors)
         self.metrics_port = config.metrics_port
         self.health = health.HealthServicer()     # readiness: NOT_SERVING while the store cannot be written
         self._set_health(False)
@@ -414,11 +421,26 @@ class SchedulerService:
                 self.loop.step()
                 if self.state.round_no != before:     # a round ran (not an idle wait): its wall time
                     self.metrics.rounds.observe(time.monotonic() - start)
+                self.round_policy_error = None
             except StoreError:             # the store logged it once; the round is tried again
+                self.stop_event.wait(1.0)
+            except PolicyError as exc:     # a round policy's own error: no decision, said loudly, tried again
+                self.round_policy_error = exc
+                self.round_policy_errors += 1
+                log.error("%s; no round is decided until it decides again", exc, extra={"kind": "policy error"})
                 self.stop_event.wait(1.0)
             except Exception:              # a bad round must not end the service
                 log.exception("round failed")
                 self.stop_event.wait(1.0)
+
+    def policy_errors(self) -> int:
+        """Solves or decisions at which the policy's own code or formulation failed (`gavel_policy_errors`)."""
+        return self.round_policy_errors + (self.allocator.policy_errors if self.allocator is not None else 0)
+
+    @property
+    def policy_error(self) -> PolicyError | None:
+        """The policy's error in force (its own code or formulation failed at the last solve or decision)."""
+        return self.allocator.policy_error if self.allocator is not None else self.round_policy_error
 
     def stop(self, grace: float = 1.0, why: str = "stopped") -> None:
         """Stop serving (the state stays for a restart); one line says why and what is left."""
@@ -467,7 +489,12 @@ class SchedulerService:
         return text
 
     def _round_note(self, counts: dict[str, int]) -> str:
-        """What the round display says instead of a countdown: idle, or planning past the round's end."""
+        """What the round display says instead of a countdown: idle, or planning past the round's end; first of
+        all, the policy's error while it lasts."""
+        error = self.policy_error
+        if error is not None:
+            fallback = "equal shares until it solves again" if self.allocator is not None else "no round decided"
+            return f"POLICY ERROR ({fallback}): {error}"
         ex = self.executor
         if ex.round_end is None and not ex.idle:
             return "starting: no round planned yet"
