@@ -91,7 +91,11 @@ def test_metrics_event_lines_and_job_logs(cluster_factory):
 
         # a worker killed under a running job: its attempt lost, the worker declared dead; then a cancel
         [long] = c.submit({**TINY, "steps": 100_000})
-        wait_for(lambda: c.jobs()[2].status == "running", 60, "the long job never ran")
+        # running, and started on the worker (its log exists): killed before RunJob arrives, the worker would be
+        # declared dead for the refused RunJob instead of its missed heartbeats
+        long_logs = cl.state / "checkpoints" / f"job-{long}" / "logs"
+        wait_for(lambda: c.jobs()[2].status == "running" and any(long_logs.glob("*.log")), 60,
+                 "the long job never ran")
         cl.stop_process(cl.workers["w-v100"], signal.SIGKILL)
         wait_for(lambda: cl.events("worker_down"), 30, "worker not declared dead")
         c.cancel(long)
