@@ -76,7 +76,7 @@ class LiveBackfill:
         free = self._free(gmap, ended)
         if not free.any():
             return
-        busy = set(ex.current) | {m for m, j in st.jobs.items() if j.live is not None}
+        busy = set(ex.current) | st.index.live
         holding = self._holding(plan, ended) if plan.waiting.rules is not None else ()
         chosen = plan.waiting.choose(free, busy, holding)
         for b in chosen:
@@ -86,9 +86,9 @@ class LiveBackfill:
     def _free(self, gmap, ended: set[int]) -> np.ndarray:
         """Per GPU of the plan: no live attempt holds it, no job of the round still waits for it, alive."""
         ex = self.ex
-        taken = {p for j in ex.state.jobs.values() if j.live is not None for p in j.live.placement}
+        taken = set(ex.state.index.by_gpu)        # GPUs live attempts hold
         taken.update(p for m, a in ex.current.items() if m not in ended for p in a.placement)
-        return np.array([p not in taken and ex._alive(p[0]) for p in gmap], bool)
+        return np.array([p not in taken and ex.alive(p[0]) for p in gmap], bool)
 
     def arrive(self, now: float) -> None:
         """Offer idle GPUs to the jobs submitted since the round was planned (state lock held): when one
@@ -111,7 +111,7 @@ class LiveBackfill:
         free = self._free(gmap, ended)
         if not free.any():
             return
-        busy = set(ex.current) | {m for m, j in st.jobs.items() if j.live is not None}
+        busy = set(ex.current) | st.index.live
         waiting = self.arrivals(ex.job_view(new), plan)
         holding = self._holding(plan, ended) if waiting.rules is not None else ()
         for b in waiting.choose(free, busy, holding):

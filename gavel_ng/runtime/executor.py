@@ -36,8 +36,9 @@ from ..protocol.client import placement_label
 from ..protocol.leasefile import lease_mac
 from ..protocol.protos import gavel_pb2 as pb
 from ..protocol.rpc import job_token
-from .adaptive import AdaptiveReport, note_launch
+from .adaptive import AdaptiveReport
 from .jobs import FINISHED, Attempt, DoneReport, JobState
+from .launcher import Launcher
 from .state import ClusterState
 from .store import StoreError
 from .workers import Kill, WorkerState
@@ -96,6 +97,8 @@ class DeployExecutor:
         self.waiting = None                   # runtime.waiting.Waiting: why each queued job waits, per plan
         self.backfill = None                  # runtime.backfill.LiveBackfill: freed GPUs run waiting jobs mid-round
         self.on_publish: Callable[[], None] | None = None   # after each plan is published (lock not held)
+        self.launcher = Launcher(self)            # picks, records and sends the round's launches
+        self._backfill_seen: tuple | None = None
 
     # ----- Executor protocol ---------------------------------------------------------------
     def now(self) -> float:
@@ -144,9 +147,9 @@ class DeployExecutor:
                 self.backfill.publish(plan)
             self.next = desired
             self.idle = not desired
-            if self.waiting is not None:
-                self.waiting.update({m: placement_label(a.worker_type, a.placement) for m, a in desired.items()})
             self.state.cv.notify_all()
+        if self.waiting is not None:        # takes the lock a chunk of jobs at a time
+            self.waiting.update({m: placement_label(a.worker_type, a.placement) for m, a in desired.items()})
         if self.on_publish is not None:
             self.on_publish()
         return desired
@@ -216,90 +219,30 @@ class DeployExecutor:
                     self._version = st.topology_version
                     self.on_topology_change()
                 if self.backfill is not None:
-                    self.backfill.tick(now)
-                    self.backfill.arrive(now)
-                launches = self._pick_launches(now)
+                    seen = (st.index.version, st.topology_version, len(st.arrivals), st.round_no, id(self.next))
+                    if seen != self._backfill_seen:      # something ended or arrived since the last look
+                        self._backfill_seen = seen
+                        self.backfill.tick(now)
+                        self.backfill.arrive(now)
             self.send_kills(kills)
-            for job, att in launches:
-                self._launch(job, att)
+            self.launcher.launch_ready(now)
             with st.cv:
                 if idle and st.wake:
                     st.wake = False
                     return
                 st.cv.wait(timeout=max(0.0, min(TICK, t - time.time())))
 
-    # ----- launching --------------------------------------------------------------------------
-    def _pick_launches(self, now: float) -> list[tuple[JobState, Attempt]]:
-        """Planned jobs with no live attempt whose GPUs are free and workers alive (lock held)."""
-        st = self.state
-        if self.round_end is None or now >= self.round_end:
-            return []
-        held: dict[tuple[str, int], set[int]] = {}
-        for j in st.jobs.values():
-            if j.live is not None:
-                for p in j.live.placement:
-                    held.setdefault(p, set()).add(j.job_id)
-        out = []
-        for m, a in self.current.items():
-            job = st.jobs.get(m)
-            if job is None or job.status in FINISHED or job.live is not None or job.blocked_round == st.round_no \
-                    or now < job.retry_at:        # a failed attempt: the next round, and its backoff
-                continue
-            if job.fenced(now):               # a written-off attempt may still run: not beside it
-                continue
-            allowed = {a.partner} if a.partner is not None else set()
-            if any(not self._alive(w) for w, _ in a.placement) or any(
-                    not held.get(p, set()) <= allowed for p in a.placement):
-                continue
-            if self.round_end - now < 0.25 * self.L and not self._keeps(m, a):
-                continue                      # not worth a start-up for a sliver of a round
-            try:
-                out.append((job, self._new_attempt(job, a, now)))
-            except StoreError:                # disk full: launch nothing more until it can be recorded
-                break
-            for p in a.placement:
-                held.setdefault(p, set()).add(m)
-        return out
-
-    def _alive(self, worker_id: str) -> bool:
+    # ----- launching (runtime.launcher picks, records and applies; these reach the workers) -------
+    def alive(self, worker_id: str) -> bool:
         w = self.state.workers.get(worker_id)
         return w is not None and w.alive
 
-    def _keeps(self, m: int, a: Assignment) -> bool:
+    def keeps(self, m: int, a: Assignment) -> bool:
         nxt = self.next.get(m) if self.next is not None else None
         return self.renewals and nxt is not None and nxt.placement == a.placement
 
-    def _new_attempt(self, job: JobState, a: Assignment, now: float) -> Attempt:
-        st = self.state
-        att = Attempt(job.job_id, job.attempts + 1, list(a.placement), a.worker_type, a.consolidated, now,
-                      self.round_end, job.steps_done, partner=a.partner)
-        with st.store.transaction():           # recorded first: a launch the store refused never happens
-            st.store.add_attempt(job.job_id, att.attempt, att.placement, a.worker_type, now, job.steps_done)
-            st.store.update_job(job.job_id, status="running", attempts=att.attempt,
-                                **({"first_start": now} if job.first_start is None else {}))
-            st.store.set_meta("launches", st.stats["launches"] + 1)
-            st.store.event("launch", job_id=job.job_id, round_no=st.round_no, attempt=att.attempt,
-                           worker_type=a.worker_type, placement=[list(p) for p in a.placement],
-                           steps=job.steps_done, partner=a.partner)
-        log.info("job %d attempt %d launched on %s", job.job_id, att.attempt,
-                 placement_label(a.worker_type, att.placement), extra={"jobs": [job.job_id]})
-        job.attempts = att.attempt
-        job.live = att
-        if job.first_start is None:
-            job.first_start = now
-            if st.book.on_start is not None:
-                st.book.on_start(job)
-        st.attempt_started(att)
-        job.status = "running"
-        st.stats["launches"] += 1
-        if job.spec.adaptive is not None:
-            try:
-                note_launch(st.store, job, a.worker_type, len(a.placement), st.round_no)
-            except StoreError:
-                pass                            # a resize count; the launch itself is recorded
-        return att
-
-    def _launch(self, job: JobState, att: Attempt) -> None:
+    def run_job(self, job: JobState, att: Attempt) -> bool:
+        """RunJob to each worker of a live attempt (a sender thread); False if one refused it."""
         st = self.state
         workers = att.workers
         ckpt = self.checkpoint_root / f"job-{job.job_id}"
@@ -319,7 +262,8 @@ class DeployExecutor:
                 w.stub.RunJob(req, timeout=RPC_TIMEOUT)
             except grpc.RpcError as exc:
                 self._launch_failed(w, job, att, exc)
-                return
+                return False
+        return True
 
     def _launch_failed(self, w: WorkerState, job: JobState, att: Attempt, exc: grpc.RpcError) -> None:
         st = self.state
@@ -334,14 +278,17 @@ class DeployExecutor:
                                      reason="launch-failed",
                                      detail=f"worker {w.worker_id} refused RunJob ({code.name if code else exc})"))
         self.send_kills([Kill(st.workers[x], job.job_id, att.attempt)
-                         for x in att.workers if x != w.worker_id and self._alive(x)])
+                         for x in att.workers if x != w.worker_id and self.alive(x)])
 
     def send_kills(self, kills: list[Kill]) -> None:
-        for k in kills:
-            try:
-                k.worker.stub.KillJob(pb.KillJobRequest(job_id=k.job_id, attempt=k.attempt), timeout=RPC_TIMEOUT)
-            except grpc.RpcError as exc:
-                log.info("KillJob job %d on %s: %s", k.job_id, k.worker.worker_id, exc.code())
+        """Sent by the launcher's threads: a dead worker holds one of them, not the caller."""
+        self.launcher.kill(kills)
+
+    def kill_job(self, k: Kill) -> None:
+        try:
+            k.worker.stub.KillJob(pb.KillJobRequest(job_id=k.job_id, attempt=k.attempt), timeout=RPC_TIMEOUT)
+        except grpc.RpcError as exc:
+            log.info("KillJob job %d on %s: %s", k.job_id, k.worker.worker_id, exc.code())
 
     # ----- leases (called from gRPC threads) --------------------------------------------------
     def _attempt(self, job_id: int, attempt: int):

@@ -1,0 +1,91 @@
+"""A round's launches (runtime.launcher): recorded in batches, sent concurrently, written off when the job
+ended meanwhile. A real scheduler service and real Worker gRPC servers on loopback that accept RunJob and
+run nothing; the status of a large round is bounded to the jobs it lists."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from service_helpers import register
+
+from gavel_ng.protocol.jobspec import JobSpec
+from gavel_ng.protocol.protos import gavel_pb2 as pb
+from gavel_ng.protocol.rpc import Security, make_server
+from gavel_ng.runtime.state import Registration
+
+JOB = JobSpec("ResNet-18 (batch size 32)", steps=100_000, size="tiny")
+
+
+class FakeWorker:
+    """A Worker service that accepts every RunJob and runs nothing."""
+
+    def __init__(self):
+        self.runs: list[tuple[int, int]] = []
+        self.lock = threading.Lock()
+
+    def RunJob(self, req, context):
+        with self.lock:
+            self.runs.append((req.job_id, req.attempt))
+        return pb.Empty()
+
+    def KillJob(self, req, context):
+        return pb.Empty()
+
+
+def _wait(cond, what: str, timeout: float = 60.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return
+        time.sleep(0.05)
+    raise AssertionError(what)
+
+
+def test_a_rounds_launches_go_out_in_batches_and_each_reaches_its_worker(service):
+    fakes, servers = [FakeWorker() for _ in range(4)], []
+    try:
+        for k, fake in enumerate(fakes):
+            server, port = make_server("127.0.0.1", 0, {"Worker": fake}, Security(service.secret), max_workers=4)
+            servers.append(server)
+            service.state.register(Registration(f"w{k}", f"127.0.0.1:{port}", "v100", 128), service.worker_stub)
+        ids = service.state.submit([JOB] * 450)
+        _wait(lambda: sum(len(f.runs) for f in fakes) >= 450, "not every job reached a worker")
+        runs = [r for f in fakes for r in f.runs]
+        assert sorted(runs) == [(m, 1) for m in ids]              # each attempt sent once, to one worker
+        with service.state.lock:
+            assert all(service.state.jobs[m].status == "running" for m in ids)
+        events = service.store.events("launched")
+        assert sum(e["detail"]["launches"] for e in events) == 450 and len(events) <= 3
+        assert len(service.store.events("launch")) == 450 and service.store.get_meta("launches") == "450"
+        st = service.status(job_limit=10)                         # a page of the round: its rows only
+        assert len(st.jobs) == 10 and st.job_counts["running"] == 450
+        assert {m for r in st.allocation for m in r.jobs} <= {j.job_id for j in st.jobs}
+        assert sum(len(w.running_jobs) for w in st.workers) == 450
+    finally:
+        for server in servers:
+            server.stop(0)
+
+
+def test_a_launch_whose_job_ended_while_it_was_recorded_is_written_off(make_service):
+    svc = make_service()
+    register(svc, "w1", "v100", 4)
+    a, b = svc.state.submit([JOB, JOB])
+    svc.planner.reset(svc.allocator.allocate([a, b], time.time()))
+    svc.executor._begin_round(svc.executor.publish(svc.planner.plan()))
+    launcher, st = svc.executor.launcher, svc.state
+    now = time.time()
+    with st.lock:
+        picks = launcher._pick(now, 10)
+    assert sorted(p.job.job_id for p in picks) == [a, b]
+    st.store.add_launches([launcher._row(p, now) for p in picks], st.round_no, len(picks))
+    st.cancel(a)                                                  # the client cancelled it meanwhile
+    with st.lock:
+        launched = launcher._apply(picks, now)
+    assert [job.job_id for job, _ in launched] == [b]
+    assert st.jobs[a].status == "cancelled" and st.jobs[a].live is None
+    rows = {r["job_id"]: r for r in st.store.attempts()}
+    assert rows[a]["status"] == "lost" and rows[b]["status"] == "running"
+    assert {j.job_id: j.status for j in st.store.load_jobs()} == {a: "cancelled", b: "running"}
+    [lost] = st.store.events("lost")
+    assert lost["job_id"] == a and lost["detail"]["reason"] == "not started: its job ended"
