@@ -105,7 +105,8 @@ def _events(db_path: Path, t0: float, t1: float) -> dict:
     try:
         q = "SELECT COUNT(*), COUNT(DISTINCT worker_id) FROM events WHERE kind = 'worker_down' AND ts BETWEEN ? AND ?"
         down, dead = db.execute(q, (t0, t1)).fetchone()
-        lost = db.execute("SELECT COUNT(*) FROM events WHERE kind = 'lost' AND ts BETWEEN ? AND ?", (t0, t1)).fetchone()[0]
+        lost = db.execute("SELECT COUNT(*) FROM events WHERE kind = 'lost' AND ts BETWEEN ? AND ?",
+                          (t0, t1)).fetchone()[0]
         rounds = db.execute("SELECT round, ts, detail FROM events WHERE kind = 'round' AND ts BETWEEN ? AND ? "
                             "ORDER BY ts", (t0 - 600, t1)).fetchall()
         spans = {r: (n, lo, hi) for r, n, lo, hi in db.execute(
@@ -168,7 +169,8 @@ def measure(sim: Sim, client, pid: int, db_path: Path, seconds: float, profile: 
     return {"hb_p50_ms": _pct(lat, 50), "hb_p99_ms": _pct(lat, 99), "hb_calls": calls,
             "failed_pct": 100 * sum(s["failed"].values()) / max(calls, 1), "failed": s["failed"],
             "dead": ev["dead"], "down_events": ev["down"], "dead_at_once": dead_now, "unknown": s["unknown"],
-            "lost": ev["lost"], "plan_s": max(plans) if plans else None, "launch_s": max(launches) if launches else None,
+            "lost": ev["lost"], "plan_s": max(plans) if plans else None,
+            "launch_s": max(launches) if launches else None,
             "launches": sum(r["launches"] for r in ev["rounds"]), "rounds": ev["rounds"],
             "status_ms_p50": _pct(status_ms, 50), "status_ms_max": max(status_ms) if status_ms else float("nan"),
             "cpu_pct": 100 * cpu, "rss_mb": rss, "peak_rss_mb": peak, "running": running,
@@ -229,7 +231,8 @@ def _fmt(v, spec: str = ".0f", unit: str = "") -> str:
 
 HEADER = ("| workers | jobs (running) | heartbeat p50 / p99 (goal p99 < 100 ms) | heartbeats failed (goal 0 %) | "
           "workers declared dead (goal 0) | planning / launches (goal < 5 s) | status p50 / max (goal < 200 ms) | "
-          "scheduler CPU | scheduler RSS | load avg | bench's own lag p99 |\n|---|---|---|---|---|---|---|---|---|---|---|")
+          "scheduler CPU | scheduler RSS | load avg | bench's own lag p99 |\n"
+          "|---|---|---|---|---|---|---|---|---|---|---|")
 
 
 def _line(r: dict) -> str:

@@ -94,7 +94,8 @@ class SimWorker:
 
     async def start(self) -> None:
         handlers = {"RunJob": grpc.unary_unary_rpc_method_handler(
-            self.run_job, request_deserializer=pb.RunJobRequest.FromString, response_serializer=pb.Empty.SerializeToString),
+            self.run_job, request_deserializer=pb.RunJobRequest.FromString,
+            response_serializer=pb.Empty.SerializeToString),
             "KillJob": grpc.unary_unary_rpc_method_handler(
             self.kill_job, request_deserializer=pb.KillJobRequest.FromString,
             response_serializer=pb.Empty.SerializeToString)}
@@ -119,36 +120,62 @@ class SimWorker:
         return pb.Empty()
 
     async def iterate(self, t: Task) -> None:
-        """The job's side of the lease (gavel_ng.iterator.lease.LeaseClient), training nothing at 1 step/s."""
+        """The job's side of the lease (gavel_ng.iterator.lease.LeaseClient), training nothing at 1 step/s:
+        one call in flight at a time, a busy scheduler's RESOURCE_EXHAUSTED asked again after a jittered
+        pause (until a second before the lease ends), any other failure ends the renewals."""
         req, metadata = t.req, (("authorization", f"Bearer {t.req.job_token}"),)
         loop = asyncio.get_running_loop()
         start = loop.time()
+        end = start + req.lease_seconds
+        renew_at, every, renewing = None, 0.0, True
         try:
-            lease = await self.stub["InitJob"](pb.InitJobRequest(job_id=req.job_id, attempt=req.attempt),
-                                               metadata=metadata, timeout=10.0)
-            self.window.job_calls += 1
+            lease = await self._busy(self.stub["InitJob"], pb.InitJobRequest(job_id=req.job_id, attempt=req.attempt),
+                                     metadata, 10.0, loop.time() + 30.0)
             end = loop.time() + lease.seconds_left
-            renew_at = loop.time() + lease.renew_in if lease.renew_in >= 0 else None
+            renew_at = loop.time() + lease.renew_in if lease.renew_in >= 0 and lease.seconds_left >= 0 else None
             every = min(30.0, max(2.0, lease.round_seconds / 6)) if lease.round_seconds > 0 else 0.0
-            reported = loop.time()
-            while not lease.stop and t.stop is None and loop.time() < end:
-                due = renew_at is not None and loop.time() >= renew_at
-                if due or (every and loop.time() - reported >= every):
-                    reported = loop.time()
-                    ran = int(loop.time() - start)
-                    lease = await self.stub["UpdateLease"](
-                        pb.UpdateLeaseRequest(job_id=req.job_id, attempt=req.attempt, steps=ran,
-                                              compute_seconds=float(ran), progress_only=not due),
-                        metadata=metadata, timeout=max(1.0, end - loop.time() + 1.0))
-                    self.window.job_calls += 1
+        except aio.AioRpcError:
+            lease = None                      # runs to the worker's lease
+        reported = loop.time()
+        while (lease is None or not lease.stop) and t.stop is None and loop.time() < end:
+            due = renewing and renew_at is not None and loop.time() >= renew_at
+            if due or (every and loop.time() - reported >= every):
+                reported = loop.time()
+                if due:
+                    renew_at = None
+                ran = int(loop.time() - start)
+                call = pb.UpdateLeaseRequest(job_id=req.job_id, attempt=req.attempt, steps=ran,
+                                             compute_seconds=float(ran), progress_only=not due)
+                try:
+                    lease = await self._busy(self.stub["UpdateLease"], call, metadata,
+                                             max(1.0, end - loop.time() + 1.0), end - 1.0)
                     if lease.seconds_left >= 0:
                         end = loop.time() + lease.seconds_left
-                    renew_at = loop.time() + lease.renew_in if lease.renew_in >= 0 else (None if due else renew_at)
-                await asyncio.sleep(0.25)
-        except aio.AioRpcError as exc:
-            self.window.job_failed[exc.code().name] += 1
+                    if lease.renew_in >= 0 and lease.seconds_left >= 0:
+                        renew_at = loop.time() + lease.renew_in
+                    elif due:
+                        renew_at = None
+                except aio.AioRpcError:
+                    renewing = renewing and not due    # a renewal that failed: stop at the lease end
+            await asyncio.sleep(0.25)
         if t.stop is None:
             t.exited = True
+
+    async def _busy(self, call, request, metadata, timeout: float, give_up: float):
+        """LeaseClient._busy_retried: RESOURCE_EXHAUSTED is asked again after 0.2 s doubling to 2 s, jittered."""
+        loop = asyncio.get_running_loop()
+        delay = 0.2
+        while True:
+            try:
+                out = await call(request, metadata=metadata, timeout=timeout)
+                self.window.job_calls += 1
+                return out
+            except aio.AioRpcError as exc:
+                self.window.job_failed[exc.code().name] += 1
+                if exc.code() != grpc.StatusCode.RESOURCE_EXHAUSTED or loop.time() + 2 * delay >= give_up:
+                    raise
+            await asyncio.sleep(delay * random.uniform(1.0, 2.0))
+            delay = min(2.0, 2 * delay)
 
     async def kill_job(self, req: pb.KillJobRequest, context) -> pb.Empty:
         for (job, attempt), t in self.tasks.items():
@@ -200,7 +227,7 @@ class SimWorker:
                 pause = min(back, pause if self.registered else 1e9)
             try:
                 await asyncio.wait_for(self.wake.wait(), pause)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             self.wake.clear()
 

@@ -126,8 +126,7 @@ class Waitlist:
         if not len(idx):
             return []
         rules, tally = self.rules, None
-        hold_keys = [k for k, _, _ in holding]
-        hold_sfs = [s for _, _, s in holding]
+        named = rules.named([k for k, _, _ in holding]) if rules is not None else set()
         if rules is not None and rules.rules.quotas:
             tally = rules.quota_tally(list(topo.worker_types))
             for key, t, sf in holding:
@@ -137,7 +136,7 @@ class Waitlist:
             key, t, sf = c.keys[i], int(c.types[i]), int(c.sfs[i])
             if left[t] < sf or any(m in busy for m in key):
                 continue
-            if rules is not None and rules.involved(hold_keys + [key], hold_sfs + [sf])[-1]:
+            if rules is not None and rules.joins_involved(key, sf, named):   # (per entry: no pass over the holders)
                 continue
             gpus = self._fit(t, sf, bool(c.spread[i]) or not self.consolidate, free)
             if gpus is None or (tally is not None and not tally(key, t, sf)):
@@ -145,8 +144,8 @@ class Waitlist:
             free[list(gpus)] = False
             left[t] -= sf
             busy.update(key)
-            hold_keys.append(key)
-            hold_sfs.append(sf)
+            if rules is not None:
+                named |= rules.named([key])
             one = len({int(topo.gpu_server[g]) for g in gpus}) == 1
             out.append(Backfilled(key, int(c.rows[i]), int(c.cols[i]), t, sf, gpus, one))
             if self.remember is not None:

@@ -32,6 +32,7 @@ import numpy as np
 from ..mechanism import Backfilled, RoundPlan, RoundResult, worth_starting
 from ..mechanism.core import with_backfilled
 from .jobs import FINISHED
+from .launcher import LOG_EACH
 from .store import StoreError
 
 log = logging.getLogger(__name__)
@@ -78,10 +79,7 @@ class LiveBackfill:
             return
         busy = set(ex.current) | st.index.live
         holding = self._holding(plan, ended) if plan.waiting.rules is not None else ()
-        chosen = plan.waiting.choose(free, busy, holding)
-        for b in chosen:
-            if not self._assign(b, gmap, now):
-                break
+        self._assign(plan.waiting.choose(free, busy, holding), gmap, now)
 
     def _free(self, gmap, ended: set[int]) -> np.ndarray:
         """Per GPU of the plan: no live attempt holds it, no job of the round still waits for it, alive."""
@@ -114,36 +112,41 @@ class LiveBackfill:
         busy = set(ex.current) | st.index.live
         waiting = self.arrivals(ex.job_view(new), plan)
         holding = self._holding(plan, ended) if waiting.rules is not None else ()
-        for b in waiting.choose(free, busy, holding):
-            if not self._assign(b, gmap, now, "arrival"):
-                break
+        self._assign(waiting.choose(free, busy, holding), gmap, now, "arrival")
 
     def _holding(self, plan: RoundPlan, ended: set[int]) -> list[tuple[tuple[int, ...], int, int]]:
         out = [(k, int(t), int(sf)) for k, t, sf in zip(plan.keys, plan.types, plan.sfs) if not ended.issuperset(k)]
         return out + [(b.key, b.type, b.sf) for b, _ in self.entries if not ended.issuperset(b.key)]
 
-    def _assign(self, b: Backfilled, gmap, now: float, why: str = "freed") -> bool:
-        """The chosen entry joins the current round (recorded first: a refused write assigns nothing)."""
+    def _assign(self, chosen: list[Backfilled], gmap, now: float, why: str = "freed") -> None:
+        """The chosen entries join the current round (recorded first, in one transaction: a refused write
+        assigns nothing). The first LOG_EACH get a log line each, the others one together."""
         from .executor import Assignment
 
+        if not chosen:
+            return
         ex, st = self.ex, self.ex.state
-        placement = tuple(gmap[g] for g in b.gpus)
-        worker_type = st.worker_types[b.type]
+        entries = [(b, tuple(gmap[g] for g in b.gpus), st.worker_types[b.type]) for b in chosen]
         try:
             with st.store.transaction():
-                for m in b.key:
-                    st.store.event("backfill", job_id=m, round_no=st.round_no, worker_type=worker_type,
-                                   placement=[list(p) for p in placement], seconds_left=round(ex.round_end - now, 3),
-                                   why=why)
+                for b, placement, worker_type in entries:
+                    for m in b.key:
+                        st.store.event("backfill", job_id=m, round_no=st.round_no, worker_type=worker_type,
+                                       placement=[list(p) for p in placement],
+                                       seconds_left=round(ex.round_end - now, 3), why=why)
         except StoreError:
-            return False
-        for m in b.key:
-            partner = next((x for x in b.key if x != m), None)
-            ex.current[m] = Assignment(m, placement, worker_type, b.consolidated, partner)
-        self.entries.append((b, now))
-        log.info("backfill (%s): job(s) %s on %s for the %.0f s left of round %d", why, ",".join(map(str, b.key)),
-                 worker_type, ex.round_end - now, st.round_no, extra={"jobs": list(b.key)})
-        return True
+            return
+        for b, placement, worker_type in entries:
+            for m in b.key:
+                partner = next((x for x in b.key if x != m), None)
+                ex.current[m] = Assignment(m, placement, worker_type, b.consolidated, partner)
+            self.entries.append((b, now))
+        for b, _, worker_type in entries[:LOG_EACH]:
+            log.info("backfill (%s): job(s) %s on %s for the %.0f s left of round %d", why, ",".join(map(str, b.key)),
+                     worker_type, ex.round_end - now, st.round_no, extra={"jobs": list(b.key)})
+        if len(entries) > LOG_EACH:
+            log.info("backfill (%s): %d more entries for the %.0f s left of round %d (each has its backfill event "
+                     "in the state)", why, len(entries) - LOG_EACH, ex.round_end - now, st.round_no)
 
     def complete(self, plan: RoundPlan, result: RoundResult) -> None:
         """The round as it ran (RoundResult.plan): its plan and the entries backfilled into it, each

@@ -38,14 +38,13 @@ from ..protocol.protos import gavel_pb2 as pb
 from ..protocol.rpc import job_token
 from .adaptive import AdaptiveReport
 from .jobs import FINISHED, Attempt, DoneReport, JobState
-from .launcher import Launcher
+from .launcher import RPC_TIMEOUT, Launcher
 from .state import ClusterState
 from .store import StoreError
 from .workers import Kill, WorkerState
 
 log = logging.getLogger(__name__)
 TICK = 0.05
-RPC_TIMEOUT = 5.0
 RETRY = 0.3               # renew_in while the plan a renewal depends on is not made yet
 
 
@@ -241,31 +240,36 @@ class DeployExecutor:
         nxt = self.next.get(m) if self.next is not None else None
         return self.renewals and nxt is not None and nxt.placement == a.placement
 
-    def run_job(self, job: JobState, att: Attempt) -> bool:
-        """RunJob to each worker of a live attempt (a sender thread); False if one refused it."""
+    def run_requests(self, job: JobState, att: Attempt) -> list[tuple[WorkerState, pb.RunJobRequest]]:
+        """The RunJob call for each worker of a live attempt, in rank order."""
         st = self.state
         workers = att.workers
         ckpt = self.checkpoint_root / f"job-{job.job_id}"
         dist_init = f"file://{ckpt}/rendezvous-{att.attempt}" if len(workers) > 1 else ""
-        rank = 0
+        spec, token = job.spec.to_proto(), job_token(st.secret, job.job_id, att.attempt)
+        out, rank = [], 0
         for wid in workers:
             gpus = [g for w, g in att.placement if w == wid]
-            req = pb.RunJobRequest(job_id=job.job_id, attempt=att.attempt, spec=job.spec.to_proto(), gpus=gpus,
-                                   rank_offset=rank, world_size=len(att.placement), dist_init=dist_init,
-                                   lease_seconds=att.lease_end - time.time(), checkpoint_dir=str(ckpt),
-                                   job_token=job_token(st.secret, job.job_id, att.attempt),
-                                   share_with=att.partner or 0, servers=len(workers),
-                                   checkpoint_every_rounds=self.checkpoint_every)
+            out.append((st.workers.get(wid), pb.RunJobRequest(
+                job_id=job.job_id, attempt=att.attempt, spec=spec, gpus=gpus, rank_offset=rank,
+                world_size=len(att.placement), dist_init=dist_init, lease_seconds=att.lease_end - time.time(),
+                checkpoint_dir=str(ckpt), job_token=token, share_with=att.partner or 0, servers=len(workers),
+                checkpoint_every_rounds=self.checkpoint_every)))
             rank += len(gpus)
-            w = st.workers.get(wid)
+        return out
+
+    def run_job(self, job: JobState, att: Attempt) -> bool:
+        """RunJob to each worker of a live attempt in turn, blocking; False (and the failure handled) if one
+        refused it."""
+        for w, req in self.run_requests(job, att):
             try:
                 w.stub.RunJob(req, timeout=RPC_TIMEOUT)
             except grpc.RpcError as exc:
-                self._launch_failed(w, job, att, exc)
+                self.launch_failed(w, job, att, exc)
                 return False
         return True
 
-    def _launch_failed(self, w: WorkerState, job: JobState, att: Attempt, exc: grpc.RpcError) -> None:
+    def launch_failed(self, w: WorkerState, job: JobState, att: Attempt, exc: grpc.RpcError) -> None:
         st = self.state
         code = exc.code() if hasattr(exc, "code") else None
         log.warning("RunJob job %d on %s failed: %s", job.job_id, w.worker_id, exc, extra={"jobs": [job.job_id]})
@@ -281,14 +285,8 @@ class DeployExecutor:
                          for x in att.workers if x != w.worker_id and self.alive(x)])
 
     def send_kills(self, kills: list[Kill]) -> None:
-        """Sent by the launcher's threads: a dead worker holds one of them, not the caller."""
+        """Sent by the launcher's sender (runtime.launcher): a dead worker holds one call slot, not the caller."""
         self.launcher.kill(kills)
-
-    def kill_job(self, k: Kill) -> None:
-        try:
-            k.worker.stub.KillJob(pb.KillJobRequest(job_id=k.job_id, attempt=k.attempt), timeout=RPC_TIMEOUT)
-        except grpc.RpcError as exc:
-            log.info("KillJob job %d on %s: %s", k.job_id, k.worker.worker_id, exc.code())
 
     # ----- leases (called from gRPC threads) --------------------------------------------------
     def _attempt(self, job_id: int, attempt: int):

@@ -89,3 +89,22 @@ def test_a_launch_whose_job_ended_while_it_was_recorded_is_written_off(make_serv
     assert {j.job_id: j.status for j in st.store.load_jobs()} == {a: "cancelled", b: "running"}
     [lost] = st.store.events("lost")
     assert lost["job_id"] == a and lost["detail"]["reason"] == "not started: its job ended"
+
+
+class Refusing(FakeWorker):
+    def RunJob(self, req, context):
+        import grpc
+
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT, "gpus: [5] not distinct GPUs of 0..3")
+
+
+def test_a_refused_runjob_ends_its_attempt_as_a_failed_start(service):
+    server, port = make_server("127.0.0.1", 0, {"Worker": Refusing()}, Security(service.secret), max_workers=2)
+    try:
+        service.state.register(Registration("w0", f"127.0.0.1:{port}", "v100", 1), service.worker_stub)
+        [m] = service.state.submit([JOB])
+        _wait(lambda: service.state.jobs[m].failures >= 1, "the refusal was not counted as a failure")
+        job = service.state.jobs[m]
+        assert "refused RunJob (INVALID_ARGUMENT)" in job.error and service.state.workers["w0"].alive
+    finally:
+        server.stop(0)
