@@ -4,42 +4,15 @@ run nothing; the status of a large round is bounded to the jobs it lists."""
 
 from __future__ import annotations
 
-import threading
 import time
 
-from service_helpers import register
+from service_helpers import FakeWorker, register, wait_for
 
 from gavel_ng.protocol.jobspec import JobSpec
-from gavel_ng.protocol.protos import gavel_pb2 as pb
 from gavel_ng.protocol.rpc import Security, make_server
 from gavel_ng.runtime.state import Registration
 
 JOB = JobSpec("ResNet-18 (batch size 32)", steps=100_000, size="tiny")
-
-
-class FakeWorker:
-    """A Worker service that accepts every RunJob and runs nothing."""
-
-    def __init__(self):
-        self.runs: list[tuple[int, int]] = []
-        self.lock = threading.Lock()
-
-    def RunJob(self, req, context):
-        with self.lock:
-            self.runs.append((req.job_id, req.attempt))
-        return pb.Empty()
-
-    def KillJob(self, req, context):
-        return pb.Empty()
-
-
-def _wait(cond, what: str, timeout: float = 60.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return
-        time.sleep(0.05)
-    raise AssertionError(what)
 
 
 def test_a_rounds_launches_go_out_in_batches_and_each_reaches_its_worker(service):
@@ -50,7 +23,7 @@ def test_a_rounds_launches_go_out_in_batches_and_each_reaches_its_worker(service
             servers.append(server)
             service.state.register(Registration(f"w{k}", f"127.0.0.1:{port}", "v100", 128), service.worker_stub)
         ids = service.state.submit([JOB] * 450)
-        _wait(lambda: sum(len(f.runs) for f in fakes) >= 450, "not every job reached a worker")
+        wait_for(lambda: sum(len(f.runs) for f in fakes) >= 450, "not every job reached a worker")
         runs = [r for f in fakes for r in f.runs]
         assert sorted(runs) == [(m, 1) for m in ids]              # each attempt sent once, to one worker
         with service.state.lock:
@@ -62,6 +35,8 @@ def test_a_rounds_launches_go_out_in_batches_and_each_reaches_its_worker(service
         assert len(st.jobs) == 10 and st.job_counts["running"] == 450
         assert {m for r in st.allocation for m in r.jobs} <= {j.job_id for j in st.jobs}
         assert sum(len(w.running_jobs) for w in st.workers) == 450
+        service.executor.send_kills(service.state.cancel(ids[1])[1])   # a KillJob goes out from the sender too
+        wait_for(lambda: (ids[1], 1) in [k for f in fakes for k in f.kills], "the KillJob did not reach the worker")
     finally:
         for server in servers:
             server.stop(0)
@@ -103,7 +78,7 @@ def test_a_refused_runjob_ends_its_attempt_as_a_failed_start(service):
     try:
         service.state.register(Registration("w0", f"127.0.0.1:{port}", "v100", 1), service.worker_stub)
         [m] = service.state.submit([JOB])
-        _wait(lambda: service.state.jobs[m].failures >= 1, "the refusal was not counted as a failure")
+        wait_for(lambda: service.state.jobs[m].failures >= 1, "the refusal was not counted as a failure")
         job = service.state.jobs[m]
         assert "refused RunJob (INVALID_ARGUMENT)" in job.error and service.state.workers["w0"].alive
     finally:
