@@ -32,7 +32,7 @@ import numpy as np
 from ..mechanism import Backfilled, RoundPlan, RoundResult, worth_starting
 from ..mechanism.core import with_backfilled
 from .jobs import FINISHED
-from .launcher import LOG_EACH
+from .launcher import LOG_EACH, Assignment
 from .store import StoreError
 
 log = logging.getLogger(__name__)
@@ -121,8 +121,6 @@ class LiveBackfill:
     def _assign(self, chosen: list[Backfilled], gmap, now: float, why: str = "freed") -> None:
         """The chosen entries join the current round (recorded first, in one transaction: a refused write
         assigns nothing). The first LOG_EACH get a log line each, the others one together."""
-        from .executor import Assignment
-
         if not chosen:
             return
         ex, st = self.ex, self.ex.state

@@ -38,7 +38,7 @@ from ..protocol.protos import gavel_pb2 as pb
 from ..protocol.rpc import job_token
 from .adaptive import AdaptiveReport
 from .jobs import FINISHED, Attempt, DoneReport, JobState
-from .launcher import RPC_TIMEOUT, Launcher
+from .launcher import RPC_TIMEOUT, Assignment, Launcher
 from .state import ClusterState
 from .store import StoreError
 from .workers import Kill, WorkerState
@@ -62,15 +62,6 @@ class Lease:
     stop: bool = False
     lease_end: float = 0.0         # unix seconds; with lease_mac, what the job passes to its worker
     lease_mac: str = ""
-
-
-@dataclass(frozen=True)
-class Assignment:
-    job_id: int
-    placement: tuple[tuple[str, int], ...]   # (worker id, local GPU) per rank
-    worker_type: str
-    consolidated: bool
-    partner: int | None = None               # space sharing: the job on the same GPUs
 
 
 class DeployExecutor:

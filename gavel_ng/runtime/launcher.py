@@ -33,7 +33,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING
 
 from ..protocol.client import placement_label
 from ..protocol.protos import gavel_pb2 as pb
@@ -42,15 +41,23 @@ from .jobs import FINISHED, Attempt, JobState
 from .store import StoreError
 from .workers import Kill, WorkerState
 
-if TYPE_CHECKING:
-    from .executor import Assignment, DeployExecutor
-
 log = logging.getLogger(__name__)
 CHUNK = 200              # launches picked, recorded and applied at a time
 RPC_TIMEOUT = 5.0        # seconds a worker has to answer RunJob or KillJob
 IN_FLIGHT = 64           # RunJob calls awaiting their answer at once
 HELPERS = 4              # threads for blocking calls: spread attempts, refusals
 LOG_EACH = 20            # launches of a batch logged one by one
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """Where a planned job runs this round (the executor resolves each plan entry to these)."""
+
+    job_id: int
+    placement: tuple[tuple[str, int], ...]   # (worker id, local GPU) per rank
+    worker_type: str
+    consolidated: bool
+    partner: int | None = None               # space sharing: the job on the same GPUs
 
 
 @dataclass
@@ -91,7 +98,8 @@ class Batch:
 
 
 class Launcher:
-    def __init__(self, executor: DeployExecutor):
+    def __init__(self, executor):
+        """`executor`: the DeployExecutor whose current round it launches (it owns the plan and the workers' calls)."""
         self.ex = executor
         self.state = executor.state
         self.pool = ThreadPoolExecutor(HELPERS, thread_name_prefix="launch")

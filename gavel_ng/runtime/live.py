@@ -14,10 +14,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from .jobs import Attempt, Fence
 
 
 class LiveIndex:
@@ -32,7 +28,8 @@ class LiveIndex:
         self.unfinished: set[int] = set()                    # jobs neither done, cancelled nor failed
 
     # ----- kept by JobState's setters ---------------------------------------------------------
-    def live_changed(self, job_id: int, old: Attempt | None, new: Attempt | None) -> None:
+    def live_changed(self, job_id: int, old, new) -> None:
+        """`old`, `new`: the job's jobs.Attempt before and after (None: none); jobs.py calls this, so no import back."""
         self.version += 1
         if old is not None:
             self.live.discard(job_id)
@@ -50,7 +47,8 @@ class LiveIndex:
             if new.restored:
                 self.restored.add(job_id)
 
-    def fence_changed(self, job_id: int, old: Fence | None, new: Fence | None) -> None:
+    def fence_changed(self, job_id: int, old, new) -> None:
+        """`old`, `new`: the job's jobs.Fence before and after (None: none)."""
         self.version += 1
         if old is not None:
             for w in old.workers:
