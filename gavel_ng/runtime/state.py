@@ -43,7 +43,7 @@ from .store import Store, StoreError
 from .workers import Kill, WorkerRegistry, WorkerState
 
 log = logging.getLogger(__name__)
-ADD_CHUNK = 1000         # submitted jobs joining the state per hold of its lock
+ADD_CHUNK = 250          # submitted jobs joining the state per hold of its lock
 CHECK_EVERY = 0.2        # seconds between looks for workers that missed their heartbeats
 
 

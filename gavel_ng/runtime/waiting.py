@@ -23,7 +23,7 @@ from .state import ClusterState
 from .store import StoreError
 
 NEW = "waiting for the next round: submitted after this round was planned"
-CHUNK = 2000             # queued jobs given their reason per hold of the state's lock
+CHUNK = 500              # queued jobs given their reason per hold of the state's lock
 
 
 def _gpus(n: int) -> str:
@@ -85,9 +85,11 @@ class Waiting:
         time (20,000 queued jobs hold no heartbeat up); stores the changed reasons without it."""
         st = self.state
         now = time.time()
-        with st.lock:
-            queued = [m for m, j in st.jobs.items() if j.status == "queued" and j.live is None]
-            used, shares, cap = self._entity_use(), self._allocated(), st.registry.capacity()
+        with st.lock:                   # a copy of the jobs: they are read outside the lock, checked again inside
+            jobs = list(st.jobs.values())
+            used, cap = self._entity_use(), st.registry.capacity()
+        shares = self._allocated()      # the allocation is replaced whole, never changed in place
+        queued = [j.job_id for j in jobs if j.status == "queued" and j.live is None]
         col = {w: k for k, w in enumerate(st.worker_types)}
         nevers: dict[tuple, str | None] = {}      # one answer per (job type, scale factor, rules)
         changed: dict[int, str] = {}
@@ -169,9 +171,11 @@ class Waiting:
         out: dict[tuple[str, str], int] = {}
         if not self.quotas:
             return out
-        for j in self.state.jobs.values():
+        st = self.state
+        for m in st.index.live:                # the running jobs only (runtime.live)
+            j = st.jobs[m]
             ent = getattr(j.spec.rules, "entity", None)
-            if j.live is not None and ent in self.quotas:
+            if ent in self.quotas:
                 key = (ent, j.live.worker_type)
                 out[key] = out.get(key, 0) + len(j.live.placement)
         return out
