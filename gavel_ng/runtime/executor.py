@@ -158,18 +158,21 @@ class DeployExecutor:
 
     def _begin_round(self, desired: dict[int, Assignment]) -> None:
         st = self.state
-        with st.cv:
+        with st.lock:
             now = time.time()
             on_grid = self.round_end is not None and now - self.round_end < 0.5 * self.L
             start = self.round_end if on_grid else now
             round_no = st.round_no + 1
             kept = [m for m, a in desired.items() if (live := st.jobs[m].live) is not None
                     and tuple(live.placement) == a.placement and live.lease_end >= start + self.L - 1e-6]
-            with st.store.transaction():         # recorded first: a failed write starts no round
-                st.store.set_meta("round", round_no)
-                st.store.event("round", round_no=round_no, start=start, kept=kept,
-                               plan={str(m): [a.worker_type, [list(p) for p in a.placement], a.partner]
-                                     for m, a in desired.items()})
+        # recorded first, without the state's lock (a plan of 5,000 jobs is a large event; only this thread
+        # starts rounds): a failed write starts no round
+        with st.store.transaction():
+            st.store.set_meta("round", round_no)
+            st.store.event("round", round_no=round_no, start=start, kept=kept,
+                           plan={str(m): [a.worker_type, [list(p) for p in a.placement], a.partner]
+                                 for m, a in desired.items()})
+        with st.cv:
             self.round_start, self.round_end = start, start + self.L
             st.round_no = round_no
             self.current, self.next = desired, None
@@ -204,16 +207,18 @@ class DeployExecutor:
                 kills = st.check_workers()
             except StoreError:                # retried next tick; the store said why
                 kills = []
+            look = False
             with st.cv:
                 if st.topology_version != self._version:
                     self._version = st.topology_version
                     self.on_topology_change()
                 if self.backfill is not None:
                     seen = (st.index.version, st.topology_version, len(st.arrivals), st.round_no, id(self.next))
-                    if seen != self._backfill_seen:      # something ended or arrived since the last look
-                        self._backfill_seen = seen
-                        self.backfill.tick(now)
-                        self.backfill.arrive(now)
+                    look = seen != self._backfill_seen       # something ended or arrived since the last look
+                    self._backfill_seen = seen
+            if look:                      # they take the lock themselves, and choose without it
+                self.backfill.tick(now)
+                self.backfill.arrive(now)
             self.send_kills(kills)
             self.launcher.launch_ready(now)
             with st.cv:
