@@ -210,18 +210,11 @@ class Stub:
         self.timeout = timeout
         self._metadata = (("authorization", f"Bearer {token}"),)
         desc = _service(service)
-        self._calls = {}
         for m in desc.methods:
             req, resp = getattr(pb, m.input_type.name), getattr(pb, m.output_type.name)
             call = channel.unary_unary(f"/{desc.full_name}/{m.name}", request_serializer=req.SerializeToString,
                                        response_deserializer=resp.FromString)
-            self._calls[m.name] = call
             setattr(self, m.name, partial(self._call, call))
 
     def _call(self, call: Callable, request, timeout: float | None = None):
         return call(request, metadata=self._metadata, timeout=self.timeout if timeout is None else timeout)
-
-    def start(self, method: str, request, timeout: float | None = None) -> grpc.Future:
-        """`method` without waiting for its answer: a future (the caller bounds how many are in flight)."""
-        return self._calls[method].future(request, metadata=self._metadata,
-                                          timeout=self.timeout if timeout is None else timeout)
