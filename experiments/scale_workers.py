@@ -44,6 +44,7 @@ class Window:
     """What one measurement window saw (reset by each `stats`)."""
 
     latencies: list[float] = field(default_factory=list)      # seconds, heartbeats answered
+    sent: list[float] = field(default_factory=list)           # ... and when each was sent (unix seconds)
     failed: Counter = field(default_factory=Counter)          # heartbeats failed, by status code
     unknown: set[str] = field(default_factory=set)            # workers told NOT_FOUND (declared dead)
     registrations: int = 0
@@ -54,7 +55,8 @@ class Window:
     lag: list[float] = field(default_factory=list)            # this event loop's lag per tick
 
     def summary(self, workers: list[SimWorker]) -> dict:
-        return {"latencies": self.latencies, "failed": dict(self.failed), "unknown": len(self.unknown),
+        return {"latencies": self.latencies, "sent": self.sent, "failed": dict(self.failed),
+                "unknown": len(self.unknown),
                 "registrations": self.registrations, "runjobs": self.runjobs, "reports": self.reports,
                 "job_calls": self.job_calls, "job_failed": dict(self.job_failed),
                 "lag": self.lag, "registered": sum(w.registered for w in workers),
@@ -249,7 +251,7 @@ class SimWorker:
             self.window.reports += 1
 
     async def _heartbeat(self) -> None:
-        start = time.perf_counter()
+        start, sent = time.perf_counter(), time.time()
         try:
             reply = await self.stub["Heartbeat"](pb.HeartbeatRequest(worker_id=self.worker_id, running=self._running()),
                                                  metadata=self.metadata, timeout=DEADLINE)
@@ -258,6 +260,7 @@ class SimWorker:
                 self.window.failed[exc.code().name] += 1
             raise
         self.window.latencies.append(time.perf_counter() - start)
+        self.window.sent.append(sent)
         now = time.time()
         for lease in reply.leases:
             t = self.tasks.get((lease.job_id, lease.attempt))
