@@ -69,6 +69,7 @@ class Vars:
     var_job: np.ndarray | None   # None: rows of several jobs
     num_vars: int
     constraints: tuple | list = ()   # the policy's own (a Layout's list)
+    constraint_names: tuple | list = ()   # each one's name (add_constraint's, else "constraint i")
     limit_block = None               # quota rows (a Layout's, with input.limits)
     packing = None                   # partner classes (a Layout's, with input.pairs)
 
@@ -132,6 +133,7 @@ class Layout(Vars):
         self.extra_rows: list = []   # structural (A, lo, hi) rows, e.g. pair balance
         self.packing = None
         self.constraints: list = []
+        self.constraint_names: list[str] = []
         self._user_rows: UserRows | None = None
         self._cvx_variable = None
         if inp.pairs is not None:
@@ -259,12 +261,15 @@ class Layout(Vars):
             self._cvx_variable = cp.Variable(self.num_vars, name="X")
         return self._cvx_variable
 
-    def add_constraint(self, constraint) -> None:
-        """A linear constraint built from `p.thr` etc., or any cvxpy constraint.
+    def add_constraint(self, constraint, name: str | None = None) -> None:
+        """A linear constraint built from `p.thr` etc., or any cvxpy constraint; `name` is what reports
+        call it (the simulator's summary: "constraint i" unless named).
 
         Whatever is added holds in the returned allocation on every solver path: a
         constraint affine in the allocation becomes LP rows (HiGHS, the leftover fill and
-        the second phase see it), any other sends the problem to cvxpy (constraints.py)."""
+        the second phase see it), any other sends the problem to cvxpy (constraints.py).
+        Its rows also bound the schedule that runs (constraints.entry_rows)."""
+        self.constraint_names.append(str(name) if name is not None else f"constraint {len(self.constraints)}")
         self.constraints.append(constraint)
         self._user_rows = None
 
@@ -272,7 +277,7 @@ class Layout(Vars):
     def user_rows(self) -> UserRows:
         """The policy's constraints compiled to LP rows, plus those that are not linear."""
         if self._user_rows is None:   # a cvxpy constraint over x exists only if x was created
-            self._user_rows = compile_constraints(self.constraints, self._cvx_variable, self.num_vars)
+            self._user_rows = compile_constraints(self.constraints, self._cvx_variable, self.num_vars, self.var_row)
         return self._user_rows
 
     def validity_rows(self, user: bool = True) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray]:
@@ -282,6 +287,8 @@ class Layout(Vars):
         if user and self.constraints:
             u = self.user_rows
             rows.append((u.A, u.lo, u.hi))
+            if u.alone_over is not None:   # entries no round that keeps a packing side can run: no time
+                rows.append((sp.csr_matrix(u.alone_over[None, :].astype(float)), np.full(1, -np.inf), np.zeros(1)))
         blocks = [self.job_rows, self.capacity_rows] + [a for a, _, _ in rows]
         lo = [np.full(self.num_jobs, -np.inf), np.full(len(self.capacity), -np.inf)] + [b for _, b, _ in rows]
         hi = [np.ones(self.num_jobs), self.capacity.astype(float)] + [b for _, _, b in rows]
