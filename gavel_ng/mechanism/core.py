@@ -508,6 +508,12 @@ class RoundMechanism:
     def _spread(self, cols: list[int]) -> list[bool] | None:
         return None if self.col_pool is None else self.col_spread[np.asarray(cols, dtype=np.int64)].tolist()
 
+    def idle(self, rounds: float) -> None:
+        """Nothing ran for `rounds` of a round while jobs of the allocation waited: the policy's rows were
+        left unused that long (mechanism.limits.Meter.idle: an entry over a row by itself runs on that)."""
+        if self.limits is not None and not self._dead.all():
+            self.meter.idle(self.limits, rounds)
+
     def record(self, plan: RoundPlan, occupied: np.ndarray) -> None:
         """Credit each running (row, type) with the seconds it held its GPUs."""
         decay = self.cfg.decay
@@ -518,6 +524,7 @@ class RoundMechanism:
                 self.totals *= decay
         occupied = np.asarray(occupied, dtype=float)
         if not len(occupied):
+            self.idle(1.0)   # a round with nothing running (jobs waited for it)
             return
         self.elapsed += float(np.maximum.reduce(occupied))   # (occupied.max())
         if plan.share is not None:

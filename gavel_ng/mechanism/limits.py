@@ -175,9 +175,7 @@ class Meter:
         over = limits.A @ y - limits.b
         small = over <= TOL * np.maximum(1.0, np.abs(limits.b))   # rounding in the sums: kept
         over[small] = np.minimum(over[small], 0.0)
-        if self._seen is None or self._seen[0] is not limits:
-            self._seen = (limits, *self._index(limits))
-        _, slots, names, name_of = self._seen
+        slots, names, name_of = self._rows(limits)
         np.add.at(self._rounds, slots, 1.0)
         np.add.at(self._excess, slots, over)
         worst = np.full(len(names), -np.inf)
@@ -186,6 +184,18 @@ class Meter:
             rep = self.reports[name]
             rep.rounds += 1
             rep.max_round_excess = max(rep.max_round_excess, w)
+
+    def idle(self, limits: Limits, rounds: float) -> None:
+        """Nothing ran for `rounds` of a round while the rows applied (jobs waited): what the rows allow
+        goes unused, and counts in the run's averages and the credit, not as rounds measured."""
+        slots, _, _ = self._rows(limits)
+        np.add.at(self._rounds, slots, rounds)
+        np.add.at(self._excess, slots, -limits.b * rounds)
+
+    def _rows(self, limits: Limits) -> tuple[np.ndarray, list[str], np.ndarray]:
+        if self._seen is None or self._seen[0] is not limits:
+            self._seen = (limits, *self._index(limits))
+        return self._seen[1:]
 
     def _index(self, limits: Limits) -> tuple[np.ndarray, list[str], np.ndarray]:
         """Slots of a new allocation's rows (a row key seen before keeps its slot), and its constraints."""
@@ -205,9 +215,8 @@ class Meter:
 
     def credit(self, limits: Limits) -> np.ndarray:
         """(R,) per row of `limits`: what the rounds measured so far left unused of it (0 at least)."""
-        if self._seen is None or self._seen[0] is not limits:
-            self._seen = (limits, *self._index(limits))
-        return np.maximum(-self._excess[self._seen[1]], 0.0)
+        slots = self._rows(limits)[0]   # (first: it may grow the arrays)
+        return np.maximum(-self._excess[slots], 0.0)
 
     def report(self) -> dict[str, dict]:
         """Per constraint name, what ConstraintReport.as_dict says (empty: the policy added none)."""

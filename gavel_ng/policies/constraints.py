@@ -118,56 +118,6 @@ def _slack(bound: np.ndarray) -> np.ndarray:
         return np.where(np.isfinite(bound), ROW_TOL * np.maximum(1.0, np.abs(bound)), 0.0)
 
 
-def entry_rows(p, allocation) -> EntryRows | None:
-    """The policy's linear rows over `allocation`'s entries (its rows and columns), or None when it
-    added none. A single job's entry has its variable's coefficients; a concrete pair of jobs (space
-    sharing by partner classes, packing.py) has the sum of its two members' partner variables, each
-    of which the pair's time counts in. Constraints that are not linear have no rows here."""
-    if not p.constraints:
-        return None
-    rows = p.user_rows
-    if not rows.num_rows:
-        return None
-    J = len(p.input.worker_types)
-    K = len(allocation.rows)
-    if p.packing is None:   # allocation rows are the LP's rows, in order
-        cell = p.var_row * J + p.var_col
-        C = sp.csr_matrix((rows.A.data, cell[rows.A.indices], rows.A.indptr), shape=(rows.num_rows, K * J))
-    else:
-        C = rows.A @ _pair_map(p, allocation, K, J)
-    C = sp.csr_matrix(C)
-    C.sum_duplicates()
-    names = p.constraint_names
-    return EntryRows(C, rows.lo.copy(), rows.hi.copy(), [names[i] for i in rows.origin])
-
-
-def _pair_map(p, allocation, K: int, J: int) -> sp.csr_matrix:
-    """(variables x entries): 1 where an entry's time counts in a variable (a single job's own, or
-    each member's partner variable of a concrete pair)."""
-    from .layout import var_codes
-
-    codes = var_codes(p)
-    order = np.argsort(codes)
-    index = {j: m for m, j in enumerate(p.input.job_ids)}
-    cls = p.input.pairs.job_class
-    C1 = p.input.pairs.num_classes + 1
-    var, entry = [], []
-    for k, row in enumerate(allocation.rows):
-        members = [index[j] for j in row]
-        if len(members) == 1:
-            own = [(members[0], -1)]
-        else:
-            a, b = members
-            own = [(a, int(cls[b])), (b, int(cls[a]))]
-        for m, partner in own:
-            want = (m * C1 + partner + 1) * J + np.arange(J)
-            pos = np.clip(np.searchsorted(codes[order], want), 0, max(len(codes) - 1, 0))
-            hit = codes[order][pos] == want if len(codes) else np.zeros(J, bool)
-            var.extend(order[pos[hit]].tolist())
-            entry.extend((k * J + np.flatnonzero(hit)).tolist())
-    return sp.csr_matrix((np.ones(len(var)), (var, entry)), shape=(p.num_vars, K * J))
-
-
 def _linear_rows(c, x, n: int):
     if isinstance(c, LinearConstraint):
         a, b = c.bounds()

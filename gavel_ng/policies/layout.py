@@ -22,7 +22,7 @@ from ..allocation import Allocation
 from ..rules.limits import limit_rows
 from . import packing
 from .affine import Affine
-from .constraints import UserRows, compile_constraints
+from .constraints import EntryRows, UserRows, compile_constraints
 from .csr import csr
 from .scheduling_problem import SchedulingProblem
 
@@ -293,6 +293,52 @@ class Layout(Vars):
         lo = [np.full(self.num_jobs, -np.inf), np.full(len(self.capacity), -np.inf)] + [b for _, b, _ in rows]
         hi = [np.ones(self.num_jobs), self.capacity.astype(float)] + [b for _, _, b in rows]
         return sp.vstack(blocks, format="csr"), np.concatenate(lo), np.concatenate(hi)
+
+    def entry_rows(self, allocation) -> EntryRows | None:
+        """The policy's linear rows over `allocation`'s entries (its rows and columns), or None when it
+        added none. A single job's entry has its variable's coefficients; a concrete pair of jobs (space
+        sharing by partner classes, packing.py) has the sum of its two members' partner variables, each
+        of which the pair's time counts in. Constraints that are not linear have no rows here."""
+        if not self.constraints:
+            return None
+        rows = self.user_rows
+        if not rows.num_rows:
+            return None
+        J = len(self.input.worker_types)
+        K = len(allocation.rows)
+        if self.packing is None:   # allocation rows are the LP's rows, in order
+            cell = self.var_row * J + self.var_col
+            C = sp.csr_matrix((rows.A.data, cell[rows.A.indices], rows.A.indptr), shape=(rows.num_rows, K * J))
+        else:
+            C = rows.A @ self._pair_map(allocation, K, J)
+        C = sp.csr_matrix(C)
+        C.sum_duplicates()
+        names = self.constraint_names
+        return EntryRows(C, rows.lo.copy(), rows.hi.copy(), [names[i] for i in rows.origin])
+
+    def _pair_map(self, allocation, K: int, J: int) -> sp.csr_matrix:
+        """(variables x entries): 1 where an entry's time counts in a variable (a single job's own, or
+        each member's partner variable of a concrete pair)."""
+        codes = var_codes(self)
+        order = np.argsort(codes)
+        index = {j: m for m, j in enumerate(self.input.job_ids)}
+        cls = self.input.pairs.job_class
+        C1 = self.input.pairs.num_classes + 1
+        var, entry = [], []
+        for k, row in enumerate(allocation.rows):
+            members = [index[j] for j in row]
+            if len(members) == 1:
+                own = [(members[0], -1)]
+            else:
+                a, b = members
+                own = [(a, int(cls[b])), (b, int(cls[a]))]
+            for m, partner in own:
+                want = (m * C1 + partner + 1) * J + np.arange(J)
+                pos = np.clip(np.searchsorted(codes[order], want), 0, max(len(codes) - 1, 0))
+                hit = codes[order][pos] == want if len(codes) else np.zeros(J, bool)
+                var.extend(order[pos[hit]].tolist())
+                entry.extend((k * J + np.flatnonzero(hit)).tolist())
+        return sp.csr_matrix((np.ones(len(var)), (var, entry)), shape=(self.num_vars, K * J))
 
     def fallback_x(self) -> np.ndarray:
         """The isolated allocation (1/n of every type): always valid."""

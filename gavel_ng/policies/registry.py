@@ -35,7 +35,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..rules.limits import enforce
-from .constraints import entry_rows, violations
+from .constraints import violations
 from .fields import call_policy
 from .layout import map_x
 from .objective import Objective, Solution
@@ -326,7 +326,7 @@ def solve(inp: SchedulingProblem, name: str, solver: str | None = None, partitio
         if not np.array_equal(x, sol.x):
             sol.x, sol.allocation = x, real.allocation(x)
     if seen is not None and seen.constraints:
-        sol.entry_rows = entry_rows(seen, sol.allocation)
+        sol.entry_rows = seen.entry_rows(sol.allocation)
     return sol
 
 

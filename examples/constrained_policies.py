@@ -1,10 +1,10 @@
-"""Max-min fairness within a cost budget: a policy that adds a constraint of its own.
+"""Policies that add constraints of their own: a cost budget, a cap on one type's GPUs.
 
-`budget_las` spends at most half of the cluster's list price per hour, `budget_las_20` a fifth.
-What the policy adds holds in the schedule that runs, not only in its allocation
-(docs/policies.md, "What holds"): the simulator's summary says by how much a round exceeded it.
+What a policy adds holds in the schedule that runs, not only in its allocation: the mechanism
+keeps such a row in every round, and the simulator's summary says by how much a round and the
+run exceeded each (docs/policies.md, "What holds").
 
-    gavel-ng simulate --plugin examples/budget_policy.py --policy budget_las \
+    gavel-ng simulate --plugin examples/constrained_policies.py --policy budget_las \
         --cluster v100=8,p100=8,k80=8 --jobs-per-hour 1.5 --window 0:40 --seed 0
 """
 
@@ -27,3 +27,9 @@ def budget_las(p):
 @g.policy("budget_las_20", "max-min fairness, $/h at most a fifth of the cluster's price", idle_aware=True)
 def budget_las_20(p):
     return within_budget(p, 0.2)
+
+
+@g.policy("v100_cap", "max-min fairness, at most 4 V100 GPUs in use")
+def v100_cap(p):
+    p.add_constraint(p.gpus[p.input.worker_types.index("v100")] <= 4, name="v100 cap")
+    return p.maximize_min(p.normalized_thr)
