@@ -497,7 +497,7 @@ class RoundMechanism:
             busy.update(key)
             if admit is not None:
                 admit(key, t, sf)
-            if limit is not None:
+            if limit is not None and r >= 0:
                 limit.take(r, j)
         if sum(free) <= 0:
             return Entries()

@@ -39,6 +39,7 @@ constraint, or by its job when it concerns one job only).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import scipy.sparse as sp
@@ -67,23 +68,44 @@ class Limits:
         up, down = np.flatnonzero(np.isfinite(hi)), np.flatnonzero(np.isfinite(lo))
         if not len(up) and not len(down):
             return None
-        A = sp.vstack([C[up], -C[down]], format="csr")
+        if not len(down) and len(up) == C.shape[0]:   # (the common case: every row a bound above)
+            A = C
+        else:
+            A = sp.vstack([C[up], -C[down]], format="csr")
         b = np.concatenate([hi[up], -lo[down]])
         origin = np.concatenate([up, down])
         row_of = np.repeat(np.arange(A.shape[0]), np.diff(A.indptr))
         negative = np.bincount(row_of, weights=A.data < 0, minlength=A.shape[0]) > 0
-        position: dict[str, int] = {}
+        # a row that concerns one job follows it; any other follows its position among its constraint's
+        row_first = np.full(A.shape[0], -1)     # the allocation row of each row's first entry
+        one_row = np.zeros(A.shape[0], bool)    # all its entries are of that allocation row
+        filled = np.diff(A.indptr) > 0
+        if filled.any():
+            entry_row = A.indices // J
+            starts = A.indptr[:-1][filled]
+            row_first[filled] = entry_row[starts]
+            one_row[filled] = np.minimum.reduceat(entry_row, starts) == np.maximum.reduceat(entry_row, starts)
+        position: dict[tuple[str, str], int] = {}
         keys = []
         for r, i in enumerate(origin.tolist()):
-            name = names[i]
-            jobs = {m for k in np.unique(A.indices[A.indptr[r]:A.indptr[r + 1]] // J).tolist() for m in rows[k]}
-            side = "<=" if r < len(up) else ">="
-            if len(jobs) == 1:
-                keys.append((name, side, "job", next(iter(jobs))))
+            name, side = names[i], "<=" if r < len(up) else ">="
+            if one_row[r] and len(rows[row_first[r]]) == 1:
+                keys.append((name, side, "job", rows[row_first[r]][0]))
             else:
                 keys.append((name, side, "row", position.setdefault((name, side), 0)))
                 position[(name, side)] += 1
         return cls(A, b, tuple(names[i] for i in origin.tolist()), tuple(keys), ~negative, J)
+
+    @cached_property
+    def by_entry(self) -> tuple[list[int], list[int], list[float], list[float]]:
+        """The packing rows entry by entry, for a Tally: per entry (row * J + column) the span of its rows
+        in the next two lists (`ptr`), their indices among the packing rows and its coefficients; and
+        each packing row's bound, with the slack TOL gives it."""
+        P = np.flatnonzero(self.packing)
+        cols = sp.csc_matrix(self.A[P])
+        b = self.b[P]
+        return (cols.indptr.tolist(), cols.indices.tolist(), cols.data.tolist(),
+                (b + TOL * np.maximum(1.0, np.abs(b))).tolist())
 
     @property
     def keeps_per_round(self) -> bool:
@@ -104,16 +126,11 @@ class Tally:
     only on credit (module docstring)."""
 
     def __init__(self, limits: Limits, credit: np.ndarray | None = None):
-        P = np.flatnonzero(limits.packing)
-        by_entry = sp.csc_matrix(limits.A[P])
         self.J = limits.J
-        self._ptr = by_entry.indptr.tolist()
-        self._rows = by_entry.indices.tolist()
-        self._coef = by_entry.data.tolist()
-        b = limits.b[P]
-        self.bound = (b + TOL * np.maximum(1.0, np.abs(b))).tolist()
+        self._ptr, self._rows, self._coef, self.bound = limits.by_entry   # (shared, never written)
         self.left = list(self.bound)              # what is still free of each row
-        self.credit = [0.0] * len(P) if credit is None else np.asarray(credit, dtype=float)[P].tolist()
+        self.credit = [0.0] * len(self.bound) if credit is None \
+            else np.asarray(credit, dtype=float)[limits.packing].tolist()
 
     def fits(self, row: int, col: int) -> bool:
         if row < 0:
