@@ -27,7 +27,7 @@ def spend(types, sfs, worker_types) -> float:
     return sum(PRICES[worker_types[int(t)]] * int(s) for t, s in zip(types, sfs))
 
 
-def test_the_cluster_plans_and_backfills_within_the_policys_budget(make_service, tmp_path):
+def test_the_cluster_plans_and_backfills_within_the_policys_budget(make_service, tmp_path, clean_registry):
     plugin = tmp_path / "budget.py"
     plugin.write_text(PLUGIN)
     svc = make_service(policy="rt_budget", plugins=(str(plugin),), prices=PRICES)

@@ -22,8 +22,14 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _plugin():
+def _policies(module_registry):
+    """The example plugin and this module's policies, registered while its tests run."""
     load_plugins([str(EXAMPLES / "constrained_policies.py")])
+    g.policy("half_the_price", "max-min fairness within half the cluster's price", idle_aware=True)(within(0.5))
+    g.policy("a_fifth_of_the_price", "max-min fairness within a fifth of the cluster's price")(within(0.2))
+    g.policy("four_v100s", "max-min fairness on at most 4 V100 GPUs (a cvxpy constraint, affine)")(four_v100s)
+    g.policy("slow_first_job", "max-min fairness with job 0's throughput capped below what it does anywhere")(
+        slow_first_job)
 
 
 @pytest.fixture
@@ -70,11 +76,6 @@ def within(share):
     return fn
 
 
-g.policy("half_the_price", "max-min fairness within half the cluster's price", idle_aware=True)(within(0.5))
-g.policy("a_fifth_of_the_price", "max-min fairness within a fifth of the cluster's price")(within(0.2))
-
-
-@g.policy("four_v100s", "max-min fairness on at most 4 V100 GPUs (a cvxpy constraint, affine)")
 def four_v100s(p):
     v100 = p.input.worker_types.index("v100")
     p.add_constraint(p.capacity_rows[[v100]] @ p.cvx_variable <= 4)
@@ -129,7 +130,6 @@ def test_jobs_no_solve_has_seen_wait_for_one_while_a_budget_applies(rounds):
     assert s["constraints"]["constraint 0"]["max_round_excess"] == 0.0
 
 
-@g.policy("slow_first_job", "max-min fairness with job 0's throughput capped below what it does anywhere")
 def slow_first_job(p):
     """Job 0 runs 2 steps/s on the V100 and 1 on the K80; the cap is 0.5: no round that runs it keeps it."""
     if "0" in p.input.job_ids:
