@@ -128,8 +128,9 @@ class DynamicPlanner(LivePlanner):
         if plan.num_entries:
             super().record(plan, occupied)
             self._save_ledger()
-        else:   # an idle wait, no round: only the policy's own rows see the time pass unused (mechanism.limits)
-            self.mech.idle(min(now - self._recorded, self.state.config.round_seconds) / self.state.config.round_seconds)
+        elif self.mech.cfg.round_seconds:   # an idle wait, no round: only the policy's own rows see the time
+            L = self.mech.cfg.round_seconds  # pass unused (mechanism.limits)
+            self.mech.idle(min(now - self._recorded, L) / L)
         self._recorded = now
 
     # ----- persistence ---------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
 from service_helpers import register
 
 from gavel_ng.protocol.jobspec import JobSpec
@@ -51,3 +52,33 @@ def test_the_cluster_plans_and_backfills_within_the_policys_budget(make_service,
     assert spend([types.index(a.worker_type) for a in running], [len(a.placement) for a in running],
                  types) <= BUDGET                 # main: both free V100s, 6 $/h
     assert live.entries                           # what the budget allows was spent: a backfill
+
+
+SLOW_PLUGIN = '''
+import gavel_ng as g
+
+@g.policy("rt_slow", "max-min fairness, each job capped at half what it does anywhere", agnostic=False)
+def rt_slow(p):
+    p.add_constraint(p.thr <= 0.5 * p.thr_fastest)
+    return p.maximize_min(p.normalized_thr)
+'''
+
+
+def test_a_job_over_its_row_everywhere_runs_on_the_time_the_cluster_idled(make_service, tmp_path, clean_registry):
+    """No round that runs the job keeps its cap: it waits while the cap's unused allowance builds up over the
+    executor's idle waits (no rounds on a cluster: nothing runs), then runs one round on it, not every round."""
+    plugin = tmp_path / "slow.py"
+    plugin.write_text(SLOW_PLUGIN)
+    svc = make_service(policy="rt_slow", plugins=(str(plugin),))
+    register(svc, "w-v100", "v100", 1)
+    [job] = svc.state.submit([JOB])
+    planner = svc.planner
+    planner.reset(svc.allocator.allocate([job], time.time()))
+    ran = []
+    for _ in range(60):
+        plan = planner.plan()
+        ran.append(plan.num_entries)
+        planner.record(plan, np.full(plan.num_entries, svc.executor.L))
+        if not plan.num_entries:
+            time.sleep(0.05 * svc.executor.L)   # the executor's idle wait (shortened)
+    assert ran[0] == 0 and 1 <= sum(ran) <= 4, ran   # a round needs 20 idle waits of a twentieth of a round
