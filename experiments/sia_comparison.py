@@ -154,13 +154,14 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=2, help="parallel processes (default 2)")
     ap.add_argument("--policy-option", action="append", metavar="[POLICY.]KEY=VALUE",
                     help="a policy option, as `gavel-ng simulate --policy-option` (repeatable)")
-    ap.add_argument("--out", help="results directory")
+    ap.add_argument("--out", help="results directory (default RESULTS_ROOT/sia_comparison)")
+    c.results_root_option(ap)
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     mixes = [m.strip() for m in args.mix.split(",") if m.strip()]
     policies = [p.strip() for p in args.policy.split(",") if p.strip()]
     given = options_per_policy(policies, parse_policy_options(args.policy_option), "--policy-option")
-    out = Path(args.out) if args.out else c.RESULTS / NAME
+    out = Path(args.out) if args.out else c.root(args) / NAME
     out.mkdir(parents=True, exist_ok=True)
     points = [(m, p, s, {**OPTIONS.get(p, {}), **given[p]}) for m in mixes for s in range(args.seeds) for p in policies]
     with ProcessPoolExecutor(max_workers=max(1, args.workers)) as pool:
