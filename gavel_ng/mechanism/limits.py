@@ -22,8 +22,9 @@ per entry at any instant.
   (policies.constraints.UserRows.alone_over). Where it cannot, the entry runs on credit: only
   as the row's sole user at that moment (the smallest excess running it can cause), and only
   while what earlier rounds left unused of the row (the meter's sum of b_r - a_r . y over the
-  rounds the row applied to, and the time nothing ran: `Meter.idle`) covers its excess. The row then holds on average over the run, a
-  round exceeds it by at most that entry's excess, and the report shows that excess.
+  rounds the row applied to, and the time nothing ran: `Meter.idle`) covers its excess. The row
+  then holds on average over the run, a round exceeds it by at most that entry's excess, and the
+  report shows that excess.
 * Any other row (a negative coefficient: a lower bound such as a job's minimum throughput, or a
   row that mixes signs) cannot hold in every round: a job that does not run this round has no
   throughput this round. The allocation keeps it, and the mechanism's priorities deliver the
