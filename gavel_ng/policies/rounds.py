@@ -57,6 +57,7 @@ class RoundJobs:
     throughputs: np.ndarray     # (jobs, types) a fixed job's steps/s on each type (0: cannot run there)
     arrival: np.ndarray         # seconds, on the clock of the context's `now`
     reallocations: np.ndarray   # times the job changed configuration so far (an adaptive job's restarts)
+    restart: np.ndarray | None = None   # seconds a restart costs each job (nan or None: the run's realloc delay)
 
 
 class RoundSource(Protocol):
@@ -206,13 +207,25 @@ class RoundContext(Fields):
         """Worker type each job ran on last round (-1: it did not run)."""
         return np.array([int(self.topology.gpu_type[g[0]]) if g else -1 for g in self.held], np.int64)
 
-    def restart_factor(self) -> np.ndarray:
+    @property
+    def restart_delays(self) -> np.ndarray:
+        """Seconds a restart costs each job: its own where the source knows it (a measured profile set's
+        per-application delay), else the run's `realloc_delay`."""
+        own = self.info.restart
+        if own is None:
+            return np.full(len(self.jobs), float(self.realloc_delay))
+        own = np.asarray(own, float)
+        return np.where(np.isnan(own), float(self.realloc_delay), own)
+
+    def restart_factor(self, delays: np.ndarray | float | None = None) -> np.ndarray:
         """Pollux's REALLOC_FACTOR per job: (age - reallocations x delay) / (age + delay) in [0, 1]: what a
-        move is worth to a job that runs now (1 with no delay)."""
+        move is worth to a job that runs now (1 with no delay). `delays`: the restart seconds assumed
+        (default: `restart_delays`)."""
         age = self.age
-        den = age + self.realloc_delay
+        delay = self.restart_delays if delays is None else np.asarray(delays, float)
+        den = age + delay
         with np.errstate(divide="ignore", invalid="ignore"):
-            f = (age - self.reallocations * self.realloc_delay) / den
+            f = (age - self.reallocations * delay) / den
         return np.where(den > 0, np.clip(f, 0.0, 1.0), 1.0)
 
     # ----- helpers for deciding ---------------------------------------------------------------------

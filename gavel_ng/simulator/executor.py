@@ -63,6 +63,8 @@ class JobArrays:
     work: np.ndarray = field(default_factory=lambda: np.zeros(0))             # adaptive: M0-equivalent examples
     reallocations: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))   # configuration changes
     gpu_seconds: np.ndarray = field(default_factory=lambda: np.zeros(0))      # GPU-seconds held (a pair's split)
+    batch: np.ndarray = field(default_factory=lambda: np.zeros(0))            # adaptive: total batch last run (0: none)
+    restart: np.ndarray = field(default_factory=lambda: np.zeros(0))          # its set's restart seconds (nan: flat)
 
     @classmethod
     def empty(cls, table: ThroughputTable, worker_types: list[str], models: AdaptiveModels | None = None) -> JobArrays:
@@ -80,6 +82,12 @@ class JobArrays:
     @property
     def any_adaptive(self) -> bool:
         return self.models is not None and self.models.any
+
+    @property
+    def measured_restarts(self) -> bool:
+        """Whether the trace's profile set gives its jobs their own restart delays (`AdaptiveModels.restart`)."""
+        return self.models is not None and self.models.restart is not None and \
+            bool(np.isfinite(self.models.restart).any())
 
     def add_pairs(self, table: ThroughputTable, worker_types: list[str]) -> None:
         """Pair throughputs as dense arrays (once per simulation: a lookup per round is an index)."""
@@ -126,6 +134,9 @@ class JobArrays:
         self.progress = np.concatenate([self.progress, np.zeros(n)])
         self.reallocations = np.concatenate([self.reallocations, np.zeros(n, np.int64)])
         self.gpu_seconds = np.concatenate([self.gpu_seconds, np.zeros(n)])
+        self.batch = np.concatenate([self.batch, np.zeros(n)])
+        own = m.restart[new] if m is not None and m.restart is not None else np.full(n, np.nan)
+        self.restart = np.concatenate([self.restart, own])
         if trace.rules or self.rules:
             self.rules = (self.rules or [None] * start) + [trace.rules_of(i) for i in range(start, len(trace))]
 
@@ -186,6 +197,8 @@ class SimExecutor:
         self.rules = None                    # a RuleCompiler: backfill sees only the types a job may use
         self.rules_columns: list[str] = []   # ... named by these worker types
         self.adaptive: AdaptiveRunner | None = None   # runs adaptive entries (a trace with adaptive jobs)
+        self.measured_restarts = jobs.measured_restarts   # jobs pay their set's restart delays (`_restarts`)
+        self.owed: dict[int, float] = {}     # fixed job -> restart seconds its last round could not hold
 
     def now(self) -> float:
         return self.clock
@@ -258,7 +271,7 @@ class SimExecutor:
         if self.adaptive is not None:
             return self._execute_mixed(plan)
         if plan.share is None and self.overhead <= 0 and not self.integer_steps \
-                and len(plan.member_entry) == plan.num_entries:
+                and len(plan.member_entry) == plan.num_entries and not self.measured_restarts:
             return self._execute_plain(plan)
         ja, L = self.jobs, self.L
         jobs, e = plan.member_job, plan.member_entry
@@ -273,10 +286,11 @@ class SimExecutor:
             rem = ja.remaining[jobs]
             start = np.zeros(len(jobs))
             rate = rate_share
-        elif self.overhead > 0:
+        elif self.overhead > 0 or self.measured_restarts:
             rem = ja.remaining[jobs]
-            start = np.where(plan.renewed if len(e) == plan.num_entries else plan.renewed[e], 0.0,
-                             min(self.overhead, L))
+            renewed = plan.renewed if len(e) == plan.num_entries else plan.renewed[e]
+            start = self._restarts(jobs, renewed) if self.measured_restarts else \
+                np.where(renewed, 0.0, min(self.overhead, L))
             rate = thr
             run = L - start
             from_start = False
@@ -432,6 +446,8 @@ class SimExecutor:
         start = np.where(plan.renewed, 0.0, min(self.overhead, L))
         used, steps, done = np.full(E, L), np.zeros(E), np.zeros(E, bool)
         f = np.flatnonzero(~ad)
+        if len(f) and self.measured_restarts:
+            start[f] = self._restarts(jobs[f], plan.renewed[f])
         if len(f):
             rate = self._throughputs(plan)[0][f]
             rem = ja.remaining[jobs[f]]
@@ -452,6 +468,26 @@ class SimExecutor:
         self.busy += np.bincount(plan.types, weights=gpu_seconds, minlength=self.J)
         self._charge(plan, gpu_seconds * self.prices[plan.types] / 3600.0, gpu_seconds)
         return self._settle(used, jobs[done], used[done])
+
+    def _restarts(self, jobs: np.ndarray, renewed: np.ndarray) -> np.ndarray:
+        """Start-up seconds of fixed members whose trace gives jobs their set's restart delays (the `sia`
+        set, `AdaptiveModels.restart`): a member not renewed (a first start or a change of placement)
+        owes its delay (the run's flat overhead where it has none) and counts a re-allocation; a renewed
+        one owes what its previous round could not hold (the Sia artifact carries a checkpoint-restore
+        over to the next round)."""
+        renewed = np.asarray(renewed, bool)
+        own = self.jobs.restart[jobs]
+        delay = np.where(np.isnan(own), self.overhead, own)
+        owed = delay.copy()
+        for i in np.flatnonzero(renewed).tolist():
+            owed[i] = self.owed.pop(int(jobs[i]), 0.0)
+        for m in jobs[~renewed].tolist():
+            self.owed.pop(m, None)
+        start = np.minimum(owed, self.L)
+        late = owed > start
+        self.owed.update(zip(jobs[late].tolist(), (owed - start)[late].tolist()))
+        np.add.at(self.jobs.reallocations, jobs[~renewed & (delay > 0)], 1)
+        return start
 
     def _charge(self, plan: RoundPlan, charge: np.ndarray, gpu_seconds: np.ndarray) -> None:
         """Each entry's $ and GPU-seconds split equally over its members."""
