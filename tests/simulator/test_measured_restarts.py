@@ -1,0 +1,80 @@
+"""Issue 40: a measured profile set's per-application restart delays, charged to every job that
+starts or changes placement (fixed jobs included, carried over rounds), scoped to the sets that have
+them; Sia's raw-throughput Gavel (`gavel_sia`)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+import gavel_ng as g
+from gavel_ng.cluster import Cluster
+from gavel_ng.elastic import get_family
+from gavel_ng.elastic.workload import fixed_job_table, read_pollux_csv
+from gavel_ng.mechanism import make_plan
+from gavel_ng.policies import SchedulingProblem
+from gavel_ng.simulator import SimConfig, simulate
+from gavel_ng.simulator.adaptive import AdaptiveRunner
+from gavel_ng.topology import Topology
+
+
+def one_job(tmp_path, app: str, gpus: int, batch: int, profiles: str):
+    path = tmp_path / f"{app}.csv"
+    path.write_text(f"name,time,application,num_replicas,batch_size\n{app}-0,0,{app},{gpus},{batch}\n")
+    return read_pollux_csv(path, profiles=profiles)
+
+
+@pytest.mark.parametrize(("policy", "cluster", "app", "batch", "delay"), [
+    ("las", "t4=1", "cifar10", 128, 50.0),        # Gavel's mechanism, 360 s rounds
+    ("tiresias", "a100=1", "bert", 12, 120.0),    # a round policy of 60 s: the 120 s carry over a round
+])
+def test_a_fixed_job_pays_its_applications_restart_on_its_first_start(tmp_path, policy, cluster, app, batch, delay):
+    c = Cluster.parse(cluster)
+    for profiles, want_delay in (("sia", delay), ("modeled", 0.0)):   # the modeled set: the run's flat 0 s
+        et = one_job(tmp_path, app, 1, batch, profiles)
+        assert et.restart_seconds[0] == (delay if profiles == "sia" else pytest.approx(np.nan, nan_ok=True))
+        table = fixed_job_table(et, c.worker_types)
+        rate = table.get((et.trace.job_types[0], 1), c.worker_types[0])
+        res = simulate(c, None, et, SimConfig(policy=policy, realloc_delay=0.0, preemption_overhead_s=0.0))
+        jct = res.summary["avg_jct_hours"] * 3600
+        assert jct == pytest.approx(want_delay + et.trace.steps[0] / rate, abs=1.0), profiles
+        assert res.summary["reallocations"] == (1 if profiles == "sia" else 0)
+
+
+def _jobs(n: int, restart: float):
+    fam = get_family("cifar10")
+    return SimpleNamespace(specs=[fam.spec(profiles="sia")] * n, progress=np.zeros(n), work=np.full(n, fam.work),
+                           adaptive=np.ones(n, bool), rules=[], reallocations=np.zeros(n, np.int64),
+                           batch=np.zeros(n), restart=np.full(n, restart))
+
+
+@pytest.mark.parametrize("restart, flat_rule", [(50.0, False), (np.nan, True)])
+def test_an_adaptive_job_with_a_measured_delay_pays_it_when_its_gpus_change(restart, flat_rule):
+    """Same type and GPU count on other GPUs: a restart under a measured set (as Sia's artifact charges
+    a change of placement), none under the flat delay's rule (the modeled set, unchanged)."""
+    topo = Topology.from_cluster(Cluster.parse("a100=8:4"))
+    ja = _jobs(1, restart)
+    runner = AdaptiveRunner(ja, topo, ["a100"], 60.0, 30.0)
+
+    def plan(gpus, renewed):
+        return make_plan([(0,)], [-1], [0], [len(gpus)], [tuple(gpus)], [renewed], [True])
+
+    start, _, _ = runner.run(plan((0, 1), False), np.array([0]), 0.0)
+    assert start[0] == (30.0 if flat_rule else 50.0)
+    start, _, _ = runner.run(plan((0, 1), True), np.array([0]), 60.0)     # renewed: nothing more to pay
+    assert start[0] == 0.0
+    start, _, _ = runner.run(plan((4, 5), False), np.array([0]), 120.0)   # moved to the other server
+    assert start[0] == (0.0 if flat_rule else 50.0)
+    assert ja.reallocations[0] == (1 if flat_rule else 2)
+
+
+def test_gavel_sia_maximizes_raw_steps_where_max_throughput_normalizes():
+    """Two jobs, one GPU of each type. Raw max-sum gives the A100 to the job with short steps (30 + 1 steps/s
+    against 10 + 4); the normalized objective gives it to the job the A100 speeds up most (1/3 + 1 against
+    1 + 1/4 of each job's best)."""
+    inp = SchedulingProblem.build(["fast", "slow"], ["t4", "a100"], [1, 1], np.array([[10.0, 30.0], [1.0, 4.0]]))
+    raw, norm = g.solve(inp, "gavel_sia"), g.solve(inp, "max_throughput")
+    assert raw.objective == pytest.approx(31.0, rel=1e-6)
+    assert norm.objective == pytest.approx(10 / 30 + 1.0, rel=1e-6)
