@@ -56,6 +56,7 @@ MIXES = ("sia-philly", "sia-helios", "sia-newtrace")
 POLICIES = ("goodput", "sia", "goodput@learned", "sia@learned", "pollux_sia", "pollux", "las", "tiresias",
             "gavel_sia", "max_throughput")
 OPTIONS: dict[str, dict] = {}   # each policy at its defaults (pollux_sia: Pollux as Sia ran it on a mixed cluster)
+SETTINGS = {"gavel_sia": {"backfill": False}}   # Sia's Gavel has no mid-round backfill
 DELAY = 30.0
 METRICS = ("avg_jct_hours", "p99_jct_hours", "makespan_hours", "gpu_hours_per_job")
 # Sia's Table 3 (64 GPUs, heterogeneous): avg JCT, p99 JCT, makespan (h), GPU hours per job
@@ -88,7 +89,7 @@ def run_point(mix: str, policy: str, seed: int, options: dict | None = None, tra
                            profiles="sia")
     options = OPTIONS.get(name, {}) if options is None else options
     config = SimConfig(policy=name, options=options, realloc_delay=DELAY, preemption_overhead_s=DELAY, seed=seed,
-                       policy_model="learned" if policy.endswith(LEARNED) else "exact")
+                       policy_model="learned" if policy.endswith(LEARNED) else "exact", **SETTINGS.get(name, {}))
     start = time.perf_counter()
     s = simulate(cluster, None, etrace, config).summary
     wall = time.perf_counter() - start

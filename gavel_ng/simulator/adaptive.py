@@ -12,9 +12,9 @@ next rounds on the same configuration.
 
 Where the job's profile set measured its restart delay (`AdaptiveModels.restart`, the `sia`
 set: per application), the job pays that instead, on every start and every change of
-placement (other GPUs, even at the same type and count), as the Sia artifact's simulator
-charges it; a job without one keeps the flat delay and its rule (a change of type or GPU
-count), so that runs on the modeled set are what they were. Where the set's noise scale
+placement as the Sia artifact's simulator counts one (`restarts.RestartLedger`: type or GPUs per
+server); a job without one keeps the flat delay and its rule (a change of type or GPU count),
+so that runs on the modeled set are what they were. Where the set's noise scale
 depends on the batch (`grad_stats`), a job picks its batch with the statistics of the batch it
 ran at last round (`JobArrays.batch`) and progresses with those of the batch it picked.
 """
@@ -126,6 +126,7 @@ class AdaptiveRunner:
         self.last_config: dict[int, tuple[int, int]] = {}   # job -> (type, GPUs) of the previous round
         self.owed: dict[int, float] = {}                    # job -> start-up seconds still to pay
         self.learned = None                                 # a LearnedModels told what each job ran on
+        self.ledger = None                                  # a RestartLedger: measured delays (executor's)
 
     def run(self, plan, entries: np.ndarray, now: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Run the adaptive `entries` of a one-job-per-entry plan: (start-up, seconds held, finished)."""
@@ -145,12 +146,13 @@ class AdaptiveRunner:
                 servers[i] = len(np.unique(self.topo.gpu_server[gpus]))
             configs[m] = (t, k)
             measured = self.jobs.restart[m]
-            if measured == measured:   # the set's own delay, on every change of placement
-                delay, fresh = float(measured), not (plan.renewed[e] and self.last_config.get(m) == (t, k))
+            if measured == measured and self.ledger is not None:   # the set's own delay (restarts.py)
+                delay = float(measured)
+                start[i], fresh = self.ledger.start(m, self.ledger.shape(t, gpus), delay)
             else:
                 delay, fresh = self.delay, self.last_config.get(m) != (t, k)
+                start[i] = self._start_up(m, fresh, delay)
             self.jobs.reallocations[m] += fresh and delay > 0
-            start[i] = self._start_up(m, fresh, delay)
             jobs[i], types[i], ks[i] = m, t, k
         self.last_config = configs
         if self.learned is not None:

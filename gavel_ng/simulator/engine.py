@@ -29,6 +29,7 @@ from .adaptive import AdaptiveRunner
 from .estimated import EstimatedThroughputs
 from .executor import IdealPlanner, JobArrays, SimExecutor
 from .learned import LearnedModels
+from .restarts import RestartLedger
 from .metrics import summarize
 from .oracle import TableThroughputs
 from .rounds import adaptive_models, check_adaptive_fits, check_round_config, round_planner
@@ -206,8 +207,11 @@ def _simulate(cluster: Cluster, table: ThroughputTable | None, trace, config: Si
         ex = SimExecutor(jobs, source, config.round_seconds, len(workers), config.preemption_overhead_s,
                          prices=prices)
         learned = None
+        if jobs.measured_restarts:
+            ex.restarts = RestartLedger(config.round_seconds, topology.gpu_server)
         if jobs.any_adaptive:
             ex.adaptive = AdaptiveRunner(jobs, topology, workers, config.round_seconds, config.realloc_delay)
+            ex.adaptive.ledger = ex.restarts
             if config.policy_model == "learned":
                 learned = ex.adaptive.learned = LearnedModels(jobs, workers, ex.adaptive.network)
         planner = round_planner(spec, config, jobs, topology, ex.now, crules, ruled, learned)
@@ -227,6 +231,8 @@ def _simulate(cluster: Cluster, table: ThroughputTable | None, trace, config: Si
                                     rules=compiler if ruled else None, entities=config.entities)
         ex = SimExecutor(jobs, source, config.round_seconds, len(workers), config.preemption_overhead_s,
                          integer_steps=config.gavel_compat, col_pool=allocator.pools, prices=prices)
+        if jobs.measured_restarts:
+            ex.restarts = RestartLedger(config.round_seconds, topology.gpu_server)
         if ruled:
             ex.rules, ex.rules_columns = compiler, list(workers)
         if estimator is not None:

@@ -30,6 +30,7 @@ from ..throughputs import UNCONSOLIDATED, ThroughputTable
 from ..traces import Trace
 from .adaptive import AdaptiveModels, AdaptiveRunner
 from .backfill import backfill_round
+from .restarts import RestartLedger
 
 _NONE = np.zeros(0, np.int64)   # no job finished
 
@@ -197,8 +198,7 @@ class SimExecutor:
         self.rules = None                    # a RuleCompiler: backfill sees only the types a job may use
         self.rules_columns: list[str] = []   # ... named by these worker types
         self.adaptive: AdaptiveRunner | None = None   # runs adaptive entries (a trace with adaptive jobs)
-        self.measured_restarts = jobs.measured_restarts   # jobs pay their set's restart delays (`_restarts`)
-        self.owed: dict[int, float] = {}     # fixed job -> restart seconds its last round could not hold
+        self.restarts: RestartLedger | None = None   # jobs pay their set's restart delays (engine sets it)
 
     def now(self) -> float:
         return self.clock
@@ -267,11 +267,13 @@ class SimExecutor:
         if plan.num_entries == 0:
             if self.adaptive is not None:
                 self.adaptive.idle()
+            if self.restarts is not None:
+                self.restarts.end_round()
             return self._idle()
         if self.adaptive is not None:
             return self._execute_mixed(plan)
         if plan.share is None and self.overhead <= 0 and not self.integer_steps \
-                and len(plan.member_entry) == plan.num_entries and not self.measured_restarts:
+                and len(plan.member_entry) == plan.num_entries and self.restarts is None:
             return self._execute_plain(plan)
         ja, L = self.jobs, self.L
         jobs, e = plan.member_job, plan.member_entry
@@ -286,11 +288,16 @@ class SimExecutor:
             rem = ja.remaining[jobs]
             start = np.zeros(len(jobs))
             rate = rate_share
-        elif self.overhead > 0 or self.measured_restarts:
+        elif self.restarts is not None:
+            rem = ja.remaining[jobs]
+            start = self._restarts(plan, np.arange(len(e)))
+            rate = thr
+            run = L - start
+            from_start = False
+        elif self.overhead > 0:
             rem = ja.remaining[jobs]
             renewed = plan.renewed if len(e) == plan.num_entries else plan.renewed[e]
-            start = self._restarts(jobs, renewed) if self.measured_restarts else \
-                np.where(renewed, 0.0, min(self.overhead, L))
+            start = np.where(renewed, 0.0, min(self.overhead, L))
             rate = thr
             run = L - start
             from_start = False
@@ -347,6 +354,8 @@ class SimExecutor:
             self.busy += np.bincount(plan.types, weights=gpu_seconds, minlength=self.J)
             charge = gpu_seconds * self.prices[plan.types] / 3600.0
         self._charge(plan, charge, gpu_seconds)
+        if self.restarts is not None:
+            self.restarts.end_round()
         if any_done or as_run is not None:
             result = self._settle(occupied, jobs[done], used[done])   # a job runs at most once a round
         else:
@@ -446,8 +455,8 @@ class SimExecutor:
         start = np.where(plan.renewed, 0.0, min(self.overhead, L))
         used, steps, done = np.full(E, L), np.zeros(E), np.zeros(E, bool)
         f = np.flatnonzero(~ad)
-        if len(f) and self.measured_restarts:
-            start[f] = self._restarts(jobs[f], plan.renewed[f])
+        if len(f) and self.restarts is not None:
+            start[f] = self._restarts(plan, f)
         if len(f):
             rate = self._throughputs(plan)[0][f]
             rem = ja.remaining[jobs[f]]
@@ -461,6 +470,8 @@ class SimExecutor:
             ja.remaining[jobs[f]] = rem - steps[f]
         a = np.flatnonzero(ad)
         start[a], used[a], done[a] = self.adaptive.run(plan, a, now)
+        if self.restarts is not None:
+            self.restarts.end_round()
         self.run_seconds += float((used - start).sum())
         if self.on_round is not None:
             self.on_round(plan, steps, start, used)
@@ -469,25 +480,19 @@ class SimExecutor:
         self._charge(plan, gpu_seconds * self.prices[plan.types] / 3600.0, gpu_seconds)
         return self._settle(used, jobs[done], used[done])
 
-    def _restarts(self, jobs: np.ndarray, renewed: np.ndarray) -> np.ndarray:
-        """Start-up seconds of fixed members whose trace gives jobs their set's restart delays (the `sia`
-        set, `AdaptiveModels.restart`): a member not renewed (a first start or a change of placement)
-        owes its delay (the run's flat overhead where it has none) and counts a re-allocation; a renewed
-        one owes what its previous round could not hold (the Sia artifact carries a checkpoint-restore
-        over to the next round)."""
-        renewed = np.asarray(renewed, bool)
-        own = self.jobs.restart[jobs]
-        delay = np.where(np.isnan(own), self.overhead, own)
-        owed = delay.copy()
-        for i in np.flatnonzero(renewed).tolist():
-            owed[i] = self.owed.pop(int(jobs[i]), 0.0)
-        for m in jobs[~renewed].tolist():
-            self.owed.pop(m, None)
-        start = np.minimum(owed, self.L)
-        late = owed > start
-        self.owed.update(zip(jobs[late].tolist(), (owed - start)[late].tolist()))
-        np.add.at(self.jobs.reallocations, jobs[~renewed & (delay > 0)], 1)
-        return start
+    def _restarts(self, plan: RoundPlan, members: np.ndarray, room: float | None = None) -> np.ndarray:
+        """Start-up seconds of these members where the trace's jobs carry their set's restart delays
+        (`restarts.RestartLedger`): a job that starts or changes placement owes its delay (the run's flat
+        overhead where it has none) and counts a re-allocation. `room`: seconds left in the round (an
+        entry backfilled mid-round); what it cannot hold is owed next round."""
+        ja, ledger = self.jobs, self.restarts
+        out = np.zeros(len(members))
+        for i, k in enumerate(np.asarray(members, np.int64).tolist()):
+            m, e = int(plan.member_job[k]), int(plan.member_entry[k])
+            delay = float(ja.restart[m]) if ja.restart[m] == ja.restart[m] else self.overhead
+            out[i], fresh = ledger.start(m, ledger.shape(int(plan.types[e]), plan.gpus[e]), delay, room)
+            ja.reallocations[m] += fresh and delay > 0
+        return out
 
     def _charge(self, plan: RoundPlan, charge: np.ndarray, gpu_seconds: np.ndarray) -> None:
         """Each entry's $ and GPU-seconds split equally over its members."""

@@ -17,6 +17,7 @@ from gavel_ng.mechanism import make_plan
 from gavel_ng.policies import SchedulingProblem
 from gavel_ng.simulator import SimConfig, simulate
 from gavel_ng.simulator.adaptive import AdaptiveRunner
+from gavel_ng.simulator.restarts import RestartLedger
 from gavel_ng.topology import Topology
 
 
@@ -51,23 +52,42 @@ def _jobs(n: int, restart: float):
 
 
 @pytest.mark.parametrize("restart, flat_rule", [(50.0, False), (np.nan, True)])
-def test_an_adaptive_job_with_a_measured_delay_pays_it_when_its_gpus_change(restart, flat_rule):
-    """Same type and GPU count on other GPUs: a restart under a measured set (as Sia's artifact charges
-    a change of placement), none under the flat delay's rule (the modeled set, unchanged)."""
+def test_an_adaptive_job_pays_its_measured_delay_when_its_placement_changes_shape(restart, flat_rule):
+    """Under a measured set a job restarts, as in Sia's artifact, when its GPUs per server change (here
+    2 on one server -> 1 + 1), not when it moves to other GPUs of the same shape; under the flat rule
+    (the modeled set, unchanged) only a change of type or GPU count costs, 30 s."""
     topo = Topology.from_cluster(Cluster.parse("a100=8:4"))
     ja = _jobs(1, restart)
     runner = AdaptiveRunner(ja, topo, ["a100"], 60.0, 30.0)
+    runner.ledger = RestartLedger(60.0, topo.gpu_server)
 
-    def plan(gpus, renewed):
-        return make_plan([(0,)], [-1], [0], [len(gpus)], [tuple(gpus)], [renewed], [True])
+    def run(gpus, renewed, now):
+        start, _, _ = runner.run(make_plan([(0,)], [-1], [0], [len(gpus)], [tuple(gpus)], [renewed], [True]),
+                                 np.array([0]), now)
+        runner.ledger.end_round()
+        return start[0]
 
-    start, _, _ = runner.run(plan((0, 1), False), np.array([0]), 0.0)
-    assert start[0] == (30.0 if flat_rule else 50.0)
-    start, _, _ = runner.run(plan((0, 1), True), np.array([0]), 60.0)     # renewed: nothing more to pay
-    assert start[0] == 0.0
-    start, _, _ = runner.run(plan((4, 5), False), np.array([0]), 120.0)   # moved to the other server
-    assert start[0] == (0.0 if flat_rule else 50.0)
-    assert ja.reallocations[0] == (1 if flat_rule else 2)
+    assert run((0, 1), False, 0.0) == (30.0 if flat_rule else 50.0)   # the first start
+    assert run((0, 1), True, 60.0) == 0.0                             # renewed
+    assert run((4, 5), False, 120.0) == 0.0                           # other server, same shape: free
+    assert run((0, 4), False, 180.0) == (0.0 if flat_rule else 50.0)  # 1 + 1 on two servers
+    runner.idle()
+    runner.ledger.end_round()                                         # a round without GPUs
+    assert run((0, 4), False, 300.0) == (30.0 if flat_rule else 50.0)
+    assert ja.reallocations[0] == (2 if flat_rule else 3)
+
+
+def test_a_restart_longer_than_the_round_is_owed_while_the_placement_stays():
+    topo = Topology.from_cluster(Cluster.parse("a100=8:4"))
+    ledger = RestartLedger(60.0, topo.gpu_server)
+    shape = ledger.shape(0, (0, 1, 2, 3))
+    assert shape == (0, (4,)) and ledger.shape(0, (0, 4)) == (0, (1, 1))
+    got = []
+    for _ in range(5):
+        got.append(ledger.start(7, shape, 250.0))
+        ledger.end_round()
+    assert got == [(60.0, True), (60.0, False), (60.0, False), (60.0, False), (10.0, False)]
+    assert ledger.start(7, ledger.shape(0, (4, 5)), 250.0, room=20.0) == (20.0, True)   # moved: afresh
 
 
 def test_gavel_sia_maximizes_raw_steps_where_max_throughput_normalizes():
