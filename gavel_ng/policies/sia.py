@@ -102,7 +102,7 @@ class Sia:
     (the most a job's GPU count may grow in a round; None: no limit)."""
 
     def __init__(self, p: float = DEFAULT_P, lam: float = DEFAULT_LAMBDA, restart_factor: bool = True,
-                 scale_up: float | None = 2.0):
+                 scale_up: float | None = 2.0, decimals: int | None = 2):
         if not (isinstance(p, (int, float)) and math.isfinite(p) and p != 0):
             raise InputError("sia.p", p, "must be a finite non-zero number (Sia: -0.5)")
         if not (isinstance(lam, (int, float)) and math.isfinite(lam) and lam >= 0):
@@ -114,12 +114,20 @@ class Sia:
         self.p, self.lam = float(p), float(lam)
         self.restart = restart_factor
         self.scale_up = None if scale_up is None else float(scale_up)
+        if decimals is not None and not (isinstance(decimals, int) and not isinstance(decimals, bool) and decimals >= 0):
+            raise InputError("sia.decimals", decimals, "must be an integer >= 0, or null for no rounding (Sia: 2)")
+        self.decimals = decimals
 
     def decide(self, ctx: RoundContext) -> list[Entry]:
         G = self.goodput_matrix(ctx)
         with np.errstate(divide="ignore"):
             Gp = np.where(G > 0, G, 1.0) ** self.p
+        if self.decimals is not None:   # Sia's artifact rounds G^p (sia.py): near-equal options tie
+            Gp = np.round(Gp, self.decimals)
         V = np.where(G > 0, self.lam - Gp if self.p < 0 else Gp + self.lam, 0.0)
+        if self.decimals is not None:   # among options the rounding made equal, a running job keeps its own
+            rows = np.flatnonzero(ctx.current >= 0)
+            V[rows, ctx.current[rows]] += 0.1 * 10.0 ** -self.decimals
         choice = ctx.assign(V, self.allowed(ctx))
         rows = np.flatnonzero(choice >= 0)
         cols = ctx.columns

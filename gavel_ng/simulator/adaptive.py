@@ -53,11 +53,13 @@ class ArraysSource:
     """The RoundSource (policies.rounds) over the simulator's job arrays. A job's `allowed_types`
     (gavel_ng.rules) make its rates 0 on the other types, so that no policy picks them."""
 
-    def __init__(self, jobs, worker_types: list[str], network_gbps: float = NETWORK_GBPS, learned=None):
+    def __init__(self, jobs, worker_types: list[str], network_gbps: float = NETWORK_GBPS, learned=None,
+                 restarts=None):
         self.jobs = jobs
         self.types = list(worker_types)
         self.network = network_gbps
         self.learned = learned  # a LearnedModels (simulator.learned): policies see the learned model, not the exact
+        self.restarts = restarts  # the RestartLedger: which jobs are still paying a measured restart
         self._rows: dict = {}   # (model, type, configurations) -> {(progress, batch): best goodput row}: `goodput`
 
     def _allowed(self, idx: np.ndarray) -> np.ndarray:
@@ -72,7 +74,9 @@ class ArraysSource:
         T = ja.T[ja.key[idx]]
         if ja.rules:
             T = np.where(self._allowed(idx), T, 0.0)
-        return RoundJobs(ja.adaptive[idx], ja.sf[idx], T, ja.arrival[idx], ja.reallocations[idx], ja.restart[idx])
+        owing = None if self.restarts is None else np.array([m in self.restarts.owed for m in idx.tolist()], bool)
+        return RoundJobs(ja.adaptive[idx], ja.sf[idx], T, ja.arrival[idx], ja.reallocations[idx], ja.restart[idx],
+                         owing)
 
     def goodput(self, jobs: list[int], worker_type: str, gpus: np.ndarray, servers: np.ndarray) -> np.ndarray:
         """One vectorized best-batch search per goodput model over its jobs x configurations.

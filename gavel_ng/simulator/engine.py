@@ -214,7 +214,7 @@ def _simulate(cluster: Cluster, table: ThroughputTable | None, trace, config: Si
             ex.adaptive.ledger = ex.restarts
             if config.policy_model == "learned":
                 learned = ex.adaptive.learned = LearnedModels(jobs, workers, ex.adaptive.network)
-        planner = round_planner(spec, config, jobs, topology, ex.now, crules, ruled, learned)
+        planner = round_planner(spec, config, jobs, topology, ex.now, crules, ruled, learned, ex.restarts)
         loop = SchedulerLoop(planner, None, ex, admission=admission, owner=owner)
     else:
         packed = needs_pairs(space_sharing_name(config.policy, config.space_sharing))

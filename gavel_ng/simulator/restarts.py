@@ -46,5 +46,7 @@ class RestartLedger:
         return start, fresh
 
     def end_round(self) -> None:
-        """The round ran: its shapes are the next round's `last` (a job absent from it starts afresh)."""
+        """The round ran: its shapes are the next round's `last` (a job absent from it starts afresh, and
+        owes nothing more of the restart it did not finish)."""
+        self.owed = {m: v for m, v in self.owed.items() if m in self.now}
         self.last, self.now = self.now, {}
