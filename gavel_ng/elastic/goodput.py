@@ -320,8 +320,14 @@ def best_goodput_many(job: str | AdaptiveSpec | ElasticFamily, worker_type: str,
     k, n, prog = k.ravel(), n.ravel(), prog.ravel()
     now = None if batch is None else np.broadcast_to(np.asarray(batch, float), shape).ravel()
     g, m, s = _search(params, spec, _phi(spec, prog, now), k, n)
-    if batch_stats(spec) is not None:
-        g = np.where(m > 0, goodput(spec, worker_type, k, n, m, s, prog, network_gbps, gamma), 0.0)
+    stats = batch_stats(spec)
+    if stats is not None:   # what the pick makes: its efficiency at its own total batch
+        found = np.flatnonzero(m > 0)
+        kk, mm, ss = k[found], m[found], s[found]
+        picked = kk * mm * (ss + 1)
+        g = np.zeros(len(k))
+        g[found] = params.throughput(mm, ss, kk, n[found]) * efficiency(picked, spec.init_batch,
+                                                                        stats.phi(picked, prog[found]))
     return g.reshape(shape), m.reshape(shape), s.reshape(shape)
 
 

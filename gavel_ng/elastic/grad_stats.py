@@ -59,11 +59,11 @@ class EpochPhi:
         return f"EpochPhi({len(self.ends)} epochs, phi {min(self.phi):.4g}..{max(self.phi):.4g})"
 
     def _pieces(self, p: np.ndarray) -> np.ndarray:
-        return np.clip(np.searchsorted(self._x, p, side="left") - 1, 0, len(self._v) - 1)
+        return np.minimum(np.maximum(np.searchsorted(self._x, p, side="left") - 1, 0), len(self._v) - 1)
 
     def __call__(self, progress: float | np.ndarray) -> float | np.ndarray:
         """phi at progress fraction(s); progress is clipped to [0, 1]."""
-        out = self._v[self._pieces(np.clip(progress, 0.0, 1.0))]
+        out = self._v[self._pieces(np.minimum(np.maximum(progress, 0.0), 1.0))]
         return float(out) if np.ndim(out) == 0 else out
 
     def _from_zero(self, p: np.ndarray, m0: float) -> np.ndarray:
@@ -123,20 +123,21 @@ class BatchStats:
     def _interpolated(self, batch: np.ndarray, epoch: np.ndarray) -> np.ndarray:
         """phi at total batches and epoch indexes (arrays of one shape)."""
         bs = self.batches
-        b = np.clip(np.asarray(batch, float), bs[0], bs[-1])
-        j = np.clip(np.searchsorted(bs, b, side="right") - 1, 0, max(len(bs) - 2, 0))
+        b = np.minimum(np.maximum(np.asarray(batch, float), bs[0]), bs[-1])
+        j = np.minimum(np.maximum(np.searchsorted(bs, b, side="right") - 1, 0), max(len(bs) - 2, 0))
         k = np.minimum(j + 1, len(bs) - 1)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            w = np.where(k > j, (b - bs[j]) / np.where(k > j, bs[k] - bs[j], 1.0), 0.0)
-            sqr = (1 - w) * self.sqr[j, epoch] + w * self.sqr[k, epoch]
-            var = (1 - w) * self.var[j, epoch] + w * self.var[k, epoch]
-            phi = np.where(sqr > 0, self.init_batch * var / np.where(sqr > 0, sqr, 1.0), PHI_CAP)
-        return np.minimum(phi, PHI_CAP)
+        span = bs[k] - bs[j]
+        w = (b - bs[j]) / np.where(span > 0, span, 1.0)
+        sqr = (1 - w) * self.sqr[j, epoch] + w * self.sqr[k, epoch]
+        var = (1 - w) * self.var[j, epoch] + w * self.var[k, epoch]
+        return np.where(sqr * PHI_CAP > self.init_batch * var,
+                        self.init_batch * var / np.where(sqr > 0, sqr, 1.0), PHI_CAP)
 
     def phi(self, batch: np.ndarray | float, progress: np.ndarray | float) -> np.ndarray:
         """phi of a job at total batch `batch` and progress fraction `progress` (broadcast)."""
-        b, p = np.broadcast_arrays(np.asarray(batch, float), np.clip(np.asarray(progress, float), 0.0, 1.0))
+        p = np.minimum(np.maximum(np.asarray(progress, float), 0.0), 1.0)
         epoch = np.minimum(np.searchsorted(self._ends, p, side="left"), len(self.ends) - 1)
+        b, epoch = np.broadcast_arrays(np.asarray(batch, float), epoch)
         return self._interpolated(b, epoch)
 
     def curve(self, batch: float) -> EpochPhi:
