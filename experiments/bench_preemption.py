@@ -85,7 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=float, default=4.0, help="rounds each job should last")
     p.add_argument("--job-types", nargs="+", default=["ResNet-18", "LM", "Transformer"], choices=list(JOB_TYPES))
     p.add_argument("--standby", type=int, default=1, help="warm interpreters on the worker (0: cold starts)")
-    p.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "preemption.csv")
+    p.add_argument("--out", type=Path,
+                   default=Path(__file__).resolve().parents[1] / "out" / "experiments" / "preemption.csv",
+                   help="default out/experiments/preemption.csv (committed: experiments/results/preemption.csv)")
     args = p.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory(prefix="gavel-bench-") as tmp:

@@ -3,8 +3,10 @@
 writing each script's 'paper vs ours' claims table.
 
 Every script takes --config reduced|paper|full, --table reference|builtin, --workers,
---backend local|ray, --address, --out. Results go under experiments/results/<name>/
-(results.csv: one row per simulation, claims.csv: paper vs ours, *.png).
+--backend local|ray, --address, --out, --results-root. Results go under
+RESULTS_ROOT/<name>/ (results.csv: one row per simulation, claims.csv: paper vs ours, *.png).
+The root is out/experiments/ unless told: a run never writes over the tables committed under
+experiments/results/ unless it is asked to (`--results-root experiments/results`).
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ import pandas as pd
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 REFERENCE = "gavel-osdi20"   # Gavel's measured table, shipped with gavel_ng (ThroughputTable.builtin)
-RESULTS = REPO / "experiments" / "results"
+COMMITTED = REPO / "experiments" / "results"   # the tables experiments/README.md quotes (tracked by git)
+RESULTS = REPO / "out" / "experiments"          # where a script writes unless told (untracked)
 PAPER_CLUSTER = "v100=36,p100=36,k80=36"
 PENDING_SS = "pending: needs space sharing in the simulator"
 PENDING_EST = "pending: needs the throughput estimator in the simulator"
@@ -64,7 +67,8 @@ def parse_args(doc: str, argv: list[str] | None, extra=None) -> argparse.Namespa
     ap.add_argument("--workers", type=int, help="parallel processes (default: all cores)")
     ap.add_argument("--backend", choices=("local", "ray"), default="local")
     ap.add_argument("--address", help="Ray cluster address")
-    ap.add_argument("--out", help="results directory (default experiments/results/NAME[-builtin][-paper|-full])")
+    results_root_option(ap)
+    ap.add_argument("--out", help="results directory (default RESULTS_ROOT/NAME[-builtin][-paper|-full])")
     ap.add_argument("--keep-stale", action="store_true",
                     help="reuse rows computed by other code or inputs (to reprint claims without re-running; "
                          "by default such points run again)")
@@ -74,6 +78,19 @@ def parse_args(doc: str, argv: list[str] | None, extra=None) -> argparse.Namespa
     args.cfg = CONFIGS[args.config]
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     return args
+
+
+def results_root_option(ap: argparse.ArgumentParser) -> None:
+    """--results-root: where results go by default (out/experiments; experiments/results refreshes the
+    committed tables)."""
+    ap.add_argument("--results-root", type=Path, default=RESULTS,
+                    help=f"where each script's directory goes (default {RESULTS.relative_to(REPO)}/, untracked; "
+                         f"{COMMITTED.relative_to(REPO)} refreshes the committed tables)")
+
+
+def root(args) -> Path:
+    """The results root a script of these arguments writes under."""
+    return Path(getattr(args, "results_root", None) or RESULTS)
 
 
 MULTI_GPU_SERVER = 8   # GPUs per server for traces with multi-GPU jobs (experiments/README.md, "Server size")
@@ -104,7 +121,7 @@ def out_dir(name: str, args) -> Path:
     if args.out:
         return Path(args.out)
     size = "" if servers(args) in (None, MULTI_GPU_SERVER) else f"-{servers(args)}gps"
-    return RESULTS / (name + suffix(args.config, args.table) + size)
+    return root(args) / (name + suffix(args.config, args.table) + size)
 
 
 def run(name: str, points: list, args) -> pd.DataFrame:

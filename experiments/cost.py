@@ -16,6 +16,7 @@ measured jobs' GPU time costs (simulator: every job pays its GPUs' price while i
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import common as c
 import numpy as np
@@ -30,6 +31,16 @@ JOBS = 500
 CONTINUOUS_WINDOW = "0:300"
 POLICIES = ["max_throughput", "min_cost", "min_cost_slo"]
 SEEDS = {"reduced": (0, 1), "paper": (0, 1, 2), "full": (0, 1, 2)}
+
+
+def portable(path: Path) -> str:
+    """A trace's path as a point names it: relative to the working directory where it lies under it (the
+    repository, as the scripts are run), so that results tables hold no machine's paths."""
+    path = Path(path).resolve()
+    try:
+        return str(path.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
 
 
 def make_trace(table, seed: int, path):
@@ -97,7 +108,7 @@ def main(argv=None) -> int:
     base = {"cluster": c.PAPER_CLUSTER, "throughputs": tp}
     paper = []
     for s in seeds:
-        trace = str(make_trace(table, s, out / f"trace_seed{s}.tsv"))
+        trace = portable(make_trace(table, s, out / f"trace_seed{s}.tsv"))
         paper += expand({"policy": POLICIES}, {**base, "trace": trace, "seed": s})
     continuous = expand({"policy": POLICIES, "seed": list(seeds)},
                         {**base, "jobs_per_hour": RATE, "slos": True, "window": CONTINUOUS_WINDOW})

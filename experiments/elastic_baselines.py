@@ -202,7 +202,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--config", choices=("reduced", "full"), default="reduced")
     ap.add_argument("--part", default="a,b,c,d", help="comma-separated parts to run (a, b, c, d)")
-    ap.add_argument("--out", help="results directory")
+    ap.add_argument("--out", help="results directory (default RESULTS_ROOT/elastic_baselines[-full])")
+    c.results_root_option(ap)
     ap.add_argument("--workers", type=int, help="(d): parallel processes (default: all cores)")
     ap.add_argument("--keep-stale", action="store_true", help="(d): reuse rows computed by other code or inputs")
     args = ap.parse_args(argv)
@@ -210,7 +211,7 @@ def main(argv=None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     seeds = (0, 1, 2) if args.config == "full" else (0,)
     parts = [p.strip() for p in args.part.split(",") if p.strip()]
-    out = Path(args.out) if args.out else c.RESULTS / (NAME + ("-full" if args.config == "full" else ""))
+    out = Path(args.out) if args.out else c.root(args) / (NAME + ("-full" if args.config == "full" else ""))
     out.mkdir(parents=True, exist_ok=True)
     rows = [run_point(part, cl, pol, seed) for part, cl, pol in points(parts) for seed in seeds]
     if "d" in parts:

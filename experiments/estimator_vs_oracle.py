@@ -72,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--throughputs", default=TABLE, help="gavel-osdi20 (default), a .json or a .csv table")
     ap.add_argument("--max-active-jobs", type=int, default=400)
     ap.add_argument("--workers", type=int, default=1, help="simulations run in parallel (processes)")
-    ap.add_argument("--out", default=str(REPO / "experiments" / "results" / "estimator_vs_oracle"))
+    ap.add_argument("--out", default=str(REPO / "out" / "experiments" / "estimator_vs_oracle"),
+                    help="default out/experiments/estimator_vs_oracle (the committed one: experiments/results/...)")
     args = ap.parse_args(argv)
     lo, hi = map(int, args.window.split(":"))
     variants = args.variants.split(",")

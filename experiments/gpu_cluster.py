@@ -135,7 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--isolated", type=Path, help="gpu_pairs.py's gpu_isolated.csv (else a 2 s probe per type)")
     p.add_argument("--timeout", type=float, default=1200.0)
     p.add_argument("--keep", type=Path, help="keep the cluster's state and logs here")
-    p.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "gpu")
+    p.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "out" / "experiments" / "gpu",
+                   help="default out/experiments/gpu (the committed results: experiments/results/gpu)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     alone = isolated_rates(args.isolated, args.job_types, args.size)

@@ -131,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--size", default="full", choices=("full", "tiny"))
     p.add_argument("--repeats", type=int, default=2, help="plain/iterator window pairs per job type")
     p.add_argument("--skip-pairs", action="store_true", help="only the job types alone (iterator overhead)")
-    p.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "gpu")
+    p.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "out" / "experiments" / "gpu",
+                   help="default out/experiments/gpu (the committed results: experiments/results/gpu)")
     p.add_argument("--serve", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.serve:

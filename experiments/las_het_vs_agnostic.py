@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-active-jobs", type=int, default=1500)
     ap.add_argument("--workers", type=int, help="parallel processes (default: all cores)")
     ap.add_argument("--keep-stale", action="store_true", help="reuse rows computed by other code or inputs")
-    ap.add_argument("--out", default=str(REPO / "experiments" / "results" / "las_het_vs_agnostic"))
+    ap.add_argument("--out", default=str(REPO / "out" / "experiments" / "las_het_vs_agnostic"))
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

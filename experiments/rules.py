@@ -44,8 +44,8 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs-per-hour", type=float, default=3.0)
     ap.add_argument("--window", default="0:200")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "rules.csv"),
-                    help="default experiments/results/rules.csv, wherever it is run from")
+    ap.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "out" / "experiments" / "rules.csv"),
+                    help="default out/experiments/rules.csv (the committed one: experiments/results/rules.csv)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     window = parse_window(args.window)

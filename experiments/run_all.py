@@ -4,8 +4,9 @@
         [--backend ray --address HOST:PORT]
 
 Each script is resumable (finished simulations are skipped), so an interrupted run_all
-continues where it stopped. Writes experiments/results/summary[-paper|-full].md: every claim and
-each script's wall time.
+continues where it stopped. Writes RESULTS_ROOT/summary[-paper|-full].md: every claim and
+each script's wall time (RESULTS_ROOT: out/experiments/ unless --results-root says, e.g.
+experiments/results to refresh the committed tables).
 """
 
 from __future__ import annotations
@@ -36,11 +37,13 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int)
     ap.add_argument("--backend", choices=("local", "ray"), default="local")
     ap.add_argument("--address")
+    c.results_root_option(ap)
     args = ap.parse_args(argv)
     names = args.only.split(",") if args.only else [s for s in SCRIPTS if s not in NOT_IN.get(args.config, ())]
     common = ["--config", args.config, "--table", args.table, "--backend", args.backend]
     common += ["--workers", str(args.workers)] if args.workers else []
     common += ["--address", args.address] if args.address else []
+    common += ["--results-root", str(args.results_root)]
     times = {}
     for name in names:
         start = time.perf_counter()
@@ -54,7 +57,7 @@ def main(argv=None) -> int:
 def script_dir(script: str, args) -> Path:
     """Where a script of this configuration wrote (builtin_heterogeneity always uses built-in profiles)."""
     table = "builtin" if script == "builtin_heterogeneity" else args.table
-    return c.RESULTS / (script + c.suffix(args.config, table))
+    return c.root(args) / (script + c.suffix(args.config, table))
 
 
 def write_summary(args, times: dict[str, float]) -> Path:
@@ -78,7 +81,7 @@ def write_summary(args, times: dict[str, float]) -> Path:
         ran = f"{times[k]:.0f}" if k in times else "-"
         lines.append(f"| {k} | {ran} | {compute[k]:.0f} |")
     lines.append(f"| total | {sum(times.values()):.0f} | {sum(compute.values()):.0f} |")
-    path = c.RESULTS / f"summary{c.suffix(args.config, args.table)}.md"
+    path = c.root(args) / f"summary{c.suffix(args.config, args.table)}.md"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n")
     print(path)

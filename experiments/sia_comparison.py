@@ -182,14 +182,15 @@ def main(argv=None) -> int:
                     help="a policy option, as `gavel-ng simulate --policy-option` (repeatable)")
     ap.add_argument("--trace-dir", help="run every workload CSV of this directory (the artifact's format) "
                     "instead of generated seeds; --mix names it (one name)")
-    ap.add_argument("--out", help="results directory")
+    ap.add_argument("--out", help="results directory (default RESULTS_ROOT/sia_comparison)")
+    c.results_root_option(ap)
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     mixes = [m.strip() for m in args.mix.split(",") if m.strip()]
     policies = [p.strip() for p in args.policy.split(",") if p.strip()]
     given = options_per_policy(list(dict.fromkeys(p.removesuffix(LEARNED) for p in policies)),
                                parse_policy_options(args.policy_option), "--policy-option")
-    out = Path(args.out) if args.out else c.RESULTS / NAME
+    out = Path(args.out) if args.out else c.root(args) / NAME
     out.mkdir(parents=True, exist_ok=True)
     names = [p.removesuffix(LEARNED) for p in policies]
     given = dict(zip(policies, (given[n] for n in names)))

@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=1, help="simulations run in parallel (processes)")
     ap.add_argument("--merge", action="store_true",
                     help="keep the rows of an existing runs.csv for points this run does not redo")
-    ap.add_argument("--out", default=str(REPO / "experiments" / "results" / "space_sharing"))
+    ap.add_argument("--out", default=str(REPO / "out" / "experiments" / "space_sharing"))
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     lo, hi = map(int, args.window.split(":"))

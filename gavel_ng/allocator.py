@@ -36,6 +36,7 @@ import numpy as np
 
 from .cluster import price_vector
 from .columns import Columns
+from .errors import PolicyError
 from .mechanism import AllocationRows
 from .pairs import PairTable
 from .policies import Entity, SchedulingProblem
@@ -101,7 +102,10 @@ class PolicyAllocator:
                  space_sharing: bool = False, placement_sensitive: bool = False, warm: bool = True,
                  lock: AbstractContextManager | None = None, rules: RuleCompiler | None = None,
                  entities: Mapping[str, Entity] | None = None,
-                 on_solve: Callable[[list[int], np.ndarray, AllocationRows, float], None] | None = None):
+                 on_solve: Callable[[list[int], np.ndarray, AllocationRows, float], None] | None = None,
+                 policy_errors: str = "raise", options: dict | None = None):
+        if policy_errors not in ("raise", "fallback"):
+            raise ValueError(f"policy_errors must be 'raise' or 'fallback', not {policy_errors!r}")
         name = space_sharing_name(policy, space_sharing)
         self.packed = needs_pairs(name)
         self.jobs = jobs
@@ -123,11 +127,15 @@ class PolicyAllocator:
         self.rules = rules                    # constraints and quotas (gavel_ng.rules), same in sim and runtime
         self.entities = dict(entities or {})  # the hierarchical policy's entities, by name
         self.on_solve = on_solve
-        self.warnings = 0                     # solves that came back with warnings (e.g. a solver fallback)
-        self.failures = 0                     # solves that raised: an equal-share allocation was used instead
+        self.solves = 0                       # solves that had jobs
+        self.fallbacks = 0                    # of them, those whose allocation is a fallback, not the policy's optimum
+        self.failures = 0                     # solves that raised in a row: an equal-share allocation was used instead
+        self.raise_policy_errors = policy_errors == "raise"
+        self.policy_errors = 0                # errors of the policy's own, when not raised (a live cluster)
+        self.policy_error: PolicyError | None = None   # the last of them; None once the policy solves again
         # warm max-min LP only for single-job rows on plain columns, with fixed capacity and throughputs
         self.session = PolicySession(name, self.column_capacity(), warm=warm and not live and not self.packed
-                                     and not placement_sensitive and throughputs.fixed)
+                                     and not placement_sensitive and throughputs.fixed, options=options)
         self.spec = self.session.spec
         if self.spec.entities and not self.entities:
             log.warning("policy %s shares across entities, but none are declared (--entities, cluster-config "
@@ -167,6 +175,7 @@ class PolicyAllocator:
         if not ids:
             return AllocationRows([], np.zeros((0, self.columns.num)), np.zeros(0))
         start = time.perf_counter()
+        self.solves += 1
         try:
             problem = SchedulingProblem.build(
                 list(map(str, ids)), self.names, cap, T, scale_factors=data.scale_factors, weights=data.weights,
@@ -175,13 +184,22 @@ class PolicyAllocator:
                 pairs=pairs, pools=self.pools, limits=limits, entities=entities, entity_specs=self.entities,
                 soft_preferences=preferences, trusted=True)
             sol = self.session.solve(problem)
+        except PolicyError as exc:
+            if self.raise_policy_errors:
+                raise
+            self.policy_errors += 1
+            self.policy_error = exc
+            log.error("%s; equal shares until it solves again", exc, extra={"kind": "policy error"})
+            return self._fallback(ids, data.scale_factors, T, cap, exc)
         except Exception as exc:    # a bad input or a solver fault must not stop every later round
             return self._fallback(ids, data.scale_factors, T, cap, exc)
         if self.failures:
             log.info("policy %s solves again after %d failed solves", self.spec.name, self.failures)
             self.failures = 0
+        self.policy_error = None
+        if not sol.ok:   # the solver failed: `finish` chose a valid fallback and logged why
+            self.fallbacks += 1
         if sol.warnings:   # each already logged where it arose (repeats collapsed, see gavel_ng.logs)
-            self.warnings += 1
             log.debug("solve at t=%.0f: %s", now, "; ".join(sol.warnings))
         a = sol.allocation
         singles = len(a.rows) == len(ids) and max(map(len, a.rows), default=1) == 1
@@ -194,13 +212,13 @@ class PolicyAllocator:
     def _fallback(self, ids: list[int], sf: np.ndarray, T: np.ndarray, cap: np.ndarray,
                   exc: Exception) -> AllocationRows:
         """Equal shares while the policy cannot solve: each job an equal part of its time on every column it can
-        run on (T not 0, enough GPUs), each column scaled to its capacity. Said once per streak, then counted."""
+        run on (T not 0, enough GPUs), each column scaled to its capacity. Each is logged as one kind (a ledger
+        shows the first and counts the rest, gavel_ng.logs) and counted in `fallbacks`."""
         self.failures += 1
-        if self.failures == 1:
-            log.warning("policy %s failed to solve (%s: %s): equal-share allocation until it solves again "
-                        "(repeats counted)", self.spec.name, type(exc).__name__, exc)
-        else:
-            log.debug("solve failed again (%d in a row): %s", self.failures, exc)
+        self.fallbacks += 1
+        if not isinstance(exc, PolicyError):
+            log.warning("policy %s failed to solve (%s: %s): equal-share allocation until it solves again",
+                        self.spec.name, type(exc).__name__, exc, extra={"kind": "solve raised; equal shares used"})
         sf = np.asarray(sf, dtype=float)
         ok = (np.asarray(T) != 0) & (sf[:, None] <= cap[None, :])
         ok[:, len(self.worker_types):] = False      # twin columns share their type's GPUs: only the types

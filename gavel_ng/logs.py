@@ -29,6 +29,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 
 ROOT = "gavel_ng"
 _PLACEHOLDER = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(?:\d+|\*)?(?:\.\d+)?[diouxXeEfFgGcrsa]")
@@ -173,6 +174,14 @@ def collapse_repeats(ledger: WarningLedger | None = None) -> Iterator[WarningLed
                 logger.removeHandler(_handler)
                 logger.propagate = _saved_propagate
                 _handler = None
+
+
+class IsoFormatter(logging.Formatter):
+    """Log lines that start with an ISO 8601 time in local time with its offset, to the millisecond
+    (2026-11-24T10:15:02.431+01:00): what a service's log needs to be read beside other logs."""
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        return datetime.fromtimestamp(record.created).astimezone().isoformat(timespec="milliseconds")
 
 
 def _message(record: logging.LogRecord) -> str:

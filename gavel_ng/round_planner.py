@@ -18,17 +18,14 @@ from collections.abc import Callable
 import numpy as np
 
 from .columns import Columns
+from .errors import PolicyError
 from .mechanism import JobView, Placer, RoundPlan, make_plan
-from .policies.fields import call_policy
+from .policies.fields import call_policy, defined_at
 from .policies.rounds import Entry, RoundContext, RoundSource
 from .topology import Topology
 
 log = logging.getLogger(__name__)
 DEFAULT_GPU_COUNTS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
-
-
-class PolicyError(RuntimeError):
-    """A round policy returned something that is not a decision."""
 
 
 class RoundPlanner:
@@ -154,14 +151,17 @@ class RoundPlanner:
             return self._checked(ctx, out)
         choice = np.asarray(out)
         if choice.shape != (len(ctx.jobs),) or not np.issubdtype(choice.dtype, np.integer):
-            raise PolicyError(f"round policy {self.name} returned {type(out).__name__} {getattr(choice, 'shape', '')}: "
-                              f"expected one column index per job ({len(ctx.jobs)} integers, -1: none) "
-                              "or a list of Entry")
+            raise self._error(f"returned {type(out).__name__} {getattr(choice, 'shape', '')}: expected one column "
+                              f"index per job ({len(ctx.jobs)} integers, -1: none) or a list of Entry")
         if choice.size and (choice.max() >= self.columns.num or choice.min() < -1):
-            raise PolicyError(f"round policy {self.name} chose column {int(choice.max())}: there are "
-                              f"{self.columns.num} (ctx.columns)")
+            bad = int(choice.max()) if choice.max() >= self.columns.num else int(choice.min())
+            raise self._error(f"chose column {bad}: there are {self.columns.num} (ctx.columns), -1: none")
         on = np.flatnonzero(choice >= 0)
         return self._place(ctx, on, choice[on])
+
+    def _error(self, text: str) -> PolicyError:
+        """What the policy decided is no decision: an error naming it and where it is defined."""
+        return PolicyError(self.name, defined_at(self.decide), text)
 
     def _place(self, ctx: RoundContext, rows, cols) -> list[Entry]:
         rows = np.asarray(rows, np.int64)
@@ -170,6 +170,12 @@ class RoundPlanner:
             return []
         types = self.columns.pool[cols].tolist()
         ks = ctx.need[rows, cols].astype(np.int64).tolist()
+        asked = np.bincount(types, weights=ks, minlength=len(self.topo.capacity))
+        over = np.flatnonzero(asked > self.topo.capacity)
+        if len(over):   # the placer could not place it: the policy's choice, not a placement failure
+            j = int(over[0])
+            raise self._error(f"chose {int(asked[j])} GPUs of {self.topo.worker_types[j]} for one round; there are "
+                              f"{int(self.topo.capacity[j])} (ctx.assign keeps each type within capacity)")
         placed = self.placer.place([(int(m),) for m in ctx.jobs[rows].tolist()], types, ks)
         return [Entry(int(m), t, tuple(g)) for m, t, g in zip(ctx.jobs[rows].tolist(), types, placed.gpus)
                 if g is not None]
@@ -181,11 +187,11 @@ class RoundPlanner:
         for e in entries:
             gpus = list(e.gpus)
             if e.job not in self.active or e.job in seen_jobs:
-                raise PolicyError(f"round policy {self.name}: entry for job {e.job}, which is not active or repeats")
+                raise self._error(f"entry for job {e.job}, which is not active or repeats")
             if not gpus or min(gpus) < 0 or max(gpus) >= topo.num_gpus or seen_gpus & set(gpus) \
                     or len(set(gpus)) != len(gpus) or (topo.gpu_type[gpus] != e.type).any():
-                raise PolicyError(f"round policy {self.name}: job {e.job} on GPUs {gpus} of type {e.type}: GPUs must "
-                                  f"be distinct, free this round and of the entry's type (0..{topo.num_gpus - 1})")
+                raise self._error(f"job {e.job} on GPUs {gpus} of type {e.type}: GPUs must be distinct, free this "
+                                  f"round and of the entry's type (0..{topo.num_gpus - 1})")
             seen_jobs.add(e.job)
             seen_gpus.update(gpus)
         return entries

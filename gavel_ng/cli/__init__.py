@@ -7,11 +7,13 @@ import logging
 import sys
 
 from ..errors import InputError
+from ..logs import IsoFormatter
 from . import (
     logs_cmd,
     plot_cmd,
     policies_cmd,
     profiles_cmd,
+    report_cmd,
     scheduler_cmd,
     simulate_cmd,
     solve_cmd,
@@ -25,8 +27,9 @@ from . import (
 EXTRAS = {"grpc": "worker", "grpc_tools": "worker", "grpc_health": "worker", "google": "worker", "torch": "worker",
           "prometheus_client": "worker", "ray": "sweep"}
 
+SERVICES = ("scheduler", "worker")     # their log lines carry timestamps
 COMMANDS = (solve_cmd, policies_cmd, profiles_cmd, simulate_cmd, scheduler_cmd, worker_cmd, submit_cmd, status_cmd,
-            logs_cmd, sweep_cmd, plot_cmd)
+            logs_cmd, report_cmd, sweep_cmd, plot_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -76,7 +79,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     level = (logging.WARNING, logging.INFO, logging.DEBUG)[min(verbosity(args), 2)]
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    handler = logging.StreamHandler(sys.stderr)
+    if args.command in SERVICES:     # long-running: every line says when (ISO 8601, local time with offset)
+        handler.setFormatter(IsoFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    else:
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level, handlers=[handler])
     try:
         return int(args.run(args) or 0)
     except InputError as exc:

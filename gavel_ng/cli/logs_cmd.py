@@ -98,7 +98,8 @@ def _no_logs(root: Path, job: int, reader) -> str:
     if reader is not None:
         rows = reader.load_jobs("job_id = ?", (job,))
         if rows:
-            return f"job {job} ({rows[0].status}) has no logs yet under {root}"
+            why = f"; its last failure: {rows[0].error}" if rows[0].error else ""
+            return f"job {job} ({rows[0].status}) has no logs yet under {root}{why}"
     jobs = sorted(int(p.name[4:]) for p in root.glob("job-*") if p.name[4:].isdigit() and (p / "logs").is_dir())
     have = f"jobs with logs: {_ids(jobs)}" if jobs else "no job has logs there yet"
     return f"no such job under {root} ({have})"

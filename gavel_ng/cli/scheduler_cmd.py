@@ -91,13 +91,13 @@ def run(args) -> int:
         raise InputError("--state", args.state, f"cannot write the state directory: {reason}") from None
     port = service.start()
     announce(f"scheduler listening on {args.bind}:{port}")
-    _stop_on_signals(service.stop_event)
+    seen = _stop_on_signals(service.stop_event)
     ledger = WarningLedger(reemit_after=REPEAT_EVERY_S)   # a warning that recurs every round: once an hour
     try:
         with collapse_repeats(ledger):
             service.wait()
     finally:
-        service.stop()
+        service.stop(why=seen.get("signal", "stopped"))
         repeated = [w for w in ledger.summary() if w["count"] > 1]
         if repeated:
             print("warnings that repeated while the scheduler ran:", *format_warnings(repeated), sep="\n",
@@ -122,11 +122,17 @@ def announce(line: str) -> None:
     sys.stdout.flush()
 
 
-def _stop_on_signals(event) -> None:
+def _stop_on_signals(event) -> dict[str, str]:
+    """Set `event` on SIGTERM, SIGINT or SIGHUP; the returned dict gets the signal's name under "signal"
+    (logged by the caller once its wait returns: a signal handler should not log)."""
+    seen: dict[str, str] = {}
+
     def handler(signum, frame):
+        seen.setdefault("signal", signal.Signals(signum).name)
         event.set()
 
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
     if sys.platform != "win32":
         signal.signal(signal.SIGHUP, handler)
+    return seen

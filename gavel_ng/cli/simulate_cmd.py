@@ -9,8 +9,12 @@ declared properties, in the simulator.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import signal
+import sys
+import threading
 from pathlib import Path
 
 from ..cluster import NAMED_CLUSTERS, Cluster
@@ -26,11 +30,6 @@ from ..policies.plugins import load_plugins
 from ..policies.registry import options_per_policy
 from ..profiles.table_io import resolve_table
 from ..rules.model import read_cluster_rules
-
-# the one row of a run, for --json and (their union) the sweep's table
-SUMMARY_KEYS = ("policy", "avg_jct_hours", "p99_jct_hours", "makespan_hours", "utilization", "gpu_hours",
-                "jobs_measured", "adaptive_jobs", "reallocations", "total_cost_usd", "slo_violations", "slo_dropped",
-                "lease_renewal_fraction", "unstable", "policy_solves", "wall_seconds", "warnings")
 
 
 def parse_policy_options(texts: list[str] | None, flag: str = "--policy-option") -> dict:
@@ -92,10 +91,10 @@ def add_parser(sub) -> None:
                    help="what round policies see of an adaptive job's goodput: the simulator's exact model "
                         "(default) or one learned from the job's own runs, as Sia learns it (docs/elastic.md)")
     p.add_argument("--policy-option", action="append", metavar="[POLICY.]KEY=VALUE",
-                   help="an option of a round policy (repeatable; VALUE as JSON where it parses, else text), "
-                        "e.g. p=-1. With several --policy names, KEY goes to each one that takes an option "
-                        "of that name (an error if none does) and POLICY.KEY, e.g. sia.p=-0.5, to that "
-                        "policy only")
+                   help="an option of the policy, a keyword argument of its function (repeatable; VALUE as JSON "
+                        "where it parses, else text), e.g. p=-1 or budget=20. With several --policy names, KEY "
+                        "goes to each one that takes an option of that name (an error if none does) and "
+                        "POLICY.KEY, e.g. sia.p=-0.5, to that policy only")
     p.add_argument("--rules", metavar="FILE", help="cluster rules as JSON: quotas, one_distributed_per_server, "
                    "server_labels, admission (README, 'Constraints and admission'); jobs' own rules are a "
                    "trace's optional 11th column")
@@ -238,39 +237,122 @@ def save_trace(trace, path: str) -> None:
 
 def report(args, policies: list[str], cluster: Cluster, table, trace, config,
            options: dict[str, dict] | None = None) -> int:
-    """Run each policy on the same trace, with its own `options` (by name), and print (text or JSON) and
-    write (--out) the results."""
-    from ..simulator import simulate, write_outputs
-    from ..simulator.compare import comparison_line, comparisons, write_compared
+    """Run each policy on the same trace, with its own `options` (by name). Each run's summary is printed
+    and its outputs written (--out) as soon as it finishes, so that a long multi-policy run stopped by
+    SIGINT or SIGTERM keeps every policy that finished. A policy whose own code or formulation fails
+    (errors.PolicyError) is one line on stderr; the others still run, and the status is 2."""
+    from ..errors import PolicyError
+    from ..simulator import simulate
+    from ..simulator.compare import comparison_line, comparisons
     from .progress import SimulationProgress
 
-    results = []
-    for name in policies:   # the same trace for each (a generator draws the same jobs again)
-        with SimulationProgress(name if len(policies) > 1 else "", enabled=not args.json) as progress:
-            run_config = dataclasses.replace(config, policy=name, options=(options or {}).get(name, config.options))
-            results.append(simulate(cluster, table, trace, run_config, progress=progress))
+    several = len(policies) > 1
+    results, failed = [], []
+    stopped = None
+    with _signals_stop() as stop:
+        try:
+            for name in policies:   # the same trace for each (a generator draws the same jobs again)
+                with SimulationProgress(name if several else "", enabled=not args.json) as progress:
+                    run_config = dataclasses.replace(config, policy=name,
+                                                     options=(options or {}).get(name, config.options))
+                    try:
+                        result = simulate(cluster, table, trace, run_config, progress=progress)
+                    except PolicyError as exc:
+                        if not several:
+                            raise
+                        failed.append({"policy": name, "error": str(exc)})
+                        print(f"gavel-ng simulate: error: {exc}", file=sys.stderr, flush=True)
+                        continue
+                with stop.held():   # a stop now waits until this run is printed and written
+                    results.append(result)
+                    if not args.json:
+                        print(("\n" if len(results) > 1 else "") + _text(result.summary), flush=True)
+                    _write(args, result, several)
+        except KeyboardInterrupt:
+            stopped = stop.signal or "SIGINT"
+    _finish(args, results, trace)
+    if args.json:
+        runs = [r.summary for r in results]
+        out = runs[0] if not several and runs else {"runs": runs, "comparisons": comparisons(runs)}
+        if several and failed:
+            out["failed"] = failed
+        if stopped:
+            out["interrupted"] = stopped
+        print(json.dumps(out))
+    elif len(results) > 1:
+        if args.out:
+            out = Path(args.out)
+            dirs = ", ".join(f"{out / r.summary['policy']}/" for r in results)
+            print(f"\nper policy: {dirs}; "
+                  f"JCT CDF of {'both' if len(results) == 2 else 'all'}: {out / 'jct.png'}")
+        print("\n" + "\n".join(comparison_line(c) for c in comparisons([r.summary for r in results])))
+    if stopped:
+        print(f"gavel-ng simulate: stopped by {stopped} after {len(results)} of {len(policies)} policies; "
+              "their results are above" + (f" and in {args.out}" if args.out and results else ""), file=sys.stderr)
+        return 143 if stopped == "SIGTERM" else 130
+    return 2 if failed else 0
+
+
+def _write(args, result, several: bool) -> None:
+    """One run's outputs, the moment it finished: OUT/ for a single policy, OUT/POLICY/ for several."""
+    if not args.out:
+        return
+    from ..simulator import write_outputs
+
+    try:
+        write_outputs(result, Path(args.out) / result.summary["policy"] if several else args.out)
+    except OSError as exc:
+        raise InputError("--out", exc.filename, exc.strerror) from None
+
+
+def _finish(args, results: list, trace) -> None:
+    """What needs every run: the CDF of all and the comparisons (OUT/jct.png, OUT/comparison.json), and
+    --save-trace."""
+    from ..simulator.compare import write_compared
+
     try:
         if args.out and len(results) > 1:
             write_compared(results, args.out)
-        elif args.out:
-            write_outputs(results[0], args.out)
         if args.save_trace:
             save_trace(trace, args.save_trace)
     except OSError as exc:
         raise InputError("--out" if args.out else "--save-trace", exc.filename, exc.strerror) from None
-    rows = [{k: r.summary[k] for k in SUMMARY_KEYS} for r in results]
-    compared = comparisons([r.summary for r in results])
-    if args.json:
-        print(json.dumps(rows[0] if len(rows) == 1 else {"runs": rows, "comparisons": compared}))
-        return 0
-    print("\n\n".join(_text(r.summary) for r in results))
-    if compared:
-        if args.out:
-            out = Path(args.out)
-            print(f"\nper policy: {', '.join(f'{out / name}/' for name in policies)}; "
-                  f"JCT CDF of {'both' if len(policies) == 2 else 'all'}: {out / 'jct.png'}")
-        print("\n" + "\n".join(comparison_line(c) for c in compared))
-    return 0
+
+
+class _signals_stop:
+    """While active, SIGINT and SIGTERM stop the run (a KeyboardInterrupt), and `signal` names the one that
+    did; inside `held()` (a finished run being printed and written) the stop waits until it is done, so
+    that what finished is kept whole."""
+
+    def __init__(self):
+        self.signal: str | None = None
+        self._held = False
+        self._saved: dict = {}
+
+    def _stop(self, signum, frame) -> None:
+        self.signal = signal.Signals(signum).name
+        if not self._held:
+            raise KeyboardInterrupt
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._saved[sig] = signal.signal(sig, self._stop)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self._saved.items():
+            signal.signal(sig, handler)
+
+    @contextlib.contextmanager
+    def held(self):
+        self._held = True
+        try:
+            yield
+        finally:
+            self._held = False
+        if self.signal is not None:
+            raise KeyboardInterrupt
 
 
 def _usd(v) -> str:
@@ -281,9 +363,12 @@ def _text(s: dict) -> str:
     def h(v):
         return "n/a" if v is None else f"{v:.2f} h"
 
+    left = s.get("jobs_unfinished") or 0
     lines = [
         f"policy {s['policy']}  ({s['mode']}, rounds of {s['round_seconds']:g} s, seed {s['seed']})",
         f"jobs measured      {s['jobs_measured']} (ids {s['window'][0]}..{s['window'][1] - 1})",
+        *([f"UNFINISHED         {left} of {s['jobs_in_window']} measured jobs unfinished at the time cap: JCT, "
+           "makespan and cost leave them out, so they read better than the run was"] if left else []),
         f"average JCT        {h(s['avg_jct_hours'])}   p50 {h(s['p50_jct_hours'])}   p90 {h(s['p90_jct_hours'])}"
         f"   p99 {h(s['p99_jct_hours'])}",
         f"makespan           {h(s['makespan_hours'])}",
@@ -296,7 +381,9 @@ def _text(s: dict) -> str:
         + (f"; {s['slo_dropped']} dropped by the policy" if s.get("slo_dropped") else ""),
         f"FTF rho            avg {s['avg_ftf_rho']}  max {s['max_ftf_rho']}",
         f"lease renewals     {s['lease_renewal_fraction']:.3f} of launches",
-        f"policy solves      {s['policy_solves']} ({s['solve_seconds']:.2f} s)   rounds {s['rounds']}",
+        f"policy solves      {s['policy_solves']} ({s['solve_seconds']:.2f} s)   rounds {s['rounds']}"
+        + (f"\nsolver fallbacks   {s['solver_fallbacks']} of {s['policy_solves']} solves: the solver failed on the "
+           "policy's problem and a valid fallback allocation ran instead" if s.get("solver_fallbacks") else ""),
         f"simulated          {s['simulated_hours']:.1f} h in {s['wall_seconds']:.2f} s",
     ]
     if s.get("policy_solved", s["policy"]) != s["policy"] or s.get("paired_fraction"):

@@ -36,6 +36,9 @@ def add_parser(sub) -> None:
     p.add_argument("--partitions", type=int, default=1, metavar="K",
                    help="split jobs and GPUs into K random sub-problems solved in parallel (POP) and report "
                         "the objective gap to the full solve")
+    p.add_argument("--policy-option", action="append", metavar="KEY=VALUE",
+                   help="an option of the policy, a keyword argument of its function (repeatable; VALUE as JSON "
+                        "where it parses, else text), e.g. budget=20")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.add_argument("--plot", metavar="PNG", help="also draw the allocation as a bar chart")
     p.set_defaults(run=run)
@@ -63,12 +66,15 @@ def run(args) -> int:
         inp, _ = load_problem(path, space_sharing=True, warnings=notes)
     if args.solver is not None and not args.solver.strip():
         raise InputError("--solver", args.solver, "must name a solver")
+    from .simulate_cmd import parse_policy_options
+
+    options = parse_policy_options(args.policy_option)
     if args.partitions > 1:
         from ..policies.registry import solve_partitioned
 
-        sol = solve_partitioned(inp, name, args.partitions, solver=args.solver, compare=True)
+        sol = solve_partitioned(inp, name, args.partitions, solver=args.solver, compare=True, options=options)
     else:
-        sol = solve(inp, name, solver=args.solver)
+        sol = solve(inp, name, solver=args.solver, options=options)
     sol.warnings[:0] = notes
     thr = _effective(inp, sol)
     result = {

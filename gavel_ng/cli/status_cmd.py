@@ -15,6 +15,7 @@ from collections import Counter
 from pathlib import Path
 
 from ..errors import InputError
+from .report_cmd import duration as _duration
 from .submit_cmd import add_connection_args, client_from_args
 
 
@@ -114,21 +115,53 @@ def _jobs(st, show_all: bool) -> list[str]:
     if counts:
         out.append("  by state: " + ", ".join(f"{n} {state}" for state, n in sorted(counts.items())))
     unfinished = sum(n for state, n in counts.items() if state not in ("done", "cancelled", "failed"))
-    shown = sum(show_all or not j.finished for j in st.jobs)
-    if shown < (st.jobs_total if show_all else unfinished):
-        out.append(f"  listing {shown} of {st.jobs_total if show_all else unfinished} "
+    shown = [j for j in st.jobs if show_all or not j.finished]
+    if len(shown) < (st.jobs_total if show_all else unfinished):
+        out.append(f"  listing {len(shown)} of {st.jobs_total if show_all else unfinished} "
                    f"{'jobs' if show_all else 'unfinished jobs'} (status --all lists every job)")
-    out += [f"  {'id':>4}  {'job type':<34}{'gpus':>4}  {'status':<10}{'progress':>18}  {'tries':>5}  placement"]
-    for j in (j for j in st.jobs if show_all or not j.finished):
+    labels = [j.job_type + (f" [{j.name}]" if j.name else "") for j in shown]   # whole: names are not cut
+    width = max([len("job")] + [len(x) for x in labels])
+    out += [f"  {'id':>4}  {'job':<{width}}  {'gpus':>4}  {'status':<10}{'progress':>18}  {'tries':>5}"
+            f"{'waited':>9}{'elapsed':>9}  placement"]
+    for j, label in zip(shown, labels):
         pct = 100.0 * j.steps_live / j.steps_total if j.steps_total else 0.0
         prog = f"{j.steps_live}/{j.steps_total} {pct:3.0f}%"
-        label = j.job_type + (f" [{j.name}]" if j.name else "")
         gpus = str(j.scale_factor) if j.adaptive is None else str(j.gpus or "-")   # adaptive: what it holds now
-        out.append(f"  {j.job_id:>4}  {label[:33]:<34}{gpus:>4}  {j.status:<10}{prog:>18}  "
-                   f"{j.attempts:>5}  {j.placement or '-'}" + (f"  entity {j.entity}" if j.entity else ""))
+        out.append(f"  {j.job_id:>4}  {label:<{width}}  {gpus:>4}  {j.status:<10}{prog:>18}  {j.attempts:>5}"
+                   f"{_duration(j.waited(st.now)):>9}{_duration(j.elapsed(st.now)):>9}  {j.placement or '-'}"
+                   + (f"  entity {j.entity}" if j.entity else ""))
         if j.reason:
             out.append(f"        waiting: {j.reason}")
-    return out + _adaptive(st, show_all)
+        elif j.error and j.status == "failed":
+            out.append(f"        failed: {j.error}")
+        elif j.error and not j.finished:
+            out.append(f"        last failure: {j.error}")
+    failed = [j for j in st.jobs if j.status == "failed" and not show_all]
+    if failed:
+        out.append("  failed (latest):")
+        out += [f"  {j.job_id:>4}  {j.job_type}{f' [{j.name}]' if j.name else ''} after {j.attempts} tries: "
+                f"{j.error or 'no reason recorded'}" for j in failed]
+    return out + _adaptive(st, show_all) + _classes(st)
+
+
+def _classes(st) -> list[str]:
+    """The listed jobs' classes: the steps/s the policy believes on each type, and where each comes from."""
+    if not st.classes:
+        return []
+    width = max(len("class"), *(len(c.job_type) for c in st.classes))
+    out = ["\njob classes (steps/s the policy believes: m measured, t table, d declared in the job file, "
+           "e estimated from similar jobs)",
+           f"  {'class':<{width}}  {'gpus':>4}" + "".join(f"{w:>12}" for w in st.worker_types)]
+    for c in st.classes:
+        cells = "".join(f"{_rate(c.rates.get(w), c.sources.get(w, '')):>12}" for w in st.worker_types)
+        out.append(f"  {c.job_type:<{width}}  {c.scale_factor:>4}{cells}")
+    return out
+
+
+def _rate(value, source: str) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.4g} {source[:1] or '?'}" if value > 0 else f"0 {source[:1] or '?'}"
 
 
 def _adaptive(st, show_all: bool) -> list[str]:

@@ -11,7 +11,7 @@ from ..errors import InputError
 from ..policies import get_policy
 from ..policies.plugins import add_flag as add_plugin_flag
 from ..policies.plugins import load_plugins
-from ..sweep.grid import FIELDS, SweepPoint, expand, field_type, parse_value
+from ..sweep.grid import FIELDS, SweepPoint, expand, field_type, parse_value, shown_fields
 from .simulate_cmd import parse_policy_options
 
 # simulate's flags that take several values here; the cluster mixes contain commas,
@@ -41,7 +41,7 @@ def add_parser(sub) -> None:
                         "plugins and the files its point names)")
     add_plugin_flag(p, "sweeping (each point's process loads them too)")
     p.add_argument("--policy-option", dest="policy_option", action="append", metavar="[POLICY.]KEY=VALUE",
-                   help="an option of a round policy, as `simulate --policy-option` (repeatable): KEY goes to the "
+                   help="an option of the policy, as `simulate --policy-option` (repeatable): KEY goes to the "
                         "points of every policy that takes it, POLICY.KEY (e.g. sia.p=-0.5) to that policy's only; "
                         "several option sets as an axis: --policy-options")
     p.add_argument("--json", action="store_true", help="print a JSON report instead of text")
@@ -116,7 +116,7 @@ def run(args) -> int:
             state = "done" if p.point_id in done else "stale" if p.point_id in stale else "todo"
             print(f"{state:5s}  {p.point_id}  {p.describe()}")
         return 0
-    bar = None if args.json else Progress(sys.stderr)
+    bar = None if args.json else Progress(sys.stderr, shown_fields(points))
     try:
         report = run_sweep(points, store, backend=args.backend, workers=args.workers, address=args.address,
                            on_result=bar, plugins=plugins, keep_stale=args.keep_stale)
@@ -133,14 +133,19 @@ def run(args) -> int:
               f"({report.failed} failed{again}) in {report.seconds:.1f} s -> {args.results}")
         for e in report.errors[:10]:
             print(f"  failed {e}")
+        if report.unfinished:
+            print(f"  {report.unfinished} point(s) left measured jobs unfinished at the time cap (jobs_unfinished in "
+                  "their rows): their averages leave those jobs out")
     return 1 if report.failed else 0
 
 
 class Progress:
-    """A progress bar on a terminal; one line per finished point otherwise."""
+    """A progress bar on a terminal; one line per finished point otherwise, naming the point's `keys`
+    (grid.shown_fields: its policy and every value the grid varies)."""
 
-    def __init__(self, stream, width: int = 30):
+    def __init__(self, stream, keys: list[str] | None = None, width: int = 30):
         self.stream = stream
+        self.keys = keys
         self.tty = stream.isatty()
         self.width = width
         self.start = time.monotonic()
@@ -154,7 +159,9 @@ class Progress:
         ran = done - self.first
         eta = elapsed / ran * (total - done) if ran else 0.0
         point = SweepPoint(**{k: res.row[k] for k in FIELDS})
-        status = "" if res.ok else " FAILED"
+        left = res.row.get("jobs_unfinished")
+        status = " FAILED" if not res.ok else \
+            f"  ({left} of {res.row.get('jobs_in_window')} measured jobs unfinished)" if left else ""
         if self.tty:
             fill = int(self.width * done / max(total, 1))
             line = (f"\r[{'#' * fill}{'.' * (self.width - fill)}] {done}/{total} points  "
@@ -162,7 +169,8 @@ class Progress:
             self.stream.write(line)
             self.shown = True
         else:
-            self.stream.write(f"[{done}/{total}] {_clock(elapsed)} ~{_clock(eta)} left  {point.describe()}{status}\n")
+            self.stream.write(f"[{done}/{total}] {_clock(elapsed)} ~{_clock(eta)} left  {point.describe(self.keys)}"
+                              f"{status}\n")
         self.stream.flush()
 
     def close(self) -> None:

@@ -73,11 +73,11 @@ def run(args) -> int:
                           token_source=args.token_file or "$GAVEL_NG_TOKEN")
     daemon.start()
     announce(f"worker {daemon.worker_id} listening on {args.bind}:{daemon.port}")
-    _stop_on_signals(daemon.stop_event)
+    seen = _stop_on_signals(daemon.stop_event)
     try:
         daemon.wait()
     finally:
-        daemon.stop()
+        daemon.stop(why=seen.get("signal", ""))
     if daemon.refusal is not None:      # a permanent refusal (wrong token, unknown type): one line, exit 2
         raise daemon.refusal
     return 0

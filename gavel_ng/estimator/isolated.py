@@ -100,3 +100,25 @@ def _weighted_nanmean(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
     total = w.sum(axis=0)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(total > 0, (np.where(ok, values, 0.0) * w).sum(axis=0) / total, np.nan)
+
+
+def fill_column(ref: IsolatedReference, worker: str, neighbors: int = 3) -> dict[JobKey, float]:
+    """Steps/s on `worker` for every key of `ref` that has none there, estimated from the keys that do
+    (a GPU type a table covers only in part: a few reference jobs measured on it). Each missing key
+    is compared, by its speed ratios over the types both know, with the keys measured on `worker`
+    (IsolatedModel's "similar jobs"); 0 where they cannot say (no common type)."""
+    w = ref.workers.index(worker)
+    has = np.isfinite(ref.log_iso[:, w])
+    if not has.any() or has.all():
+        return {}
+    sub = IsolatedReference(tuple(k for k, h in zip(ref.keys, has) if h), ref.workers, ref.log_iso[has])
+    model = IsolatedModel(sub, neighbors)
+    out = {}
+    for i in np.flatnonzero(~has).tolist():
+        key = ref.keys[i]
+        known = {ref.workers[j]: float(np.exp(v)) for j, v in enumerate(ref.log_iso[i]) if np.isfinite(v)}
+        if not known:
+            continue
+        est = model.estimate(known, model.neighbors_from_ratios(known, key[1]))
+        out[key] = float(est[w])
+    return out

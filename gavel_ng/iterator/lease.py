@@ -4,6 +4,8 @@ The worker daemon passes everything through environment variables (`JobEnv`); th
 lease itself comes from the scheduler (InitJob, UpdateLease). Renewals are asked in a
 background thread so a training step never waits on the network; if the scheduler
 cannot be reached the lease simply is not renewed and the job checkpoints at its end.
+Between renewals the job reports its step every `progress_seconds` (a sixth of a round,
+2 to 30 s), so `gavel-ng status` shows live progress; such a report renews nothing.
 """
 
 from __future__ import annotations
@@ -72,6 +74,8 @@ class LeaseClient:
         self.round_seconds = 0.0
         self.stale = False                 # the scheduler wrote this attempt off: stop, commit nothing
         self.checkpoint_step = 0           # newest checkpoint this attempt committed, sent with renewals
+        self.progress_seconds = 0.0        # between renewals, report the step this often (0: never)
+        self._reported = time.monotonic()
         sec = Security(env.token or "-", tls_ca=env.tls_ca)
         self.channel = open_channel(env.scheduler, sec)
         self.stub = Stub(self.channel, "Scheduler", env.token, timeout=10.0)
@@ -88,6 +92,7 @@ class LeaseClient:
             return
         self.steps_total = int(lease.steps_total) or self.steps_total
         self.round_seconds = float(lease.round_seconds)
+        self.progress_seconds = min(30.0, max(2.0, self.round_seconds / 6)) if self.round_seconds > 0 else 0.0
         self._apply(lease)
 
     def _apply(self, lease) -> None:
@@ -109,13 +114,23 @@ class LeaseClient:
     def maybe_renew(self, steps: int, compute_seconds: float, report=None) -> None:
         """Start a renewal request if one is due and none is in flight. `report()`, when given,
         is called only then: an adaptive job's AdaptiveReport travels with the request."""
+        now = time.monotonic()
         with self._lock:
-            due = self.renew_at is not None and time.monotonic() >= self.renew_at
-            if not due or (self._pending is not None and self._pending.is_alive()):
+            if self._pending is not None and self._pending.is_alive():
                 return
-            self.renew_at = None
+            due = self.renew_at is not None and now >= self.renew_at
+            progress = not due and 0 < self.progress_seconds <= now - self._reported
+            if not due and not progress:
+                return
+            self._reported = now
+            if due:
+                self.renew_at = None
         req = self.pb.UpdateLeaseRequest(job_id=self.env.job_id, attempt=self.env.attempt, steps=steps,
-                                         compute_seconds=compute_seconds, checkpoint_step=self.checkpoint_step)
+                                         compute_seconds=compute_seconds, checkpoint_step=self.checkpoint_step,
+                                         progress_only=progress)
+        if progress:
+            self._ask(req)                 # not kept for wait_pending: a renewal is asked with its own request
+            return
         if report is not None:
             from gavel_ng.protocol.reports import encode_report
 
@@ -132,7 +147,10 @@ class LeaseClient:
         try:
             self._apply(self._busy_retried(self.stub.UpdateLease, req, timeout, self.deadline - 1.0))
         except Exception as exc:
-            log.info("lease renewal failed (%s): stopping at the lease end", exc)
+            if req.progress_only:
+                log.debug("progress report failed (%s)", exc)
+            else:
+                log.info("lease renewal failed (%s): stopping at the lease end", exc)
 
     @staticmethod
     def _busy_retried(call, req, timeout: float, give_up: float):

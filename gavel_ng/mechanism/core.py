@@ -438,6 +438,16 @@ class RoundMechanism:
                                            plan.member_job, new, home)
         return Waitlist(build, self.topo, self.cfg.consolidate, rules, remember_in(self.placer))
 
+    def arrivals(self, new_jobs: JobView, plan: RoundPlan) -> Waitlist:
+        """The waiting entries of jobs that arrived after `plan` was made (in no allocation yet), each on
+        the types it runs on, fastest first, as a plan's own waitlist lists new jobs: what the runtime
+        offers GPUs that idle mid-round when a job arrives (runtime.backfill)."""
+        rows, single, sfs, J = self.rows, self._single, self._row_sf_list, self.J
+        pool, spread, home = self.col_pool, self.col_spread, self._home_col
+        build = lambda: waiting_candidates(np.zeros(0, np.int64), J, rows, single, sfs, pool, spread,   # noqa: E731
+                                           plan.member_job, new_jobs, home)
+        return Waitlist(build, self.topo, self.cfg.consolidate, self.placer.rules, remember_in(self.placer))
+
     def _quota_tally(self):
         rules = self.placer.rules
         return rules.quota_tally(list(self.topo.worker_types)) if rules is not None and rules.rules.quotas else None

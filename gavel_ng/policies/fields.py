@@ -3,8 +3,8 @@
 A policy gets a `Problem` (`p`, with `p.input`: SchedulingProblem) or a `RoundContext`
 (`ctx`); a wrong guess at a name was a bare AttributeError deep in a traceback. The three
 classes take `Fields`, whose `__getattr__` (called only when normal lookup fails) lists
-what exists; `call_policy` turns an AttributeError raised inside a user's policy (a plugin:
-code outside the package) into an InputError naming the policy and the plugin's line.
+what exists; `call_policy` turns an error raised inside a user's policy (a plugin: code outside
+the package) into a PolicyError naming the policy and the plugin's line.
 """
 
 from __future__ import annotations
@@ -12,8 +12,11 @@ from __future__ import annotations
 import difflib
 import functools
 import inspect
+import logging
 
-from ..errors import InputError
+from ..errors import InputError, PolicyError
+
+log = logging.getLogger(__name__)
 
 
 class Fields:
@@ -70,21 +73,40 @@ def is_user_code(fn) -> bool:
 
 
 def call_policy(name: str, fn, *args):
-    """`fn(*args)`; an AttributeError inside a user's policy becomes an InputError naming the policy (and
-    the line of its code that raised) and what exists, instead of a traceback."""
+    """`fn(*args)`, the policy's own code: an exception raised inside a user's policy (a plugin), or an
+    InputError inside a built-in one (a deliberate refusal, e.g. no prices), becomes a PolicyError naming
+    the policy and the line of its code that raised, instead of a traceback or a silent fallback. Any
+    other exception inside the package's own policies is a bug of ours and propagates as it is."""
     try:
         return fn(*args)
-    except AttributeError as exc:
-        if not is_user_code(fn):
+    except PolicyError:
+        raise
+    except Exception as exc:
+        if not (is_user_code(fn) or isinstance(exc, InputError)):
             raise
-        raise InputError("policy", name, f"failed{_where(exc, fn)}: {' '.join(str(exc).split())}") from None
+        log.debug("policy %s raised", name, exc_info=True)   # -vv: the whole traceback, for its author
+        text = " ".join(str(exc).split())
+        error = text if isinstance(exc, (AttributeError, InputError)) else f"{type(exc).__name__}: {text}"
+        raise PolicyError(name, _where(exc, fn) or defined_at(fn), error) from None
 
 
-def _where(exc: BaseException, fn) -> str:
-    """` at FILE:LINE`: the last frame of the policy's own file in the traceback."""
+def _code(fn):
     code = getattr(_target(fn), "__code__", None)
     if code is None:   # a class: its decide method's file
         code = getattr(getattr(_target(fn), "decide", None), "__code__", None)
+    return code
+
+
+def defined_at(fn) -> str:
+    """`FILE:LINE` where the policy's function (or class's decide) is defined ("" if unknown): where a
+    formulation error (a wrong return value, a non-DCP objective, contradicting constraints) points."""
+    code = _code(fn)
+    return f"{code.co_filename}:{code.co_firstlineno}" if code is not None else ""
+
+
+def _where(exc: BaseException, fn) -> str:
+    """`FILE:LINE`: the last frame of the policy's own file in the traceback ("" if none)."""
+    code = _code(fn)
     if code is None:
         return ""
     line, tb = None, exc.__traceback__
@@ -92,4 +114,4 @@ def _where(exc: BaseException, fn) -> str:
         if tb.tb_frame.f_code.co_filename == code.co_filename:
             line = tb.tb_lineno
         tb = tb.tb_next
-    return f" at {code.co_filename}:{line}" if line is not None else ""
+    return f"{code.co_filename}:{line}" if line is not None else ""

@@ -33,16 +33,16 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, PolicyError
 from ..rules.limits import enforce
 from .constraints import violations
-from .fields import call_policy
+from .fields import call_policy, defined_at
 from .layout import map_x
 from .objective import Objective, Solution
 from .partition import merge, relative_gap, split
 from .problem import Problem
 from .scheduling_problem import SchedulingProblem
-from .solving import repair, spread_over_types
+from .solving import FormulationError, repair, spread_over_types
 
 log = logging.getLogger(__name__)
 PolicyFn = Callable[[Problem], object]
@@ -83,22 +83,20 @@ class PolicySpec:
         return dict(inspect.signature(target).parameters)
 
     def option_names(self) -> list[str] | None:
-        """The options it declares (a round policy's keyword arguments; an allocation policy has none);
-        None: it takes any (**kwargs)."""
-        if not self.is_round:
-            return []
+        """The options it declares: its keyword arguments (a round policy's after `ctx`, an allocation
+        policy's after `p`, a class's constructor's); None: it takes any (**kwargs)."""
         params = self._params()
         if any(q.kind == q.VAR_KEYWORD for q in params.values()):
             return None
-        return [n for n, q in params.items() if q.kind == q.KEYWORD_ONLY or
-                (q.kind == q.POSITIONAL_OR_KEYWORD and n not in ("self", "ctx"))]
+        names = [n for n, q in params.items() if q.kind in (q.KEYWORD_ONLY, q.POSITIONAL_OR_KEYWORD)
+                 and n not in ("self", "ctx")]
+        if not self.is_round and not isinstance(self.fn, type):   # the first argument is the Problem
+            first = next((n for n, q in params.items() if q.kind != q.KEYWORD_ONLY), None)
+            names = [n for n in names if n != first]
+        return names
 
-    def decider(self, options: dict | None = None) -> Callable:
-        """A round policy's `decide(ctx)` for one run, with its `options` (keyword arguments of the
-        function, or of the class, which is built here once): InputError naming unknown ones."""
-        if not self.is_round:
-            raise InputError("policy", self.name, "is an allocation policy: it has no per-round decision")
-        options = dict(options or {})
+    def check_options(self, options: dict) -> None:
+        """InputError naming an option it does not declare, or a value not of its default's shape."""
         params = self._params()
         known = self.option_names()
         unknown = sorted(set(options) - set(known or ()))
@@ -107,6 +105,26 @@ class PolicySpec:
                              f"unknown; {self.name} takes {', '.join(known) if known else 'no options'}")
         for name, value in options.items():
             _check_option(self.name, name, value, params[name].default if name in params else None)
+
+    def bind(self, options: dict | None) -> PolicySpec:
+        """An allocation policy with its `options` given (keyword arguments of its function, checked):
+        what every solve of one run states."""
+        if self.is_round:
+            raise InputError("policy", self.name, "is a round policy: its options go to decider()")
+        if not options:
+            return self
+        self.check_options(options)
+        from functools import partial
+
+        return replace(self, fn=partial(self.fn, **options))
+
+    def decider(self, options: dict | None = None) -> Callable:
+        """A round policy's `decide(ctx)` for one run, with its `options` (keyword arguments of the
+        function, or of the class, which is built here once): InputError naming unknown ones."""
+        if not self.is_round:
+            raise InputError("policy", self.name, "is an allocation policy: it has no per-round decision")
+        options = dict(options or {})
+        self.check_options(options)
         if isinstance(self.fn, type):
             return self.fn(**options).decide
         if not options:
@@ -311,13 +329,14 @@ def agnostic_problem(inp: SchedulingProblem) -> SchedulingProblem:
 
 
 def solve(inp: SchedulingProblem, name: str, solver: str | None = None, partitions: int = 1,
-          seed: int = 0) -> Solution:
-    """Solve a registered policy on a scheduling problem.
+          seed: int = 0, options: dict | None = None) -> Solution:
+    """Solve a registered policy on a scheduling problem, with its `options` (keyword arguments of the
+    policy's function, PolicySpec.bind).
 
     `partitions=k > 1` splits jobs and GPUs into k random sub-problems solved in parallel
     (POP, SOSP'21) and merges them; see partition.py. Whatever the policy, the allocation
     keeps the problem's limits (quotas, labelled servers: gavel_ng.rules)."""
-    sol = _solve(inp, name, solver, partitions, seed)
+    sol = _solve(inp, name, solver, partitions, seed, options)
     if inp.limits is not None:
         real = Problem(inp)
         x = enforce(real, sol.x)
@@ -326,19 +345,21 @@ def solve(inp: SchedulingProblem, name: str, solver: str | None = None, partitio
     return sol
 
 
-def _solve(inp: SchedulingProblem, name: str, solver: str | None, partitions: int, seed: int) -> Solution:
+def _solve(inp: SchedulingProblem, name: str, solver: str | None, partitions: int, seed: int,
+           options: dict | None) -> Solution:
     spec = get_policy(name)
     if spec.is_round:
         raise InputError("policy", name, "is a round policy: it decides round by round, with no one-shot "
                                          "allocation to solve (simulate it, or run it on a cluster)")
+    spec = spec.bind(options)
     if spec.packed and inp.pairs is None and inp.combinations is None:
-        sol = solve(inp, spec.base, solver, partitions, seed)
+        sol = solve(inp, spec.base, solver, partitions, seed, options)
         sol.warnings.append(f"{name}: the problem has no pair throughputs (build it with space_sharing=True); "
                             "solved without space sharing")
         log.warning(sol.warnings[-1], extra={"kind": "packed policy without pair throughputs"})
         return sol
     if partitions > 1:
-        return solve_partitioned(inp, name, partitions, solver=solver, seed=seed)
+        return solve_partitioned(inp, name, partitions, solver=solver, seed=seed, options=options)
     if spec.symmetric and inp.combinations is None and inp.counts is None and inp.num_jobs > 1:
         classes, inverse = inp.job_classes()
         if classes.num_jobs < inp.num_jobs:
@@ -376,22 +397,30 @@ def _expand(sol: Solution, classes: SchedulingProblem, inp: SchedulingProblem, i
 
 
 def _run(spec: PolicySpec, p: Problem, solver: str | None) -> Solution:
-    out = call_policy(spec.name, spec.fn, p)
-    if isinstance(out, Solution):
-        if out.objective is None and spec.evaluate is not None:
-            out.objective = call_policy(spec.name, spec.evaluate, p, out.x)
-        return out
-    return p.solve(as_objective(p, out), solver)
+    """The policy stated and solved on p; what it states wrong (a return value that is no objective, a
+    non-DCP objective, constraints that admit no allocation) is a PolicyError naming it, as is an error
+    its code raises (fields.call_policy). A solver's own failure is not: it falls back (Solution.ok)."""
+    try:
+        out = call_policy(spec.name, spec.fn, p)
+        if isinstance(out, Solution):
+            if out.objective is None and spec.evaluate is not None:
+                out.objective = call_policy(spec.name, spec.evaluate, p, out.x)
+            return out
+        return p.solve(as_objective(p, out, spec), solver)
+    except FormulationError as exc:
+        raise PolicyError(spec.name, defined_at(spec.fn), str(exc)) from None
 
 
-def as_objective(p: Problem, out: object) -> Objective:
+def as_objective(p: Problem, out: object, spec: PolicySpec) -> Objective:
     if isinstance(out, Objective):
         return out
     import cvxpy as cp
 
     if isinstance(out, (cp.Maximize, cp.Minimize)):
         return Objective("cvxpy", cvx=out, problem=p)
-    raise TypeError(f"a policy must return an objective, got {type(out).__name__}")
+    what = "None (a missing return?)" if out is None else type(out).__name__
+    raise PolicyError(spec.name, defined_at(spec.fn), f"returned {what}: a policy returns an objective "
+                      "(p.maximize_min(...), p.maximize(...), cvxpy Maximize/Minimize) or a Solution")
 
 
 def objective_value(spec: PolicySpec, p: Problem, x: np.ndarray) -> float | None:
@@ -401,29 +430,29 @@ def objective_value(spec: PolicySpec, p: Problem, x: np.ndarray) -> float | None
     out = call_policy(spec.name, spec.fn, p)
     if isinstance(out, Solution):
         return None
-    return as_objective(p, out).value(x)
+    return as_objective(p, out, spec).value(x)
 
 
 def solve_partitioned(inp: SchedulingProblem, name: str, k: int, solver: str | None = None, seed: int = 0,
-                      compare: bool = False, workers: int | None = None) -> Solution:
+                      compare: bool = False, workers: int | None = None, options: dict | None = None) -> Solution:
     """POP (partition.py): k random sub-problems on 1/k of every pool's GPUs, solved in
     parallel and merged; the objective is evaluated on the full problem. `compare=True`
     also solves the full problem and reports the relative gap (warnings, `partition_gap`)."""
     start = time.perf_counter()
-    spec = get_policy(name)
+    spec = get_policy(name).bind(options)
     k = int(max(1, min(k, inp.num_jobs)))
     groups = split(inp, k, seed)
     subs = [inp.subset(g, 1.0 / k) for g in groups]
     cap = inp.capacity / k
     fits = ((inp.throughputs > 0) & (inp.scale_factors[:, None] <= cap[None, :])).any(axis=1)
     if k == 1 or not fits.all():
-        sol = solve(inp, name, solver)
+        sol = solve(inp, name, solver, options=options)
         if k > 1:
             sol.warnings.append(f"partitioning into {k} would leave job {inp.job_ids[int(np.argmin(fits))]} no type "
                                 "with enough GPUs; solved the whole problem instead")
         return sol
     with ThreadPoolExecutor(max_workers=workers or k) as pool:
-        sols = list(pool.map(lambda sub: solve(sub, name, solver), subs))
+        sols = list(pool.map(lambda sub: solve(sub, name, solver, options=options), subs))
     full = Problem(inp)
     x = repair(full, merge(full, groups, [(Problem(sub), sol.x) for sub, sol in zip(subs, sols)]))
     warnings = [w for s in sols for w in s.warnings]
@@ -432,7 +461,7 @@ def solve_partitioned(inp: SchedulingProblem, name: str, k: int, solver: str | N
                    time.perf_counter() - start, warnings, all(s.ok for s in sols))
     sol.partition_gap = None
     if compare:
-        ref = solve(inp, name, solver)
+        ref = solve(inp, name, solver, options=options)
         sol.partition_gap = relative_gap(value, ref.objective)
         sol.warnings.append(f"partitioned into {k}: objective {value:.6g} vs {ref.objective:.6g} "
                             f"for the full solve (relative gap {sol.partition_gap:.2%})")

@@ -32,6 +32,7 @@ import time
 
 import numpy as np
 
+from .fields import call_policy
 from .layout import Vars
 from .objective import Solution
 from .problem import Problem
@@ -49,8 +50,9 @@ SOLVER = "highs-simplex (warm)"
 class PolicySession:
     """A policy solved repeatedly on a cluster whose job set changes a little each time."""
 
-    def __init__(self, policy: str, capacity, warm: bool = True):
-        self.spec = get_policy(policy)
+    def __init__(self, policy: str, capacity, warm: bool = True, options: dict | None = None):
+        self.spec = get_policy(policy).bind(options)
+        self.options = dict(options or {})
         self.capacity = np.asarray(capacity, dtype=float)
         self._warm = WarmMaxMin(self.capacity) if warm else None
         self._rows = JobRows(self.spec) if warm and self.spec.per_job else None
@@ -64,7 +66,7 @@ class PolicySession:
             sol = self._solve_warm(inp)
             if sol is not None:
                 return sol
-        return solve(inp, self.spec.name, solver=solver)
+        return solve(inp, self.spec.name, solver=solver, options=self.options)
 
     def _solve_warm(self, inp: SchedulingProblem) -> Solution | None:
         """The warm solve, or None where the objective has another shape or HiGHS failed."""
@@ -81,7 +83,7 @@ class PolicySession:
                 return self._solve_kept(inp, kinds, slots, start)
             self._rows = None   # not of the warm shape after all: state whole problems from now on
         seen = Problem(agnostic_problem(inp) if self.spec.agnostic else inp)
-        stated = self.spec.fn(seen)
+        stated = call_policy(self.spec.name, self.spec.fn, seen)
         if isinstance(stated, Solution):   # the policy solves itself: nothing to keep warm
             self._warm = None
             return None
@@ -226,7 +228,7 @@ class JobRows:
         """State the policy on job i alone and keep its row as a new kind."""
         one = inp.subset([i])
         seen = Problem(agnostic_problem(one) if self.spec.agnostic else one)
-        objective = warm_objective(seen, self.spec.fn(seen))
+        objective = warm_objective(seen, call_policy(self.spec.name, self.spec.fn, seen))
         if objective is None:
             return None
         form = (objective.fill, objective.then is not None, objective.then_tol)

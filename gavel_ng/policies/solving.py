@@ -2,8 +2,11 @@
 
 Linear objectives are compiled to one sparse LP for HiGHS (dual simplex unless
 told otherwise: it measured fastest on these max-min LPs, see solver_bench/);
-cvxpy objectives go through cvxpy (Clarabel by default). A failure never escapes:
-the solution carries a warning and the isolated allocation, which is always valid.
+cvxpy objectives go through cvxpy (Clarabel by default). A solver's failure never escapes:
+the solution carries a warning and a valid fallback allocation (`Solution.ok` False). What is not
+the solver's failure but the formulation's does: constraints that admit no allocation at all
+raise `FormulationError` (the registry names the policy, errors.PolicyError): constraints that admit
+no allocation at all, a cvxpy objective or constraint that is not DCP.
 """
 
 from __future__ import annotations
@@ -28,6 +31,11 @@ CVXPY_HOLD_TOL = 1e-6   # an interior-point optimum is accurate to about this, r
 LP_SOLVERS = {"highs": "simplex", "highs-simplex": "simplex", "highs-ipm": "ipm", "highs-pdlp": "pdlp"}
 
 
+class FormulationError(Exception):
+    """What the policy stated cannot be solved by any solver: its own constraints admit no allocation
+    (validity alone always admits X = 0), or a cvxpy objective or constraint breaks the DCP rules."""
+
+
 def solve_objective(p: Layout, objective: Objective, solver: str | None = None) -> Solution:
     start = time.perf_counter()
     if p.num_vars == 0:
@@ -38,13 +46,15 @@ def solve_objective(p: Layout, objective: Objective, solver: str | None = None) 
         raise InputError("constraint", describe(nonlinear[0]), "a ratio objective (maximize_ratio) is solved as "
                          "one LP and takes only constraints linear in the allocation (e.g. built from p.thr)")
     cvxpy_path = objective.kind == "cvxpy" or bool(nonlinear) or (solver is not None and solver not in LP_SOLVERS)
+    if cvxpy_path:
+        check_dcp(objective, nonlinear)
     try:
         if cvxpy_path:
             x, name, status = _solve_cvxpy(p, objective, None if solver in LP_SOLVERS else solver)
         else:
             x, name, status = _solve_lp(p, objective, LP_SOLVERS[solver or "highs"])
-    except Exception as exc:  # a solver crash must not take the scheduler down
-        log.exception("solver raised")
+    except Exception as exc:  # a solver crash must not take the scheduler down: `finish` falls back and says why
+        log.debug("solver raised", exc_info=True)
         x, name, status = None, solver or ("clarabel" if cvxpy_path else "highs"), f"{type(exc).__name__}: {exc}"
     return finish(p, objective, x, name, status, start)
 
@@ -55,7 +65,13 @@ def finish(p: Layout, objective: Objective | None, x, name: str, status: str, st
     warnings: list[str] = []
     ok = x is not None and np.isfinite(x).all()
     if not ok:
-        x = feasible_point(p) if p.constraints else None
+        x = None
+        if p.constraints:
+            x, verdict = feasible_point(p)
+            # HiGHS on the linear rows alone, else (a constraint it cannot state) the solver's own verdict
+            if x is None and str(verdict if verdict is not None else status).lower().startswith("infeasible"):
+                raise FormulationError(f"the {len(p.constraints)} constraint(s) it adds admit no allocation "
+                                       f"(solver {name}: {status})")
         what = "an allocation that meets the policy's constraints" if x is not None else \
             "the isolated allocation (1/n of each type)"
         warnings.append(f"solver {name} failed ({status}); using {what}")
@@ -68,6 +84,18 @@ def finish(p: Layout, objective: Objective | None, x, name: str, status: str, st
             log.warning(warnings[-1], extra={"kind": "allocation misses a policy constraint"})
     value = objective.value(x) if objective is not None else None
     return Solution(p.allocation(x), x, value, name, time.perf_counter() - start, warnings, ok)
+
+
+def check_dcp(objective: Objective, constraints: list) -> None:
+    """FormulationError when a cvxpy objective or constraint breaks the DCP rules, which no solver takes
+    (cvxpy would raise DCPError at solve time, where it would read as a solver failure)."""
+    if objective.kind == "cvxpy" and not objective.cvx.is_dcp():
+        raise FormulationError(f"its objective {type(objective.cvx).__name__}(...) is not DCP: Maximize takes a "
+                               "concave expression, Minimize a convex one (cvxpy's disciplined convex programming)")
+    for c in constraints:
+        if not c.is_dcp():
+            raise FormulationError(f"its constraint {describe(c)} is not DCP (cvxpy's disciplined convex "
+                                   "programming: convex <= concave)")
 
 
 def repair(p: Vars, x: np.ndarray) -> np.ndarray:
@@ -168,15 +196,15 @@ def _fill_lp(p: Layout, x: np.ndarray) -> np.ndarray:
     return res.x if res.ok else x
 
 
-def feasible_point(p: Layout) -> np.ndarray | None:
-    """Any allocation meeting validity and the policy's linear constraints (None: there is none,
-    or some constraint is not linear)."""
+def feasible_point(p: Layout) -> tuple[np.ndarray | None, str | None]:
+    """Any allocation meeting validity and the policy's linear constraints (None: there is none, or
+    some constraint is not linear), and HiGHS's status of the search (None: a constraint is not linear)."""
     if p.user_rows.nonlinear:
-        return None
+        return None, None
     A, lo, hi = p.validity_rows()
     res = LinearProgram(np.zeros(p.num_vars), A, lo, hi, np.zeros(p.num_vars), np.ones(p.num_vars), True,
                         "simplex").run()
-    return res.x if res.ok else None
+    return (res.x if res.ok else None), res.status
 
 
 def widen(A: sp.csr_matrix, extra: int) -> sp.csr_matrix:

@@ -78,6 +78,13 @@ class JobStatus:
     entity: str | None = None                 # the entity its rules name (hierarchical policies, quotas)
     gpus: int = 0                             # GPUs its running attempt holds (adaptive jobs: changes)
     reason: str = ""                          # queued jobs: why it waits (gavel_ng.runtime.waiting)
+    submitted: float = 0.0                    # unix seconds
+    first_start: float | None = None          # its first launch (None: never started)
+    ended: float | None = None                # when it finished (None: unfinished)
+    preemptions: int = 0
+    gpu_seconds: dict[str, float] = field(default_factory=dict)   # of its ended attempts, by worker type
+    error: str = ""                           # why its last attempt failed (a failed job: why it failed)
+    user: str | None = None
 
     @classmethod
     def from_proto(cls, m: pb.JobInfo) -> JobStatus:
@@ -87,11 +94,35 @@ class JobStatus:
             ada = AdaptiveStatus.from_report(m.resizes, decode_report(m.report) if m.HasField("report") else None)
         rules = rules_from_json(s.rules, "spec.rules")
         return cls(m.job_id, s.name, s.job_type, s.scale_factor, m.status, m.steps_done, s.steps, m.steps_live,
-                   m.attempts, m.renewals, m.placement, ada, getattr(rules, "entity", None), m.gpus, m.reason)
+                   m.attempts, m.renewals, m.placement, ada, getattr(rules, "entity", None), m.gpus, m.reason,
+                   m.submitted, m.first_start or None, m.finished or None, m.preemptions, dict(m.gpu_seconds),
+                   m.error, getattr(rules, "user", None))
 
     @property
     def finished(self) -> bool:
         return self.status in ("done", "cancelled", "failed")
+
+    def waited(self, now: float) -> float:
+        """Seconds from submission to its first start (so far, while it never started)."""
+        end = self.first_start if self.first_start is not None else (self.ended or now)
+        return max(end - self.submitted, 0.0)
+
+    def elapsed(self, now: float) -> float | None:
+        """Seconds since its first start (to its end once finished); None while never started."""
+        if self.first_start is None:
+            return None
+        return max((self.ended or now) - self.first_start, 0.0)
+
+
+@dataclass(frozen=True)
+class ClassRates:
+    """What the policy believes of one job class: steps/s per worker type, and each figure's source
+    (measured, table, declared in a job file, or estimated from similar reference jobs)."""
+
+    job_type: str
+    scale_factor: int
+    rates: dict[str, float]
+    sources: dict[str, str]
 
 
 @dataclass(frozen=True)
@@ -129,6 +160,8 @@ class ClusterStatus:
     # a round policy's decision for the round in force, (job, worker type, GPUs) per job it runs; None: the
     # policy is an allocation policy (its time shares are `allocation`)
     decision: list[tuple[int, str, int]] | None = None
+    classes: list[ClassRates] = field(default_factory=list)   # the listed jobs' classes (what the policy believes)
+    now: float = 0.0               # the clock this status was taken at (the scheduler's, or the reader's)
 
     @property
     def jobs_total(self) -> int:
@@ -147,7 +180,9 @@ class ClusterStatus:
         return cls(workers, [JobStatus.from_proto(j) for j in m.jobs], alloc, list(m.worker_types), m.policy,
                    m.round, m.round_seconds, m.round_ends_in, m.renewals, m.launches, dict(m.throughputs),
                    job_counts=dict(m.job_counts), round_note=m.round_note,
-                   decision=[(e.job_id, e.worker_type, e.gpus) for e in m.decision] if m.round_policy else None)
+                   decision=[(e.job_id, e.worker_type, e.gpus) for e in m.decision] if m.round_policy else None,
+                   classes=[ClassRates(c.job_type, c.scale_factor, dict(c.rates), dict(c.sources))
+                            for c in m.classes], now=m.now or time.time())
 
 
 def placement_label(worker_type: str, placement: list[tuple[str, int]]) -> str:

@@ -32,6 +32,8 @@ MAX_PATH = 4096                   # working_dir: characters
 MAX_ARGS, MAX_COMMAND_BYTES = 256, 16384       # command: argv entries, and bytes of them all (UTF-8)
 MAX_ENV, MAX_ENV_BYTES = 64, 16384             # env: entries, and bytes of names and values (UTF-8)
 MAX_RULES_BYTES, MAX_ADAPTIVE_BYTES = 16384, 4096   # rules, adaptive: bytes of their JSON
+MAX_DECLARED = 64                 # throughputs: worker types a job may declare
+MIN_RATE, MAX_RATE = 1e-4, 1e5    # a declared rate (steps/s), as the scheduler bounds a measured one
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,13 @@ class JobSpec:
     env: dict[str, str] = field(default_factory=dict)
     rules: JobRules | None = None     # placement rules and owner (gavel_ng.rules), written inline in a job file
     adaptive: AdaptiveSpec | None = None   # adaptive mode (docs/elastic.md); None: a fixed job
+    # declared steps/s per worker type, for a class the throughput table lacks (its rates until measured)
+    throughputs: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def key(self) -> tuple[str, int]:
+        """Its class as the throughputs know it: (job type, scale factor)."""
+        return self.job_type, self.scale_factor
 
     @classmethod
     def from_dict(cls, data: object, where: str = "job") -> JobSpec:
@@ -61,10 +70,14 @@ class JobSpec:
         for key in ("job_type", "steps"):
             require(key in data, f"{where}.{key}", None, "required")
         command = data.get("command", ())
-        if isinstance(command, str):
-            command = command.split()
+        if isinstance(command, str):      # a shell line would be split wrongly (quotes, spaces in paths)
+            raise InputError(f"{where}.command", command, "must be a list of strings (argv), e.g. "
+                                                          f"{json.dumps(command.split())}")
         require(isinstance(command, (list, tuple)) and all(isinstance(c, str) for c in command),
                 f"{where}.command", command, "must be a list of strings (argv)")
+        declared = data.get("throughputs", {})
+        require(isinstance(declared, dict) and all(isinstance(k, str) for k in declared), f"{where}.throughputs",
+                declared, 'must map worker types to steps/s, e.g. {"v100": 80.0, "k80": 21.5}')
         env = data.get("env", {})
         require(isinstance(env, dict) and all(isinstance(v, str) for v in env.values()),
                 f"{where}.env", env, "must map names to strings")
@@ -74,7 +87,8 @@ class JobSpec:
                    weight=data.get("weight", 1.0), slo_s=data.get("slo_s"), name=data.get("name", ""),
                    command=tuple(command), working_dir=data.get("working_dir", ""), size=data.get("size", "full"),
                    env=dict(env), rules=parse_job_rules(data, where),
-                   adaptive=_adaptive(data.get("adaptive"), data["job_type"], f"{where}.adaptive"))
+                   adaptive=_adaptive(data.get("adaptive"), data["job_type"], f"{where}.adaptive"),
+                   throughputs={k.lower(): v for k, v in declared.items()})
         spec.check(where)
         return spec
 
@@ -89,11 +103,27 @@ class JobSpec:
         if self.slo_s is not None:
             require(is_number(self.slo_s) and self.slo_s > 0, f"{where}.slo_s", self.slo_s, "must be positive seconds")
         self._check_sizes(where)
+        require(not self.working_dir or self.working_dir.startswith("/"), f"{where}.working_dir", self.working_dir,
+                "must be an absolute path (on the workers): a relative one would resolve against each worker's "
+                "own directory")
+        self._check_declared(where)
         require(self.size in SIZES, f"{where}.size", self.size, f"must be one of {', '.join(SIZES)}")
         for key in self.env:
             require(bool(_ENV_NAME.match(key)), f"{where}.env", key, "not an environment variable name")
             require(key not in RESERVED_ENV and not key.startswith("GAVEL_NG_"), f"{where}.env", key,
                     "reserved: the worker sets it")
+
+    def _check_declared(self, where: str) -> None:
+        """Declared rates: worker type -> steps/s, finite, in [MIN_RATE, MAX_RATE] or 0 (cannot run there)."""
+        require(len(self.throughputs) <= MAX_DECLARED, f"{where}.throughputs", f"{len(self.throughputs)} types",
+                f"at most {MAX_DECLARED} worker types")
+        for w, v in self.throughputs.items():
+            require(bool(w.strip()) and len(w) <= MAX_TEXT, f"{where}.throughputs", w, "not a worker type name")
+            require(is_number(v) and (v == 0 or MIN_RATE <= v <= MAX_RATE), f"{where}.throughputs.{w}", v,
+                    f"must be steps/s in [{MIN_RATE:g}, {MAX_RATE:g}], or 0 (cannot run there)")
+        if self.throughputs:
+            require(any(v > 0 for v in self.throughputs.values()), f"{where}.throughputs", self.throughputs,
+                    "declares no worker type the job can run on")
 
     def _check_sizes(self, where: str) -> None:
         """Every field bounded, so that a queue of jobs fits in memory and its status in a reply."""
@@ -117,7 +147,8 @@ class JobSpec:
                           weight=self.weight, slo_s=self.slo_s or 0.0, command=list(self.command),
                           working_dir=self.working_dir, size=self.size, env=self.env,
                           rules=json.dumps(self.rules.to_dict()) if self.rules is not None else "",
-                          adaptive=json.dumps(self.adaptive.to_dict()) if self.adaptive is not None else "")
+                          adaptive=json.dumps(self.adaptive.to_dict()) if self.adaptive is not None else "",
+                throughputs=self.throughputs)
 
     @classmethod
     def from_proto(cls, m: pb.JobSpec) -> JobSpec:
@@ -125,14 +156,16 @@ class JobSpec:
         return cls(job_type=m.job_type, steps=m.steps, scale_factor=m.scale_factor or 1, weight=m.weight or 1.0,
                    slo_s=m.slo_s or None, name=m.name, command=tuple(m.command), working_dir=m.working_dir,
                    size=m.size or "full", env=dict(m.env), rules=rules_from_json(m.rules, "jobs.rules"),
-                   adaptive=adaptive_from_json(m.adaptive, m.job_type, "jobs.adaptive"))
+                   adaptive=adaptive_from_json(m.adaptive, m.job_type, "jobs.adaptive"),
+                   throughputs=dict(m.throughputs))
 
     def to_dict(self) -> dict:
         return {"job_type": self.job_type, "steps": self.steps, "scale_factor": self.scale_factor,
                 "weight": self.weight, "slo_s": self.slo_s, "name": self.name, "command": list(self.command),
                 "working_dir": self.working_dir, "size": self.size, "env": dict(self.env),
                 **(self.rules.to_dict() if self.rules is not None else {}),
-                **({"adaptive": self.adaptive.to_dict()} if self.adaptive is not None else {})}
+                **({"adaptive": self.adaptive.to_dict()} if self.adaptive is not None else {}),
+                **({"throughputs": dict(self.throughputs)} if self.throughputs else {})}
 
 
 def _clip(text: str) -> str:

@@ -9,6 +9,12 @@ chosen job becomes an assignment of the current round: the executor launches it 
 with a lease that ends at the round boundary (renewed there only if the next plan keeps it on
 the same GPUs). A `backfill` event records each choice.
 
+A job submitted mid-round is not in that waitlist. When GPUs idle (no live attempt holds them and
+no job of the round waits for them), it is offered them at once, within a tick, through the same
+choice: the mechanism's waitlist of jobs no allocation knows yet (`RoundMechanism.arrivals`, each
+on its fastest types first, placement's server rules and quotas as above). The next plan admits it
+and the policy's allocation takes over from there.
+
 Nothing starts with less than a quarter round left (mechanism.backfill.worth_starting, with no
 modeled start-up: a launch's real cost is what that bound is for), nor once the next round's plan
 is published (at most 30 s, and 30 % of a round, before the boundary): every backfill happens
@@ -34,9 +40,11 @@ log = logging.getLogger(__name__)
 class LiveBackfill:
     """`gpu_map()`: the (worker id, local GPU) of each GPU number of the plans (the planner's)."""
 
-    def __init__(self, executor, gpu_map: Callable[[], list[tuple[str, int]]]):
+    def __init__(self, executor, gpu_map: Callable[[], list[tuple[str, int]]], arrivals=None):
         self.ex = executor
         self.gpu_map = gpu_map
+        self.arrivals = arrivals                   # (JobView, plan) -> Waitlist of jobs no allocation knows
+        self._offered: tuple[int, int] | None = None   # (arrivals, ended) when arrivals were last offered GPUs
         self.pending: RoundPlan | None = None      # the plan published for the next round
         self.plan: RoundPlan | None = None         # the current round's
         self.entries: list[tuple[Backfilled, float]] = []   # what was backfilled this round, and when
@@ -50,6 +58,7 @@ class LiveBackfill:
     def begin(self) -> None:
         self.plan, self.pending = self.pending, None
         self.entries, self.ended = [], 0
+        self._offered = None
 
     def tick(self, now: float) -> None:
         """Offer GPUs freed since the last look to the waitlist (state lock held)."""
@@ -64,9 +73,7 @@ class LiveBackfill:
             return
         self.ended = len(ended)
         gmap = self.gpu_map()
-        taken = {p for j in st.jobs.values() if j.live is not None for p in j.live.placement}
-        taken.update(p for m, a in ex.current.items() if m not in ended for p in a.placement)
-        free = np.array([p not in taken and ex._alive(p[0]) for p in gmap], bool)
+        free = self._free(gmap, ended)
         if not free.any():
             return
         busy = set(ex.current) | {m for m, j in st.jobs.items() if j.live is not None}
@@ -76,11 +83,46 @@ class LiveBackfill:
             if not self._assign(b, gmap, now):
                 break
 
+    def _free(self, gmap, ended: set[int]) -> np.ndarray:
+        """Per GPU of the plan: no live attempt holds it, no job of the round still waits for it, alive."""
+        ex = self.ex
+        taken = {p for j in ex.state.jobs.values() if j.live is not None for p in j.live.placement}
+        taken.update(p for m, a in ex.current.items() if m not in ended for p in a.placement)
+        return np.array([p not in taken and ex._alive(p[0]) for p in gmap], bool)
+
+    def arrive(self, now: float) -> None:
+        """Offer idle GPUs to the jobs submitted since the round was planned (state lock held): when one
+        arrived or the round's jobs ended since the last offer (module docstring)."""
+        ex, plan, st = self.ex, self.plan, self.ex.state
+        if self.arrivals is None or plan is None or self.pending is not None or ex.round_end is None \
+                or now >= ex.round_end or not st.arrivals:
+            return
+        if self._offered == (len(st.arrivals), self.ended) or not worth_starting(ex.round_end - now, 0.0, ex.L):
+            return
+        self._offered = (len(st.arrivals), self.ended)
+        held = ex.waiting.held if ex.waiting is not None else {}     # admission holds them back
+        new = [m for m in dict.fromkeys(st.arrivals) if (j := st.jobs.get(m)) is not None and j.status == "queued"
+               and j.live is None and m not in ex.current and not j.fenced(now) and m not in held]
+        if not new:
+            return
+        ended = {m for m in ex.current if (j := st.jobs.get(m)) is None or j.status in FINISHED
+                 or j.blocked_round == st.round_no}
+        gmap = self.gpu_map()
+        free = self._free(gmap, ended)
+        if not free.any():
+            return
+        busy = set(ex.current) | {m for m, j in st.jobs.items() if j.live is not None}
+        waiting = self.arrivals(ex.job_view(new), plan)
+        holding = self._holding(plan, ended) if waiting.rules is not None else ()
+        for b in waiting.choose(free, busy, holding):
+            if not self._assign(b, gmap, now, "arrival"):
+                break
+
     def _holding(self, plan: RoundPlan, ended: set[int]) -> list[tuple[tuple[int, ...], int, int]]:
         out = [(k, int(t), int(sf)) for k, t, sf in zip(plan.keys, plan.types, plan.sfs) if not ended.issuperset(k)]
         return out + [(b.key, b.type, b.sf) for b, _ in self.entries if not ended.issuperset(b.key)]
 
-    def _assign(self, b: Backfilled, gmap, now: float) -> bool:
+    def _assign(self, b: Backfilled, gmap, now: float, why: str = "freed") -> bool:
         """The chosen entry joins the current round (recorded first: a refused write assigns nothing)."""
         from .executor import Assignment
 
@@ -91,14 +133,15 @@ class LiveBackfill:
             with st.store.transaction():
                 for m in b.key:
                     st.store.event("backfill", job_id=m, round_no=st.round_no, worker_type=worker_type,
-                                   placement=[list(p) for p in placement], seconds_left=round(ex.round_end - now, 3))
+                                   placement=[list(p) for p in placement], seconds_left=round(ex.round_end - now, 3),
+                                   why=why)
         except StoreError:
             return False
         for m in b.key:
             partner = next((x for x in b.key if x != m), None)
             ex.current[m] = Assignment(m, placement, worker_type, b.consolidated, partner)
         self.entries.append((b, now))
-        log.info("backfill: job(s) %s on %s for the %.0f s left of round %d", ",".join(map(str, b.key)),
+        log.info("backfill (%s): job(s) %s on %s for the %.0f s left of round %d", why, ",".join(map(str, b.key)),
                  worker_type, ex.round_end - now, st.round_no, extra={"jobs": list(b.key)})
         return True
 

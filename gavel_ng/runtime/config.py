@@ -13,31 +13,43 @@ from pathlib import Path
 
 from ..errors import InputError, read_json, require
 from ..protocol.jobspec import JobSpec, is_int, is_number
-from ..throughputs import BUILTIN_TABLES, ThroughputTable
+from ..throughputs import BUILTIN_TABLES
+from .measured import MeasuredTable
 
 
-def validate_submission(spec: JobSpec, table: ThroughputTable, worker_types: list[str], where: str,
+def validate_submission(spec: JobSpec, table: MeasuredTable, worker_types: list[str], where: str,
                         estimated: bool = False) -> None:
     """What the scheduler checks before accepting a job: it must be schedulable on this cluster.
 
-    With the estimator (`estimated`), a job type the table does not know is accepted when
-    the job brings its own command: its throughputs are estimated from similar reference
-    jobs at its scale factor and refined by what it measures.
+    A job's `job_type` is its class: a row of the throughput table (one of the paper's jobs), or a
+    name of the user's own. A class of its own needs a `command` (the built-in runner knows only the
+    table's jobs); its rates are what it measures, else what its job file declares (`throughputs`),
+    else an estimate from similar reference jobs (runtime.measured). With the full estimator
+    (`estimated`, `"estimator": true`) an undeclared class needs reference jobs at its scale factor.
     """
     spec.check(where)
-    if spec.job_type not in table.job_types:
-        if not estimated:
-            raise InputError(f"{where}.job_type", spec.job_type, "unknown job type (not in the throughput table; "
-                                                                 "set \"estimator\": true to estimate new types)")
-        if not spec.command:
-            raise InputError(f"{where}.command", [], f"required: {spec.job_type!r} is not a built-in job type")
-        scales = sorted({k[1] for w in worker_types for k in table.isolated.get(w, {})})
-        if spec.scale_factor not in scales:
-            raise InputError(f"{where}.scale_factor", spec.scale_factor,
-                             f"no reference jobs at this scale factor (have {scales})")
-        return
     key = (spec.job_type, spec.scale_factor)
-    if not any(table.get(key, w) > 0 for w in worker_types):
+    if not table.known(key):
+        if spec.job_type in table.base.job_types and not spec.command:
+            raise InputError(f"{where}.scale_factor", spec.scale_factor,
+                             f"no throughput for {spec.job_type} at this scale factor")
+        if not spec.command:
+            raise InputError(f"{where}.command", [], f"required: {spec.job_type!r} is not one of the throughput "
+                                                     "table's job types, so the built-in runner cannot run it; give "
+                                                     "the argv that starts your script")
+        _check_declared(spec, table, worker_types, where)
+        if estimated and not spec.throughputs:
+            scales = sorted({k[1] for w in worker_types for k in table.base.isolated.get(w, {})})
+            if spec.scale_factor not in scales:
+                raise InputError(f"{where}.scale_factor", spec.scale_factor,
+                                 f"no reference jobs at this scale factor (have {scales}); declare its "
+                                 "throughputs in the job file")
+        return
+    if spec.throughputs:
+        raise InputError(f"{where}.throughputs", spec.throughputs,
+                         f"{spec.job_type!r} is a job type of the throughput table, whose rates (corrected by "
+                         "measurements) it runs by; declare rates only for a class of your own (another job_type)")
+    if not any(table.base.get(key, w) > 0 for w in worker_types):
         raise InputError(f"{where}.scale_factor", spec.scale_factor,
                          f"no throughput for {spec.job_type} at this scale factor on {', '.join(worker_types)}")
     if not spec.command:
@@ -50,15 +62,31 @@ def validate_submission(spec: JobSpec, table: ThroughputTable, worker_types: lis
                                                      "Gavel job types") from None
 
 
+def _check_declared(spec: JobSpec, table: MeasuredTable, worker_types: list[str], where: str) -> None:
+    """A new class's declared rates: for this cluster's worker types, and the class's first declaration."""
+    for w in spec.throughputs:
+        require(w in worker_types, f"{where}.throughputs", w,
+                f"not a worker type of this cluster ({', '.join(worker_types)})")
+    key = (spec.job_type, spec.scale_factor)
+    before = table.declared.get(key)
+    if spec.throughputs and before is not None and before != spec.throughputs:
+        raise InputError(f"{where}.throughputs", spec.throughputs,
+                         f"class {spec.job_type!r} x{spec.scale_factor} was declared with {before} by an earlier "
+                         "job: declare the same rates, none (its measurements and that declaration are used), or "
+                         "name another class")
+
+
 @dataclass(frozen=True)
 class ClusterConfig:
     """The scheduler's cluster config file (JSON); flags override policy and round length."""
 
     worker_types: tuple[str, ...] = ("v100", "p100", "k80")
-    throughputs: str | None = None           # gavel-osdi20, a .json or a .csv table; None: the built-in model
+    # gavel-osdi20, a .json or a .csv table, or a list of them (later ones add to earlier ones); types none of
+    # them covers: the built-in model (runtime.tables)
+    throughputs: str | tuple[str, ...] | None = None
     prices: dict[str, float] = field(default_factory=dict)
     policy: str = "las"
-    policy_options: dict = field(default_factory=dict)   # a round policy's options (keyword arguments)
+    policy_options: dict = field(default_factory=dict)   # the policy's options (keyword arguments of its function)
     plugins: tuple[str, ...] = ()            # policy plugins (FILE.py relative to the config, or MODULE)
     round_seconds: float | None = None       # None: the policy's declared interval (resolved())
     lease_renewals: bool = True
@@ -94,9 +122,13 @@ class ClusterConfig:
                     f"unknown field; known: {', '.join(sorted(known))}")
         if "worker_types" in data:
             wt = data["worker_types"]
-            require(isinstance(wt, list) and wt and all(isinstance(w, str) and w for w in wt),
+            require(isinstance(wt, list) and wt and all(isinstance(w, str) and w.strip() for w in wt),
                     "cluster-config.worker_types", wt, "must be a non-empty list of names")
-            data = {**data, "worker_types": tuple(dict.fromkeys(w.lower() for w in wt))}
+            names = [w.strip().lower() for w in wt]
+            twice = next((w for i, w in enumerate(names) if w in names[:i]), None)
+            require(twice is None, "cluster-config.worker_types", twice,
+                    "listed twice: each worker type once (a worker's --gpu-type names one of them)")
+            data = {**data, "worker_types": tuple(names)}
         base = path.parent
         if "plugins" in data:
             plugins = data["plugins"]
@@ -105,7 +137,14 @@ class ClusterConfig:
             from ..policies.plugins import is_file_spec
 
             data["plugins"] = tuple(str(base / x) if is_file_spec(x) else x for x in plugins)
+        if isinstance(data.get("throughputs"), list):
+            tables = data["throughputs"]
+            require(tables and all(isinstance(x, str) and x for x in tables), "cluster-config.throughputs", tables,
+                    "must be a table (a built-in name or a path) or a non-empty list of them")
+            data["throughputs"] = tuple(x if x in BUILTIN_TABLES else str(base / x) for x in tables)
         for key in ("throughputs", "checkpoint_root", "token_file", "tls_cert", "tls_key", "tls_ca"):
+            if key == "throughputs" and isinstance(data.get(key), tuple):
+                continue
             if data.get(key) is not None:
                 require(isinstance(data[key], str), f"cluster-config.{key}", data[key], "must be a path")
                 if not (key == "throughputs" and data[key] in BUILTIN_TABLES):  # a name, not a file
@@ -121,6 +160,8 @@ class ClusterConfig:
         if self.round_seconds is not None:
             positive("round_seconds", self.round_seconds)
         positive("heartbeat_seconds", self.heartbeat_seconds)
+        twice = next((w for i, w in enumerate(self.worker_types) if w in self.worker_types[:i]), None)
+        require(twice is None, "cluster-config.worker_types", twice, "listed twice: each worker type once")
         for name in ("grace_seconds", "worker_timeout_seconds"):
             if getattr(self, name) is not None:
                 positive(name, getattr(self, name))
@@ -167,15 +208,12 @@ class ClusterConfig:
 
         A round policy honours the rules through placement and admission, and the estimator
         through the throughputs it believes; it decides every round itself, so it gives jobs
-        whole GPUs (no space sharing). An allocation policy takes no options."""
-        if not spec.is_round:
-            require(not self.policy_options, "cluster-config.policy_options", self.policy_options,
-                    f"{spec.name} is an allocation policy: it takes no options")
-            return
-        require(not self.space_sharing, "cluster-config.space_sharing", True,
-                f"{spec.name} is a round policy: it gives jobs whole GPUs")
+        whole GPUs (no space sharing). Either kind takes the options its function declares."""
+        if spec.is_round:
+            require(not self.space_sharing, "cluster-config.space_sharing", True,
+                    f"{spec.name} is a round policy: it gives jobs whole GPUs")
         try:
-            spec.decider(self.policy_options)
+            spec.decider(self.policy_options) if spec.is_round else spec.bind(self.policy_options)
         except InputError as exc:
             raise InputError("cluster-config.policy_options", exc.value, exc.reason) from None
         except (TypeError, ValueError) as exc:    # the policy's own check of a value

@@ -95,6 +95,7 @@ class DeployExecutor:
         self.idle = False                     # the last plan ran nothing: no round is counting down
         self.waiting = None                   # runtime.waiting.Waiting: why each queued job waits, per plan
         self.backfill = None                  # runtime.backfill.LiveBackfill: freed GPUs run waiting jobs mid-round
+        self.on_publish: Callable[[], None] | None = None   # after each plan is published (lock not held)
 
     # ----- Executor protocol ---------------------------------------------------------------
     def now(self) -> float:
@@ -106,6 +107,7 @@ class DeployExecutor:
             out = sorted(m for m, j in st.jobs.items() if not j.admitted and j.status not in FINISHED)
             for m in out:
                 st.jobs[m].admitted = True
+            st.arrivals.clear()               # the next plan knows them: mid-round arrivals start over
             return out
 
     def refuse(self, job: int, reason: str) -> None:
@@ -145,6 +147,8 @@ class DeployExecutor:
             if self.waiting is not None:
                 self.waiting.update({m: placement_label(a.worker_type, a.placement) for m, a in desired.items()})
             self.state.cv.notify_all()
+        if self.on_publish is not None:
+            self.on_publish()
         return desired
 
     # ----- rounds ---------------------------------------------------------------------------
@@ -213,6 +217,7 @@ class DeployExecutor:
                     self.on_topology_change()
                 if self.backfill is not None:
                     self.backfill.tick(now)
+                    self.backfill.arrive(now)
                 launches = self._pick_launches(now)
             self.send_kills(kills)
             for job, att in launches:
@@ -237,7 +242,8 @@ class DeployExecutor:
         out = []
         for m, a in self.current.items():
             job = st.jobs.get(m)
-            if job is None or job.status in FINISHED or job.live is not None or job.blocked_round == st.round_no:
+            if job is None or job.status in FINISHED or job.live is not None or job.blocked_round == st.round_no \
+                    or now < job.retry_at:        # a failed attempt: the next round, and its backoff
                 continue
             if job.fenced(now):               # a written-off attempt may still run: not beside it
                 continue
@@ -269,7 +275,8 @@ class DeployExecutor:
                       self.round_end, job.steps_done, partner=a.partner)
         with st.store.transaction():           # recorded first: a launch the store refused never happens
             st.store.add_attempt(job.job_id, att.attempt, att.placement, a.worker_type, now, job.steps_done)
-            st.store.update_job(job.job_id, status="running", attempts=att.attempt)
+            st.store.update_job(job.job_id, status="running", attempts=att.attempt,
+                                **({"first_start": now} if job.first_start is None else {}))
             st.store.set_meta("launches", st.stats["launches"] + 1)
             st.store.event("launch", job_id=job.job_id, round_no=st.round_no, attempt=att.attempt,
                            worker_type=a.worker_type, placement=[list(p) for p in a.placement],
@@ -278,6 +285,10 @@ class DeployExecutor:
                  placement_label(a.worker_type, att.placement), extra={"jobs": [job.job_id]})
         job.attempts = att.attempt
         job.live = att
+        if job.first_start is None:
+            job.first_start = now
+            if st.book.on_start is not None:
+                st.book.on_start(job)
         st.attempt_started(att)
         job.status = "running"
         st.stats["launches"] += 1
@@ -320,7 +331,8 @@ class DeployExecutor:
         with st.lock:
             for wid in att.workers:       # the attempt ends here, counted as a failure
                 st.report(DoneReport(worker_id=wid, job_id=job.job_id, attempt=att.attempt, exit_code=-1, steps=-1,
-                                     reason="launch-failed"))
+                                     reason="launch-failed",
+                                     detail=f"worker {w.worker_id} refused RunJob ({code.name if code else exc})"))
         self.send_kills([Kill(st.workers[x], job.job_id, att.attempt)
                          for x in att.workers if x != w.worker_id and self._alive(x)])
 
@@ -358,9 +370,12 @@ class DeployExecutor:
             return self._lease(job, att, False)
 
     def update_lease(self, job_id: int, attempt: int, steps: int, compute_seconds: float,
-                     report: AdaptiveReport | None = None, checkpoint_step: int = 0) -> Lease:
+                     report: AdaptiveReport | None = None, checkpoint_step: int = 0,
+                     progress_only: bool = False) -> Lease:
         """Renewed iff the job runs on exactly the same GPUs in the round its lease ends into.
-        `checkpoint_step`: the attempt's newest committed checkpoint, the job's progress so far."""
+        `checkpoint_step`: the attempt's newest committed checkpoint, the job's progress so far.
+        `progress_only`: a report between renewals, for status: its step is kept in memory (this job's
+        entry only), nothing is measured, stored or renewed, and the lease is answered as it stands."""
         st = self.state
         with st.cv:
             job, att, stale = self._attempt(job_id, attempt)
@@ -370,6 +385,9 @@ class DeployExecutor:
             if step > job.steps_done:
                 st.store.update_job(job.job_id, steps_done=step)
                 job.steps_done = step
+            if progress_only:
+                job.steps_live = max(job.steps_live, int(steps))
+                return self._lease(job, att, False)
             st.progress(job, att, steps, compute_seconds, report)
             if not self.renewals:
                 return self._lease(job, att, False)

@@ -13,6 +13,7 @@ kills it and the iterator commits nothing more. Two attempts never train side by
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -26,6 +27,12 @@ from .store import Store, StoreError
 
 log = logging.getLogger(__name__)
 FINISHED = ("done", "cancelled", "failed")
+# an attempt that ends like these failed, whatever its exit status: it never started (working_dir
+# missing, command not found), or it exited without GavelIterator's end-of-run report (a script that
+# does not iterate one, or one that returned before its first step)
+FAILED_STARTS = ("launch-failed", "no-result")
+BACKOFF_S, BACKOFF_MAX_S = 2.0, 120.0     # after the f-th failure in a row: no relaunch for 2 s x 2^(f-1), <= 2 min
+MAX_DETAIL = 500                          # characters of a failure's description kept
 
 
 @dataclass(frozen=True)
@@ -47,7 +54,13 @@ class DoneReport:
     steps_run: int = 0                   # steps this attempt ran
     compute_seconds: float = 0.0         # ... in this much training time
     wall_seconds: float = 0.0
-    reason: str = ""                     # exited | launch-failed | killed | killed-lease | ...
+    reason: str = ""                     # exited | launch-failed | no-result | killed | killed-lease
+    detail: str = ""                     # what went wrong, for people (the worker's words, clipped)
+
+    @property
+    def failed(self) -> bool:
+        """The attempt failed on this worker: a crash (exit status not 0), or it never really ran."""
+        return self.reason in FAILED_STARTS or (self.exit_code != 0 and self.reason == "exited")
 
 
 @dataclass
@@ -106,6 +119,11 @@ class JobState:
     fence: Fence | None = None          # a lost attempt not yet known dead: no relaunch meanwhile
     reason: str = ""                    # while queued: why it waits, as last decided and stored (runtime.waiting)
     waits_for_round: bool = False       # ... a reason a later round may end (status adds when it starts)
+    first_start: float | None = None    # the paper's metrics: first launch (queueing delay = it - submitted)
+    preemptions: int = 0                # attempts that stopped short of the job's end without failing
+    gpu_seconds: dict[str, float] = field(default_factory=dict)   # GPU-seconds of its ended attempts, by type
+    error: str = ""                     # why its last attempt failed ("" once one ran without failing)
+    retry_at: float = 0.0               # after a failure: no relaunch before this (time.time(), backoff)
 
     def fenced(self, now: float) -> bool:
         if self.fence is not None and (not self.fence.workers or now >= self.fence.until):
@@ -140,14 +158,20 @@ class JobBook:
         self.current_round = current_round
         self.finished: list[int] = []        # drained by the executor each round
         self.tally: Counter = Counter()      # since start: preempted, crashed, lost, failed (metrics)
+        self.on_done: Callable[[JobState], None] | None = None     # metrics: a job finished its steps
+        self.gpu_seconds_total: Counter = Counter()               # GPU-seconds of every ended attempt, by type
+        self.on_start: Callable[[JobState], None] | None = None    # metrics: a job's first attempt launched
 
     # ----- restore ------------------------------------------------------------------------
     def restore_jobs(self) -> None:
         for row in self.store.load_jobs():
             status = row.status if row.status in FINISHED else "queued"
+            self.gpu_seconds_total.update(row.gpu_seconds)
             self.jobs[row.job_id] = JobState(row.job_id, row.spec, row.submitted, status, row.steps_done,
                                              max(row.steps_live, row.steps_done), row.finished, row.attempts,
-                                             row.failures, row.renewals, reason=row.reason)
+                                             row.failures, row.renewals, reason=row.reason,
+                                             first_start=row.first_start, preemptions=row.preemptions,
+                                             gpu_seconds=dict(row.gpu_seconds), error=row.error)
 
     def restore_attempts(self) -> None:
         """Attempts the store says still run: live again until their workers claim them (or not)."""
@@ -178,17 +202,23 @@ class JobBook:
             self._record_finish(job, status, steps, now)
         self._apply_finish(job, status, steps, now)
 
-    def _record_finish(self, job: JobState, status: str, steps: int, now: float) -> None:
+    def _record_finish(self, job: JobState, status: str, steps: int, now: float, error: str = "") -> None:
         live = max(job.steps_live, steps)     # a cancel keeps the progress last reported (991/5000 stays)
         self.store.update_job(job.job_id, status=status, finished=now, steps_done=steps, steps_live=live)
-        self.store.event(status if status != "done" else "finish", job_id=job.job_id, steps=steps, steps_live=live)
+        self.store.event(status if status != "done" else "finish", job_id=job.job_id, steps=steps, steps_live=live,
+                         **({"error": error} if error else {}))
 
     def _apply_finish(self, job: JobState, status: str, steps: int, now: float) -> None:
         job.status, job.finished, job.steps_done = status, now, steps
+        job.steps_live = max(job.steps_live, steps)
         if status == "failed":
             self.tally["failed"] += 1
-        log.info("job %d %s at step %d of %d", job.job_id, "finished" if status == "done" else status, steps,
-                 job.spec.steps, extra={"jobs": [job.job_id]})
+        elif status == "done" and self.on_done is not None:
+            self.on_done(job)
+        checkpoint = f" (last checkpoint at step {steps})" if job.steps_live > steps else ""
+        why = f": {job.error}" if status == "failed" and job.error else ""
+        log.info("job %d %s at step %d of %d%s%s", job.job_id, "finished" if status == "done" else status,
+                 job.steps_live, job.spec.steps, checkpoint, why, extra={"jobs": [job.job_id]})
         self.measurements.remove_job(job)
         self.finished.append(job.job_id)
         self.cv.notify_all()
@@ -229,12 +259,13 @@ class JobBook:
         reps = list(att.reports.values())
         steps = max([int(r.steps) for r in reps] + [job.steps_done])
         done = any(r.done for r in reps) and steps >= job.spec.steps
-        crashed = any(r.exit_code != 0 and r.reason in ("exited", "launch-failed") for r in reps)
+        crashed = any(r.failed for r in reps)
         lead = max(reps, key=lambda r: r.steps_run) if reps else None
         status = "crashed" if crashed else "done" if done else "ended"
         round_no = self.current_round()
         was_finished = job.status in FINISHED
         failures, ends = job.failures, None
+        error = _failure(att, reps) if crashed else ""
         if not was_finished and done:
             ends = "done"
         elif not was_finished and crashed:
@@ -243,6 +274,8 @@ class JobBook:
         elif not was_finished:
             failures = 0
         now = time.time()
+        held = self._held_after(job, att, now)
+        preempted = not was_finished and not done and not crashed
         with self.store.transaction():
             self.store.end_attempt(job.job_id, att.attempt, status, now, steps,
                                    int(lead.steps_run) if lead else None,
@@ -253,17 +286,23 @@ class JobBook:
                              exit_codes=[int(r.exit_code) for r in reps],
                              steps_run=int(lead.steps_run) if lead else 0,
                              compute_seconds=float(lead.compute_seconds) if lead else 0.0,
-                             wall_seconds=max((r.wall_seconds for r in reps), default=0.0))
+                             wall_seconds=max((r.wall_seconds for r in reps), default=0.0),
+                             gpu_seconds=round(held[att.worker_type] - job.gpu_seconds.get(att.worker_type, 0.0), 3),
+                             **({"error": error} if error else {}))
             self.store.update_job(job.job_id, status=job.status if was_finished else "queued", steps_done=steps,
-                                  failures=failures)
+                                  failures=failures, gpu_seconds=json.dumps(held),
+                                  preemptions=job.preemptions + preempted, error=error)
             if ends is not None:
-                self._record_finish(job, ends, steps, now)
+                self._record_finish(job, ends, steps, now, error)
         if lead is not None and not crashed:
             try:
                 self.measurements.measure(job, att, int(lead.steps_run), float(lead.compute_seconds))
             except StoreError:
                 pass                                  # one measurement lost; the store said why
-        self._say_end(job, att, reps, steps, crashed and not was_finished, failures, not was_finished and not done)
+        self.gpu_seconds_total[att.worker_type] += held[att.worker_type] - job.gpu_seconds.get(att.worker_type, 0.0)
+        job.gpu_seconds, job.preemptions = held, job.preemptions + preempted
+        job.error = error if crashed else ""
+        self._say_end(job, att, reps, steps, crashed and not was_finished, failures, preempted, error)
         if ends is not None:
             self._apply_finish(job, ends, steps, now)
         job.steps_done = steps
@@ -273,19 +312,27 @@ class JobBook:
         job.failures = failures
         if crashed and not was_finished and not done:
             job.blocked_round = round_no
+            job.retry_at = now + min(BACKOFF_S * 2 ** (failures - 1), BACKOFF_MAX_S)
         if job.status not in FINISHED:
             job.status = "queued"
         self.cv.notify_all()
 
+    @staticmethod
+    def _held_after(job: JobState, att: Attempt, now: float) -> dict[str, float]:
+        """The job's GPU-seconds by type once `att` (launched to now, on its GPUs) is added."""
+        out = dict(job.gpu_seconds)
+        out[att.worker_type] = round(out.get(att.worker_type, 0.0) + max(now - att.launched, 0.0) * len(att.placement),
+                                     3)
+        return out
+
     def _say_end(self, job: JobState, att: Attempt, reps: list[DoneReport], steps: int, crashed: bool,
-                 failures: int, unfinished: bool) -> None:
+                 failures: int, unfinished: bool, error: str = "") -> None:
         """One line and one count for an attempt that crashed, or stopped short of the job's end
         (at its lease end without a renewal, or killed): a preemption."""
         if crashed:
             self.tally["crashed"] += 1
-            codes = ",".join(str(r.exit_code) for r in reps if r.exit_code != 0)
-            log.info("job %d attempt %d crashed (exit %s; %d of %d allowed failures)", job.job_id, att.attempt,
-                     codes, failures, self.max_failures, extra={"jobs": [job.job_id]})
+            log.info("job %d attempt %d failed (%d of %d allowed failures): %s", job.job_id, att.attempt,
+                     failures, self.max_failures, error, extra={"jobs": [job.job_id]})
         elif unfinished:
             self.tally["preempted"] += 1
             log.info("job %d attempt %d preempted at step %d (%s)", job.job_id, att.attempt, steps,
@@ -295,10 +342,15 @@ class JobBook:
         """The attempt is gone without its reports (worker lost, nobody claimed it after a restart)."""
         job = self.jobs[att.job_id]
         fence = Fence(att.attempt, set(att.workers) - set(att.reports), att.lease_end + self.grace)
+        now = time.time()
+        held = self._held_after(job, att, now)
         with self.store.transaction():          # recorded first: StoreError leaves the attempt live
-            self.store.end_attempt(att.job_id, att.attempt, "lost", time.time(), job.steps_done)
+            self.store.end_attempt(att.job_id, att.attempt, "lost", now, job.steps_done)
             self.store.event("lost", job_id=att.job_id, attempt=att.attempt, reason=reason, steps=job.steps_done,
                              fenced_until=fence.until)
+            self.store.update_job(att.job_id, gpu_seconds=json.dumps(held))
+        self.gpu_seconds_total[att.worker_type] += held[att.worker_type] - job.gpu_seconds.get(att.worker_type, 0.0)
+        job.gpu_seconds = held
         self.measurements.attempt_gone(att)
         self.tally["lost"] += 1
         log.info("job %d attempt %d lost: %s", att.job_id, att.attempt, reason, extra={"jobs": [att.job_id]})
@@ -318,3 +370,12 @@ class JobBook:
             job.fence = None
             self.store.event("unfenced", job_id=job.job_id, attempt=attempt, worker_id=worker_id)
             self.cv.notify_all()
+
+
+def _failure(att: Attempt, reps: list[DoneReport]) -> str:
+    """One line on why an attempt failed: the first failed rank's worker and its words."""
+    r = next(r for r in reps if r.failed)
+    what = r.detail or (f"exit status {r.exit_code}" if r.exit_code else
+                        "exited without GavelIterator's report" if r.reason == "no-result" else r.reason)
+    text = f"attempt {att.attempt} on {r.worker_id}: {what}"
+    return text if len(text) <= MAX_DETAIL else text[:MAX_DETAIL - 3] + "..."

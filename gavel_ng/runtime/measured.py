@@ -8,6 +8,14 @@ speeds of the types, the measurements set the absolute level.
 
 Pairs (space sharing) work the same way one level up: a measured in-pair rate of a job
 type next to a partner type replaces the table's fraction of its isolated rate.
+
+A job class the table lacks (a user's own `job_type`) has a row of its own, never another
+class's: on each worker type its measured rate where it ran; else the rate its job file
+declared (`throughputs`), scaled by how far its measurements are from its declaration; else
+an estimate from the reference jobs whose speeds across types are most like its own (the
+estimator's isolated model, gavel_ng.estimator.IsolatedModel: Gavel §4's similar jobs, with
+the measured and declared rates as the new job's profile). With nothing measured or declared,
+the reference jobs of its scale factor stand in on average.
 """
 
 from __future__ import annotations
@@ -40,6 +48,19 @@ class MeasuredTable:
         self.pairs: dict[tuple[JobKey, JobKey, str], tuple[float, int]] = {}
         self._cache: dict[JobKey, np.ndarray] = {}
         self.refused = 0                 # samples that were not a sane rate (logged once, then counted)
+        self.declared: dict[JobKey, dict[str, float]] = {}    # a new class's rates as its job file declared them
+        self._known = set(base.job_keys)
+        self._model = None               # the estimator's isolated model over the table (built when first needed)
+
+    def known(self, key: JobKey) -> bool:
+        """Whether the configured table has a row for this class (else it is a user's own)."""
+        return key in self._known
+
+    def declare(self, key: JobKey, rates: dict[str, float]) -> None:
+        """A new class's declared steps/s per worker type (the first declaration of a class holds)."""
+        if rates and key not in self._known and key not in self.declared:
+            self.declared[key] = {w: float(v) for w, v in rates.items() if w in self.worker_types}
+            self._cache.pop(key, None)
 
     def load(self, rows: list[tuple[str, int, str, bool, float, int]]) -> list[tuple[str, int, str, bool]]:
         """The stored measurements; returns the keys of those dropped as not sane (e.g. written by an old
@@ -87,6 +108,9 @@ class MeasuredTable:
         """Steps/s of one (job type, scale factor) on each worker type (consolidated)."""
         if key in self._cache:
             return self._cache[key]
+        if key not in self._known:
+            out = self._cache[key] = self._class_row(key)[0]
+            return out
         base = np.array([self.base.get(key, w) for w in self.worker_types])
         out = base.copy()
         if self.enabled:
@@ -100,6 +124,39 @@ class MeasuredTable:
                     out[j] = v
         self._cache[key] = out
         return out
+
+    def sources(self, key: JobKey) -> dict[str, str]:
+        """Where each worker type's rate of row(key) comes from: measured, table, declared or estimated."""
+        measured = {w for w in self.worker_types if (key[0], key[1], w, True) in self.values}
+        if key in self._known:
+            return {w: "measured" if self.enabled and w in measured else "table" for w in self.worker_types}
+        return self._class_row(key)[1]
+
+    def _class_row(self, key: JobKey) -> tuple[np.ndarray, dict[str, str]]:
+        """A new class's row and each entry's source (module docstring). Its measurements count even
+        with `measured_throughputs` off: nothing else knows the class."""
+        measured = {w: self.values[(key[0], key[1], w, True)][0] for w in self.worker_types
+                    if (key[0], key[1], w, True) in self.values}
+        declared = self.declared.get(key, {})
+        both = [math.log(measured[w] / v) for w, v in declared.items() if w in measured and v > 0]
+        level = math.exp(sum(both) / len(both)) if both else 1.0
+        known = {**{w: v * level for w, v in declared.items()}, **measured}
+        sources = {w: "measured" if w in measured else "declared" if w in declared else "estimated"
+                   for w in self.worker_types}
+        if all(w in known for w in self.worker_types):
+            return np.array([known[w] for w in self.worker_types]), sources
+        model = self._isolated_model()
+        est = model.estimate(known, model.neighbors_from_ratios(known, key[1]))
+        out = np.array([known[w] if w in known else float(est[model.windex[w]]) if w in model.windex else 0.0
+                        for w in self.worker_types])
+        return out, sources
+
+    def _isolated_model(self):
+        if self._model is None:
+            from ..estimator import IsolatedModel, IsolatedReference
+
+            self._model = IsolatedModel(IsolatedReference.from_table(self.base))
+        return self._model
 
     def matrix(self, keys: list[JobKey]) -> np.ndarray:
         if not keys:

@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from ..estimator import Measurement, ThroughputEstimator
+from ..estimator import Measurement, Profile, ThroughputEstimator
 from ..estimator.columns import isolated_columns, pair_table
 from ..pairs import PairTable
 from ..throughputs import UNCONSOLIDATED, JobKey
@@ -41,12 +41,16 @@ class MeasuredThroughputs:
         self.keys: dict[int, JobKey] = {}     # every job ever added (finished ones stay answerable)
 
     # ----- jobs ------------------------------------------------------------------------------
-    def add_job(self, job_id: int, key: JobKey) -> None:
-        """A job type of the table starts as that reference job; a new type from its neighbours."""
+    def add_job(self, job_id: int, key: JobKey, declared: dict[str, float] | None = None) -> None:
+        """A job type of the table starts as that reference job; a new class from its declared rates
+        and its neighbours (`declared`: steps/s per worker type its job file gives)."""
         self.keys[job_id] = key
+        if declared:
+            self.table.declare(key, declared)
         est = self.estimator
         if est is not None and job_id not in est.jobs:
-            est.add_job(job_id, key[1], known_key=key)
+            profile = Profile(isolated=dict(self.table.declared.get(key, {}))) if key in self.table.declared else None
+            est.add_job(job_id, key[1], profile=profile, known_key=key)
 
     def remove_job(self, job_id: int) -> None:
         if self.estimator is not None:
@@ -99,6 +103,22 @@ class MeasuredThroughputs:
             log.info("replayed %d throughput measurements", n)
         return n
 
+    # ----- what status shows --------------------------------------------------------------------
+    def class_rates(self, keys: list[JobKey], live: dict[JobKey, int]) -> list[tuple[JobKey, list[float], list[str]]]:
+        """(class, steps/s per worker type, source per worker type) as the policy believes them; with the
+        estimator, as it believes them for `live[key]`, a job of the class it follows."""
+        out = []
+        est = self.estimator
+        for key in keys:
+            sources = self.table.sources(key)
+            job = live.get(key)
+            if est is not None and job is not None and job in est.jobs:
+                rates = isolated_columns(est, [job], self.worker_types)[0]
+            else:
+                rates = self.table.row(key)
+            out.append((key, [float(v) for v in rates], [sources[w] for w in self.worker_types]))
+        return out
+
     # ----- ThroughputSource: the policy's input ----------------------------------------------
     def isolated(self, jobs: list[int], columns: list[str]) -> np.ndarray:
         """(jobs, columns) steps/s alone; the columns are the worker types."""
@@ -135,13 +155,15 @@ class Measurements:
             self.store.delete_throughputs(bad)
         for job in self.jobs.values():
             if job.status not in FINISHED:
-                self.throughputs.add_job(job.job_id, job.key)
+                self.throughputs.add_job(job.job_id, job.key, job.spec.throughputs)
             else:
                 self.throughputs.keys[job.job_id] = job.key
+                if job.spec.throughputs:
+                    self.throughputs.table.declare(job.key, job.spec.throughputs)
         self.throughputs.replay(self.store.events("measure"), {m: j.key for m, j in self.jobs.items()})
 
     def add_job(self, job: JobState) -> None:
-        self.throughputs.add_job(job.job_id, job.key)
+        self.throughputs.add_job(job.job_id, job.key, job.spec.throughputs)
 
     def remove_job(self, job: JobState) -> None:
         self.throughputs.remove_job(job.job_id)

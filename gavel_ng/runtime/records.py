@@ -14,7 +14,7 @@ import logging
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..protocol.jobspec import JobSpec
@@ -26,6 +26,7 @@ ALLOCATION_KEY = "allocation"
 CLUSTER_KEY = "cluster"
 DECISION_KEY = "round_decision"
 ROUND_HISTORY_KEY = "round_history"
+CLASSES_KEY = "classes"
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
     job_id INTEGER PRIMARY KEY, spec TEXT NOT NULL, status TEXT NOT NULL, steps_done INTEGER NOT NULL,
@@ -52,8 +53,10 @@ CREATE TABLE IF NOT EXISTS submissions (
 CREATE TABLE IF NOT EXISTS adaptive (
     job_id INTEGER PRIMARY KEY, report TEXT, resizes INTEGER NOT NULL DEFAULT 0, last_type TEXT, last_gpus INTEGER);
 """
-# columns added to `jobs` since its first version; a state directory written before gets them on open
-ADDED_JOB_COLUMNS = (("steps_live", "INTEGER"), ("reason", "TEXT"))
+# columns added to `jobs` since its first version (name, SQL type, value in a row written before it);
+# a state directory written before gets them on open, and a reader of one reads the default
+ADDED_JOB_COLUMNS = (("steps_live", "INTEGER", 0), ("reason", "TEXT", ""), ("first_start", "REAL", None),
+                     ("preemptions", "INTEGER", 0), ("gpu_seconds", "TEXT", "{}"), ("error", "TEXT", ""))
 
 
 @dataclass
@@ -69,6 +72,20 @@ class JobRow:
     renewals: int
     steps_live: int = 0        # last step a running attempt reported (kept after a cancel)
     reason: str = ""           # why a queued job waits, as last decided (runtime.waiting)
+    first_start: float | None = None   # when its first attempt was launched (None: never)
+    preemptions: int = 0       # attempts that stopped short of its end without failing
+    gpu_seconds: dict[str, float] = field(default_factory=dict)   # GPU-seconds of its ended attempts, by type
+    error: str = ""            # why its last attempt failed ("" : none failed since it last ran well)
+
+    @property
+    def jct(self) -> float | None:
+        """Job completion time: submission to end (None while unfinished)."""
+        return None if self.finished is None else self.finished - self.submitted
+
+    @property
+    def queueing_delay(self) -> float | None:
+        """Submission to first start (None while never started)."""
+        return None if self.first_start is None else self.first_start - self.submitted
 
 
 @dataclass
@@ -136,6 +153,16 @@ class RoundHistoryRecord:
 
 
 @dataclass
+class ClassRecord:
+    """A job class's steps/s per worker type as the policy believed them, and each one's source."""
+
+    job_type: str
+    scale_factor: int
+    rates: dict[str, float]
+    sources: dict[str, str]           # worker type -> measured | table | declared | estimated
+
+
+@dataclass
 class ClusterInfo:
     """What a reader cannot know from the rest of the file: how the scheduler was configured."""
 
@@ -144,6 +171,7 @@ class ClusterInfo:
     worker_types: list[str]
     checkpoint_root: str | None = None     # where job checkpoints and logs live (`gavel-ng logs`)
     round_policy: bool = False             # the policy decides per round (RoundDecisionRecord, no allocation)
+    prices: dict[str, float] | None = None   # $ per GPU-hour of the configured types (`gavel-ng report`'s cost)
 
 
 class StateQueries:
@@ -157,15 +185,17 @@ class StateQueries:
 
     def load_jobs(self, where: str = "", args: tuple = ()) -> list[JobRow]:
         """Every job by id, or those that `where` (SQL after WHERE, with ORDER BY/LIMIT if any) selects."""
-        extra = ", COALESCE(steps_live, 0), COALESCE(reason, '')" if self._has_added_columns() else ""
+        have = {r[1] for r in self._all("PRAGMA table_info(jobs)")}   # (a reader may open an older state)
+        extra = "".join(f", {name}" if name in have else ", NULL" for name, _, _ in ADDED_JOB_COLUMNS)
         rows = self._all("SELECT job_id, spec, status, steps_done, submitted, finished, attempts, failures, renewals"
                          + extra + " FROM jobs " + (f"WHERE {where}" if where else "ORDER BY job_id"), args)
-        return [JobRow(r[0], JobSpec(**_spec_args(json.loads(r[1]))), *r[2:]) for r in rows]
-
-    def _has_added_columns(self) -> bool:
-        """Whether `jobs` has ADDED_JOB_COLUMNS (a reader may open an older state directory)."""
-        have = {r[1] for r in self._all("PRAGMA table_info(jobs)")}
-        return all(name in have for name, _ in ADDED_JOB_COLUMNS)
+        n = 9
+        out = []
+        for r in rows:
+            added = [default if v is None else v for v, (_, _, default) in zip(r[n:], ADDED_JOB_COLUMNS)]
+            added[4] = json.loads(added[4]) if isinstance(added[4], str) else {}
+            out.append(JobRow(r[0], JobSpec(**_spec_args(json.loads(r[1]))), *r[2:n], *added))
+        return out
 
     def finished_among(self, job_ids: list[int]) -> set[int]:
         """Those of `job_ids` that finished (one query, however many)."""
@@ -256,8 +286,9 @@ class StateQueries:
         try:
             types = [str(w) for w in data["worker_types"]]
             root = data.get("checkpoint_root")
+            prices = {str(w): float(v) for w, v in (data.get("prices") or {}).items()}
             return ClusterInfo(str(data["policy"]), float(data["round_seconds"]), types,
-                               str(root) if root is not None else None, bool(data.get("round_policy", False)))
+                               str(root) if root is not None else None, bool(data.get("round_policy", False)), prices)
         except (KeyError, TypeError, ValueError):
             return None
 
@@ -285,6 +316,20 @@ class StateQueries:
         except (KeyError, TypeError, ValueError) as exc:
             log.warning("meta %r in %s is malformed (%s): ignored", ROUND_HISTORY_KEY, DB_NAME, exc)
             return None
+
+    def load_classes(self, keys: list[tuple[str, int]]) -> list[ClassRecord]:
+        """What the scheduler last believed of these classes (ClassRecord), those it saved."""
+        data = self._meta_json(CLASSES_KEY)
+        if data is None:
+            return []
+        try:
+            types = [str(w) for w in data["worker_types"]]
+            rows = {(str(t), int(sf)): (r, s) for t, sf, r, s in data["classes"]}
+            return [ClassRecord(k[0], k[1], dict(zip(types, map(float, rows[k][0]))), dict(zip(types, rows[k][1])))
+                    for k in keys if k in rows]
+        except (KeyError, TypeError, ValueError) as exc:
+            log.warning("meta %r in %s is malformed (%s): ignored", CLASSES_KEY, DB_NAME, exc)
+            return []
 
     def _meta_json(self, key: str) -> dict | None:
         text = self.get_meta(key)

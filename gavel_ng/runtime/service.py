@@ -23,13 +23,11 @@ from grpc_health.v1 import health, health_pb2
 
 from ..allocator import PolicyAllocator
 from ..cluster import resolve_prices
-from ..errors import InputError
+from ..errors import InputError, PolicyError
 from ..estimator import ThroughputEstimator
 from ..mechanism import MechanismConfig, SchedulerLoop
 from ..policies import get_policy
 from ..policies.registry import ADAPTIVE
-from ..profiles import default_table
-from ..profiles.table_io import resolve_table
 from ..protocol.client import placement_label
 from ..protocol.jobspec import JobSpec
 from ..protocol.protos import gavel_pb2 as pb
@@ -40,15 +38,17 @@ from .backfill import LiveBackfill
 from .checks import Checks
 from .config import ClusterConfig, validate_submission
 from .executor import DeployExecutor, Lease
-from .jobs import FINISHED, AttemptRef, DoneReport, JobState
+from .jobs import FINISHED, MAX_DETAIL, AttemptRef, DoneReport, JobState
 from .listing import LimitReached, check_queue, check_submission, digest, list_page, slim, status_page
 from .measured import MeasuredTable
 from .metrics import Metrics
 from .planner import DynamicPlanner
+from .probe import probe_policy
 from .records import ClusterInfo
 from .rounds import ClusterRounds
 from .state import ClusterState, Registration
 from .store import Store, StoreError
+from .tables import cluster_table
 from .waiting import Waiting
 from .workers import WorkerConflict
 
@@ -134,17 +134,21 @@ class SchedulerServicer:
         report = AdaptiveReport.from_proto(req.report, "", time.time()) if req.HasField("report") else None
         self.svc.checks.progress(req.job_id, req.attempt, req.steps, req.compute_seconds, req.checkpoint_step)
         return _lease(self.svc.executor.update_lease(req.job_id, req.attempt, req.steps, req.compute_seconds, report,
-                                                     req.checkpoint_step))
+                                                     req.checkpoint_step, progress_only=req.progress_only))
 
     @_rpc
     def SubmitJobs(self, req, context):
         check_submission(req)
         specs = []
+        declared: dict[tuple[str, int], dict] = {}
         for i, m in enumerate(req.jobs):
             spec = JobSpec.from_proto(m)
-            validate_submission(spec, self.svc.table.base, self.state.worker_types, f"jobs[{i}]",
+            validate_submission(spec, self.svc.table, self.state.worker_types, f"jobs[{i}]",
                                 estimated=self.state.throughputs.estimator is not None)
             self.svc.check_policy_jobs(spec, f"jobs[{i}]")
+            if spec.throughputs and declared.setdefault(spec.key, spec.throughputs) != spec.throughputs:
+                raise InputError(f"jobs[{i}].throughputs", spec.throughputs, f"class {spec.job_type!r} is declared "
+                                 f"with other rates by an earlier job of this submission: {declared[spec.key]}")
             specs.append(spec)
         key = req.idempotency_key
         bound = digest(specs) if key else ""
@@ -193,14 +197,22 @@ class SchedulerService:
         config = config.resolved()     # the policy's declared round length unless the config gives one
         self.config = config
         self.state_dir = Path(state_dir)
+        # everything the config names is checked before anything is written (a state, a token)
+        base = cluster_table(list(config.worker_types), config.throughputs)
+        if config.plugins:   # the user's policies, so that config.policy may name one
+            from ..policies.plugins import load_plugins
+
+            load_plugins(config.plugins, field="cluster-config.plugins")
+        spec = get_policy(config.policy)
+        config.check_policy(spec)
+        # the policy's own errors found before any job is at stake: the scheduler refuses to start (probe.py)
+        probe_policy(spec, list(config.worker_types), resolve_prices(config.worker_types, config.prices,
+                                                                     list_prices=False), config.policy_options)
+        crules = config.cluster_rules
+        entities = config.entity_specs          # what the hierarchical policy shares across, quotas are keyed by
         self.store = Store(self.state_dir)
         self.secret = token or self._token()
         self.security = Security(self.secret, config.tls_cert, config.tls_key, config.tls_ca)
-        base = resolve_table(config.throughputs, "cluster-config.throughputs") if config.throughputs else \
-            default_table(list(config.worker_types))
-        for w in config.worker_types:
-            if w not in base.worker_types:
-                raise InputError("cluster-config.worker_types", w, "not in the throughput table")
         self.table = MeasuredTable(base, list(config.worker_types), config.measured_throughputs)
         estimator = ThroughputEstimator(base) if config.estimator else None
         self.state = ClusterState(config, self.store, self.table, self.secret, estimator)
@@ -211,23 +223,17 @@ class SchedulerService:
         self.checkpoint_root = Path(root) if root else self.state_dir / "checkpoints"
         self.checkpoint_root.mkdir(parents=True, exist_ok=True)
         # placement rules and admission (gavel_ng.rules): the simulator's code, on the live workers
-        crules = config.cluster_rules
         self.rules = RuleCompiler(crules, self.state.registry.servers)
         self.admission = AdmissionControl(crules.admission)
-        entities = config.entity_specs          # what the hierarchical policy shares across, quotas are keyed by
         for m, job in self.state.jobs.items():   # a restart keeps the active jobs counted
             if job.status not in FINISHED:
                 self.admission.add(m, getattr(job.spec.rules, "user", None), job.spec.scale_factor)
                 check_entity(getattr(job.spec.rules, "entity", None), entities, f"job {m}.entity",
                              "cluster-config.entities")
-        if config.plugins:   # the user's policies, so that config.policy may name one
-            from ..policies.plugins import load_plugins
-
-            load_plugins(config.plugins, field="cluster-config.plugins")
         self.entities = entities
-        spec = get_policy(config.policy)
-        config.check_policy(spec)
         self.spec = spec
+        self.round_policy_error: PolicyError | None = None   # a round policy's last error, until it decides again
+        self.round_policy_errors = 0
         if spec.is_round:     # it decides every round itself (runtime.rounds): no allocation to solve
             self.allocator = None
             self.planner = ClusterRounds(self.state, spec, spec.decider(config.policy_options), time.time,
@@ -240,7 +246,8 @@ class SchedulerService:
             self.allocator = PolicyAllocator(config.policy, list(config.worker_types), self.state,
                                              self.state.throughputs, self.state.capacity, prices=prices,
                                              space_sharing=config.space_sharing, warm=False, lock=self.state.lock,
-                                             on_solve=self._solved, rules=self.rules, entities=entities)
+                                             on_solve=self._solved, rules=self.rules, entities=entities,
+                                             policy_errors="fallback", options=config.policy_options)
             self.policy_name = self.allocator.spec.name
             # the mechanism as the simulator builds it for this policy (a cost policy's is idle-aware)
             self.planner = DynamicPlanner(self.state, MechanismConfig(mid_round_backfill=config.backfill)
@@ -248,18 +255,22 @@ class SchedulerService:
             placer = self.planner.mech.placer
         placer.rules = ServerRules(crules, self._job_rules, self._job_tags)
         self.store.save_cluster_info(ClusterInfo(self.policy_name, config.round_seconds, list(config.worker_types),
-                                                 str(self.checkpoint_root.resolve()), spec.is_round))
+                                                 str(self.checkpoint_root.resolve()), spec.is_round,
+                                                 dict(config.prices)))
         self.planner.restore()
         self.loop: SchedulerLoop | None = None
         self.executor = DeployExecutor(self.state, self.planner.placement, self.checkpoint_root,
                                        self.stop_event, self._topology_changed)
+        self._saved_classes = None
+        self.executor.on_publish = self._save_classes
         self.waiting = self.executor.waiting = Waiting(self.state, crules.quotas, self.policy_name)
         if config.backfill and not spec.is_round:   # a round policy's plans carry no waitlist (docs/deploy.md)
-            self.executor.backfill = LiveBackfill(self.executor, lambda: self.planner.plan_map)
+            self.executor.backfill = LiveBackfill(self.executor, lambda: self.planner.plan_map,
+                                                  arrivals=self.planner.mech.arrivals)
         self.loop = SchedulerLoop(self.planner, self.allocator, self.executor, admission=self.admission,
                                   owner=self._owner)
         self.bind, self.port = bind, port
-        self.metrics = Metrics(self.state)
+        self.metrics = Metrics(self.state, self.policy_errors)
         self.metrics_port = config.metrics_port
         self.health = health.HealthServicer()     # readiness: NOT_SERVING while the store cannot be written
         self._set_health(False)
@@ -294,8 +305,7 @@ class SchedulerService:
                 rules = spec.rules.with_type_names(types, f"{where}.allowed_types") if spec.rules else None
                 check_entity(getattr(rules, "entity", None), self.entities, f"{where}.entity",
                              "cluster-config.entities")
-                T = np.array([[1.0 if self.table.base.get((spec.job_type, spec.scale_factor), w) > 0
-                               or spec.job_type not in self.table.base.job_types else 0.0 for w in types]])
+                T = np.array([[1.0 if self.declared_rate(spec, w) > 0 else 0.0 for w in types]])
                 if rules is not None or self.rules.rules.quotas:
                     no_labels = RuleCompiler(self.rules.rules, [])   # workers come and go: labels checked when placed
                     no_labels.compile([rules and replace(rules, labels=())], [where], [spec.scale_factor], T,
@@ -321,13 +331,37 @@ class SchedulerService:
                              f"not honoured by {self.spec.name}, a round policy (it picks each round's type itself); "
                              "use allowed_types")
 
+    def _class_rates(self, jobs: list[JobState]):
+        """(class, rates, sources) of these jobs' classes as the policy believes them (lock held)."""
+        live: dict[tuple[str, int], int] = {}
+        for j in jobs:
+            live.setdefault(j.key, j.job_id)
+        return self.state.throughputs.class_rates(list(live), live)
+
+    def _save_classes(self) -> None:
+        """What the policy believes of the unfinished jobs' classes, for `status --state` (when it changed)."""
+        st = self.state
+        with st.lock:
+            rows = self._class_rates([j for j in st.jobs.values() if j.status not in FINISHED])
+        if rows != self._saved_classes:
+            try:
+                self.store.save_classes(list(st.worker_types), rows)
+                self._saved_classes = rows
+            except StoreError:
+                pass                       # for status --state only; saved with the next plan
+
+    def declared_rate(self, spec: JobSpec, w: str) -> float:
+        """A job's rate on `w` as submission judges it: the table's for its classes, the declared one for a
+        class of the user's own (1: unknown until estimated or measured)."""
+        key = (spec.job_type, spec.scale_factor)
+        if self.table.known(key):
+            return self.table.base.get(key, w)
+        return (spec.throughputs or self.table.declared.get(key, {})).get(w, 1.0)
+
     def cannot_run(self, spec: JobSpec) -> str | None:
         """Why no live worker can run a job of `spec` (lock held), by the throughput table as submit checks it."""
-        base = self.table.base
-        known = spec.job_type in base.job_types
-
         def rate(w: str) -> float:
-            return base.get((spec.job_type, spec.scale_factor), w) if known else 1.0
+            return self.declared_rate(spec, w)
 
         rules = spec.rules.with_type_names(list(self.state.worker_types), "rules") if spec.rules else None
         return self.waiting.never(replace(spec, rules=rules) if rules else spec, rate)
@@ -387,13 +421,34 @@ class SchedulerService:
                 self.loop.step()
                 if self.state.round_no != before:     # a round ran (not an idle wait): its wall time
                     self.metrics.rounds.observe(time.monotonic() - start)
+                self.round_policy_error = None
             except StoreError:             # the store logged it once; the round is tried again
+                self.stop_event.wait(1.0)
+            except PolicyError as exc:     # a round policy's own error: no decision, said loudly, tried again
+                self.round_policy_error = exc
+                self.round_policy_errors += 1
+                log.error("%s; no round is decided until it decides again", exc, extra={"kind": "policy error"})
                 self.stop_event.wait(1.0)
             except Exception:              # a bad round must not end the service
                 log.exception("round failed")
                 self.stop_event.wait(1.0)
 
-    def stop(self, grace: float = 1.0) -> None:
+    def policy_errors(self) -> int:
+        """Solves or decisions at which the policy's own code or formulation failed (`gavel_policy_errors`)."""
+        return self.round_policy_errors + (self.allocator.policy_errors if self.allocator is not None else 0)
+
+    @property
+    def policy_error(self) -> PolicyError | None:
+        """The policy's error in force (its own code or formulation failed at the last solve or decision)."""
+        return self.allocator.policy_error if self.allocator is not None else self.round_policy_error
+
+    def stop(self, grace: float = 1.0, why: str = "stopped") -> None:
+        """Stop serving (the state stays for a restart); one line says why and what is left."""
+        with self.state.lock:
+            left = sum(j.status not in FINISHED for j in self.state.jobs.values())
+            running = sum(j.live is not None for j in self.state.jobs.values())
+        log.info("scheduler stopping (%s): %d unfinished jobs, %d attempts running (their workers keep them and "
+                 "report to the next scheduler on this state, %s)", why, left, running, self.state_dir)
         self.stop_event.set()
         self.health.enter_graceful_shutdown()
         with self.state.cv:
@@ -419,7 +474,8 @@ class SchedulerService:
                           steps_live=max(j.steps_live, j.steps_done), submitted=j.submitted,
                           finished=j.finished or 0.0, attempts=j.attempts, placement=placement, renewals=j.renewals,
                           resizes=j.resizes, gpus=len(j.live.placement) if j.live is not None else 0,
-                          reason=self._reason(j))
+                          reason=self._reason(j), first_start=j.first_start or 0.0, preemptions=j.preemptions,
+                          gpu_seconds=j.gpu_seconds, error=j.error)
         if j.report is not None:
             info.report.CopyFrom(j.report.to_proto())
         return info
@@ -433,7 +489,12 @@ class SchedulerService:
         return text
 
     def _round_note(self, counts: dict[str, int]) -> str:
-        """What the round display says instead of a countdown: idle, or planning past the round's end."""
+        """What the round display says instead of a countdown: idle, or planning past the round's end; first of
+        all, the policy's error while it lasts."""
+        error = self.policy_error
+        if error is not None:
+            fallback = "equal shares until it solves again" if self.allocator is not None else "no round decided"
+            return f"POLICY ERROR ({fallback}): {error}"
         ex = self.executor
         if ex.round_end is None and not ex.idle:
             return "starting: no round planned yet"
@@ -460,12 +521,15 @@ class SchedulerService:
                                    round_ends_in=self.executor.round_ends_in(),
                                    renewals=st.stats["renewals"], launches=st.stats["launches"],
                                    throughputs=self.table.measured(), job_counts=counts,
-                                   round_note=self._round_note(counts))
+                                   round_note=self._round_note(counts), now=time.time())
             for w in sorted(st.workers.values(), key=lambda w: w.order):
                 reply.workers.add(worker_id=w.worker_id, address=w.address, gpu_type=w.gpu_type, gpus=w.gpus,
                                   alive=w.alive, last_seen_ago=now - w.last_seen,
                                   running_jobs=running.get(w.worker_id, []))
             reply.jobs.extend(slim(self.job_info(j)) for j in page)
+            for key, rates, sources in self._class_rates([j for j in page if j.status not in FINISHED]):
+                reply.classes.add(job_type=key[0], scale_factor=key[1], rates=dict(zip(st.worker_types, rates)),
+                                  sources=dict(zip(st.worker_types, sources)))
             rows, X = st.allocation
             for r, row in enumerate(rows):
                 if any(m not in st.jobs or st.jobs[m].status in FINISHED for m in row):
@@ -489,7 +553,7 @@ def _ref(m: pb.AttemptRef) -> AttemptRef:
 
 def _done(m: pb.DoneReport) -> DoneReport:
     return DoneReport(m.worker_id, m.job_id, m.attempt, m.exit_code, m.done, m.steps, m.steps_run, m.compute_seconds,
-                      m.wall_seconds, m.reason)
+                      m.wall_seconds, m.reason[:40], m.detail[:MAX_DETAIL])
 
 
 def _lease(lease: Lease) -> pb.Lease:

@@ -85,6 +85,7 @@ class ClusterState:
         self.round_no = int(store.get_meta("round", "0"))
         self.stats = {k: int(store.get_meta(k, "0")) for k in ("renewals", "launches")}
         self.wake = False                       # something the idle loop should react to
+        self.arrivals: list[int] = []           # jobs submitted since the last plan admitted jobs (runtime.backfill)
 
     @property
     def topology_version(self) -> int:
@@ -106,6 +107,7 @@ class ClusterState:
     def submit(self, specs: list[JobSpec], key: str = "", digest: str = "") -> list[int]:
         with self.lock:
             ids = self.book.add(specs, time.time(), key, digest)
+            self.arrivals.extend(ids)
             self.wake = True
             self.cv.notify_all()
         return ids

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from ..protocol.client import AdaptiveStatus, ClusterStatus, JobStatus, WorkerStatus, placement_label
+from ..protocol.client import AdaptiveStatus, ClassRates, ClusterStatus, JobStatus, WorkerStatus, placement_label
 from .records import JobRow, StateReader
 from .waiting import NEW
 
@@ -33,6 +33,9 @@ def read_state_dir(state_dir: str | Path, now: float | None = None, job_limit: i
         measured = rd.load_throughputs()
         adaptive = {job_id: (report, resizes) for job_id, report, resizes, _ in rd.load_adaptive()}
         meta = {k: int(rd.get_meta(k, "0")) for k in ("round", "renewals", "launches")}
+        classes = [ClassRates(c.job_type, c.scale_factor, c.rates, c.sources)
+                   for c in rd.load_classes(job_keys(j for j in jobs if j.status not in ("done", "cancelled",
+                                                                                        "failed")))]
     live = {a.job_id: a for a in running}
     types = info.worker_types if info is not None else alloc.worker_types if alloc is not None else \
         list(dict.fromkeys(w.gpu_type for w in workers))
@@ -49,7 +52,7 @@ def read_state_dir(state_dir: str | Path, now: float | None = None, job_limit: i
         [] if info is not None and info.round_policy else None
     return ClusterStatus(ws, js, shares, list(types), info.policy if info is not None else "?", meta["round"],
                          info.round_seconds if info is not None else 0.0, None, meta["renewals"], meta["launches"],
-                         thr, source=str(state_dir), job_counts=counts, decision=decision)
+                         thr, source=str(state_dir), job_counts=counts, decision=decision, classes=classes, now=now)
 
 
 def _job_status(r: JobRow, live, adaptive: tuple[dict | None, int]) -> JobStatus:
@@ -61,4 +64,11 @@ def _job_status(r: JobRow, live, adaptive: tuple[dict | None, int]) -> JobStatus
     reason = (r.reason or NEW) if r.status == "queued" else ""
     return JobStatus(r.job_id, s.name, s.job_type, s.scale_factor, r.status, r.steps_done, s.steps,
                      max(r.steps_live, r.steps_done), r.attempts, r.renewals, placement, ada,
-                     getattr(s.rules, "entity", None), len(live.placement) if live is not None else 0, reason)
+                     getattr(s.rules, "entity", None), len(live.placement) if live is not None else 0, reason,
+                     r.submitted, r.first_start, r.finished, r.preemptions, dict(r.gpu_seconds), r.error,
+                     getattr(s.rules, "user", None))
+
+
+def job_keys(jobs) -> list[tuple[str, int]]:
+    """The distinct (class, scale factor) of some jobs (rows or states), in order."""
+    return list(dict.fromkeys((j.spec.job_type, j.spec.scale_factor) for j in jobs))

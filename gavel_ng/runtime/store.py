@@ -28,6 +28,7 @@ from ..protocol.jobspec import JobSpec
 from .records import (
     ADDED_JOB_COLUMNS,
     ALLOCATION_KEY,
+    CLASSES_KEY,
     CLUSTER_KEY,
     DB_NAME,
     DECISION_KEY,
@@ -77,7 +78,7 @@ class Store(StateQueries):
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(SCHEMA)
             have = {r[1] for r in self._db.execute("PRAGMA table_info(jobs)")}
-            for name, kind in ADDED_JOB_COLUMNS:
+            for name, kind, _ in ADDED_JOB_COLUMNS:
                 if name not in have:
                     self._db.execute(f"ALTER TABLE jobs ADD COLUMN {name} {kind}")
         except (sqlite3.Error, OSError) as exc:
@@ -266,6 +267,12 @@ class Store(StateQueries):
 
     def save_round_history(self, rec: RoundHistoryRecord) -> None:
         self.set_meta(ROUND_HISTORY_KEY, json.dumps(asdict(rec), separators=(",", ":")))
+
+    def save_classes(self, worker_types: list[str], rows: list[tuple[tuple[str, int], list[float], list[str]]]) -> None:
+        """What the policy believes of the active jobs' classes (records.ClassRecord), for `status --state`."""
+        self.set_meta(CLASSES_KEY, json.dumps({"worker_types": worker_types,
+                                               "classes": [[k[0], k[1], [round(v, 6) for v in r], s]
+                                                           for k, r, s in rows]}, separators=(",", ":")))
 
     def save_cluster_info(self, info: ClusterInfo) -> None:
         self.set_meta(CLUSTER_KEY, json.dumps(asdict(info)))

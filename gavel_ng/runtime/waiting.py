@@ -148,9 +148,12 @@ class Waiting:
             until = time.strftime("%H:%M:%S", time.localtime(f.until))
             return (f"relaunch fenced: attempt {f.attempt} was lost and may still run; waits until "
                     f"{_list(sorted(f.workers))} confirm it ended, or its lease and grace end at {until}")
-        if job.blocked_round >= 0 and job.blocked_round == st.round_no:
+        if job.failures and ((job.blocked_round >= 0 and job.blocked_round == st.round_no) or now < job.retry_at):
+            wait = f", nor before {time.strftime('%H:%M:%S', time.localtime(job.retry_at))} (backoff)" \
+                if now < job.retry_at else ""
+            error = job.error.split(": ", 1)[-1]
             return (f"attempt {job.attempts} failed ({job.failures} of {st.config.max_failures} failures "
-                    f"allowed): relaunched no sooner than the next round")
+                    f"allowed; {error}): relaunched no sooner than the next round{wait}")
         return ""
 
     def _entity_use(self) -> dict[tuple[str, str], int]:

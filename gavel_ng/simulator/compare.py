@@ -13,10 +13,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
-
 from ..policies.registry import is_agnostic_twin
-from .metrics import HOUR, write_outputs
+from .metrics import window_jcts
 
 # (summary key, label, unit) of the metrics compared, lower is better for each
 METRICS = (("avg_jct_hours", "average JCT", "h"), ("p90_jct_hours", "p90 JCT", "h"),
@@ -63,20 +61,17 @@ def comparisons(summaries: list[dict]) -> list[dict]:
 
 
 def write_compared(results: list, out_dir: str | Path) -> Path:
-    """Each run's outputs under OUT/POLICY/, the JCT CDF of every policy in OUT/jct.png and the
-    comparisons in OUT/comparison.json; returns the CDF's path."""
+    """The JCT CDF of every policy in OUT/jct.png and the comparisons in OUT/comparison.json (each run's
+    own outputs are under OUT/POLICY/, written as it finished); returns the CDF's path."""
     from ..plots import plot_jct_cdf
 
     out = Path(out_dir)
-    jcts = {}
+    jcts, totals = {}, {}
     for r in results:
-        write_outputs(r, out / r.summary["policy"])
-        lo, hi = r.window
-        ids = np.arange(lo, min(hi, len(r.jobs)))
-        ids = ids[~np.isnan(r.jobs.finish[ids])]
-        jcts[r.summary["policy"]] = (r.jobs.finish[ids] - r.jobs.arrival[ids]) / HOUR
+        jcts[r.summary["policy"]], totals[r.summary["policy"]] = window_jcts(r)
     lo, hi = results[0].window
-    png = plot_jct_cdf(jcts, out / "jct.png", title=f"job completion times, jobs {lo}-{hi - 1}, same trace")
+    png = plot_jct_cdf(jcts, out / "jct.png", title=f"job completion times, jobs {lo}-{hi - 1}, same trace",
+                       totals=totals)
     cmp = comparisons([r.summary for r in results])
     (out / "comparison.json").write_text(json.dumps(
         [{**c, "line": comparison_line(c)} for c in cmp], indent=2) + "\n")

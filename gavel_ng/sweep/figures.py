@@ -1,7 +1,9 @@
 """The standard figures of a results table (what `gavel-ng plot` draws).
 
 Lines are told apart by every point setting that varies in the table except the x axis
-and the seed; seeds make the band (min..max) around the mean.
+and the seed; seeds make the band (min..max) around the mean. The x axis is the load, or any
+other swept setting (heterogeneity, round length, cluster). A point whose runs left measured
+jobs unfinished is never drawn as a result: its average leaves those jobs out.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from .. import plots
+from ..errors import InputError
 from .grid import FIELDS
 from .store import ResultsStore, table_format
 
@@ -37,6 +40,15 @@ def varying(df: pd.DataFrame, exclude: tuple[str, ...] = ("seed",)) -> list[str]
     return [c for c in cols if df[c].astype(str).nunique(dropna=False) > 1]
 
 
+def _setting(k: str, v) -> str:
+    """`key=value` of one point setting; an unset one (None, read back as NaN) is the default, never 'nan'."""
+    if v is None or (isinstance(v, float) and np.isnan(v)):
+        v = "default"
+    elif isinstance(v, float):
+        v = f"{v:g}"
+    return f"{SHORT.get(k, k)}={v}"
+
+
 def labels(df: pd.DataFrame, keys: list[str]) -> pd.Series:
     """'las' or 'las, cluster=...': the policy first, other varying settings after."""
     def one(row) -> str:
@@ -50,32 +62,76 @@ def labels(df: pd.DataFrame, keys: list[str]) -> pd.Series:
             if k in BOOL_WORDS:
                 parts.append(BOOL_WORDS[k][0 if str(v) in ("True", "true") else 1])
                 continue
-            parts.append(f"{SHORT.get(k, k)}={v:g}" if isinstance(v, float) else f"{SHORT.get(k, k)}={v}")
+            parts.append(_setting(k, v))
         return ", ".join(parts) or "all"
     return df.apply(one, axis=1) if len(df) else pd.Series(dtype=str)
 
 
+XLABELS = {"jobs_per_hour": "input job rate (jobs/hour)", "heterogeneity": "heterogeneity (exponent on speedups)",
+           "round_seconds": "round length (seconds)", "cluster": "cluster", "policy_options": "policy options",
+           "static": "jobs (static trace)", "gpus_per_server": "GPUs per server"}
+
+
+def unfinished_mask(df: pd.DataFrame) -> pd.Series:
+    """Rows whose run left measured jobs unfinished (it hit a cap): their averages are floors."""
+    flag = df["unstable"].astype(str).isin(["True", "true"]) if "unstable" in df.columns else \
+        pd.Series(False, index=df.index)
+    if "jobs_unfinished" in df.columns:
+        flag |= pd.to_numeric(df["jobs_unfinished"], errors="coerce").fillna(0) > 0
+    return flag
+
+
 def metric_vs(df: pd.DataFrame, path: Path, x: str = "jobs_per_hour", metric: str = "avg_jct_hours",
-              ylabel: str = "average JCT (hours)", xlabel: str = "input job rate (jobs/hour)", title: str = "",
+              ylabel: str = "average JCT (hours)", xlabel: str | None = None, title: str = "",
               logy: bool = False) -> Path | None:
+    """`metric` along the swept axis `x`, one line per other varying setting (seeds make the band).
+
+    A numeric axis (load, heterogeneity, round length) is drawn to scale; any other (clusters, policy
+    option sets) at evenly spaced named positions, in order of appearance. Points whose runs left
+    jobs unfinished are floors, drawn apart from the lines (plots.plot_metric_vs_x)."""
     df = ok_rows(df)
-    df = df[df[x].notna() & df[metric].notna()]
-    if df[x].nunique() < 2:
+    if x not in df.columns:
         return None
+    df = df.assign(_bad=unfinished_mask(df))
+    df = df[df[x].notna() & df[metric].notna()]
+    if df[x].astype(str).nunique() < 2:
+        return None
+    numeric = pd.to_numeric(df[x], errors="coerce")
+    categories = None
+    if numeric.notna().all():
+        df = df.assign(_x=numeric.astype(float))
+    else:
+        categories = list(dict.fromkeys(df[x].astype(str)))
+        df = df.assign(_x=df[x].astype(str).map({c: float(i) for i, c in enumerate(categories)}))
     keys = varying(df, exclude=("seed", x))
     rest = [k for k in keys if k != "policy"]
     if rest:   # lines in numeric order of their settings, policies in order of appearance
         df = df.sort_values(rest, kind="stable")
     df["_label"] = labels(df, keys)
-    series, unstable = {}, {}
+    has_counts = {"jobs_unfinished", "jobs_in_window"} <= set(df.columns)
+    series, unstable, notes = {}, {}, {}
     for label, g in df.groupby("_label", sort=False):
-        by = g.groupby(x)[metric]
+        by = g.groupby("_x")[metric]
         xs = np.array(sorted(by.groups), float)
         series[label] = (xs, by.mean().loc[xs].to_numpy(), by.min().loc[xs].to_numpy(), by.max().loc[xs].to_numpy())
-        unstable[label] = g.groupby(x)["unstable"].apply(lambda s: s.astype(str).isin(["True", "true"]).any()) \
-            .loc[xs].to_numpy()
-    title = title or "band: min..max over seeds; hollow marker: a run hit a cap"
-    return plots.plot_metric_vs_x(series, path, xlabel, ylabel, title=title, logy=logy, unstable=unstable)
+        unstable[label] = g.groupby("_x")["_bad"].any().loc[xs].to_numpy()
+        if has_counts:   # over the seeds of each point: "5 of 60 unfinished"
+            left, total = (pd.to_numeric(g[c], errors="coerce").groupby(g["_x"]).sum(min_count=1).loc[xs]
+                           for c in ("jobs_unfinished", "jobs_in_window"))
+            notes[label] = [f"{int(a)} of {int(b)} unfinished" if pd.notna(a) and pd.notna(b) else ""
+                            for a, b in zip(left, total)]
+    title = title or "band: min..max over seeds"
+    return plots.plot_metric_vs_x(series, path, xlabel or XLABELS.get(x, x.replace("_", " ")), ylabel, title=title,
+                                  logy=logy, unstable=unstable, notes=notes or None, categories=categories)
+
+
+def swept_axis(df: pd.DataFrame) -> str | None:
+    """The axis `gavel-ng plot` draws along: the load when it varies, else the first other setting that
+    varies (heterogeneity, round length, cluster, ...), the policy and the seed aside."""
+    keys = varying(ok_rows(df), exclude=("seed", "policy"))
+    if "jobs_per_hour" in keys:
+        return "jobs_per_hour"
+    return keys[0] if keys else None
 
 
 def cdf_at(store: ResultsStore, df: pd.DataFrame, path: Path, column: str = "jct_s", rate: float | None = None,
@@ -89,16 +145,21 @@ def cdf_at(store: ResultsStore, df: pd.DataFrame, path: Path, column: str = "jct
     if df.empty:
         return None
     df = df.assign(_label=labels(df, varying(df, exclude=("seed", "jobs_per_hour"))))
-    values = {}
+    values, totals = {}, {}
     for label, g in df.groupby("_label", sort=False):
-        v = [store.jobs(pid)[column].dropna().to_numpy(float) / scale for pid in g["point_id"]]
+        records = [store.jobs(pid) for pid in g["point_id"]]
+        v = [r[column].dropna().to_numpy(float) / scale for r in records]
         if v and sum(len(a) for a in v):
             values[label] = np.concatenate(v)
+            # every measured job, finished or not: a run that left some unfinished ends below 1.0
+            totals[label] = sum(int(n) if pd.notna(n) else len(r) for r, n in
+                                zip(records, g["jobs_in_window"] if "jobs_in_window" in g else [None] * len(g)))
     if not values:
         return None
     where = f" at {rate:g} jobs/h" if rate is not None else ""
     unit = " h" if scale == HOUR else ""
-    return plots.plot_cdf(values, path, xlabel, title=title or f"{xlabel.split(' (')[0]}{where}", unit=unit)
+    return plots.plot_cdf(values, path, xlabel, title=title or f"{xlabel.split(' (')[0]}{where}", unit=unit,
+                          totals=totals)
 
 
 BAR_METRICS = {"makespan_hours": "makespan (hours)", "total_cost_usd": "total cost (USD)",
@@ -137,8 +198,11 @@ def shares(df: pd.DataFrame, path: Path, title: str = "") -> Path:
                                       path, totals=totals, title=title)
 
 
-def standard_figures(results: str | Path, out_dir: str | Path, rate: float | None = None) -> list[Path]:
-    """Every figure the table supports; figures a table cannot make are skipped (logged)."""
+def standard_figures(results: str | Path, out_dir: str | Path, rate: float | None = None,
+                     x: str | None = None) -> list[Path]:
+    """Every figure the table supports; figures a table cannot make are skipped (logged). The line figure
+    runs along `x`, by default the swept axis (`swept_axis`): jct_vs_rate.png along the load,
+    jct_vs_AXIS.png along any other."""
     out = Path(out_dir)
     if Path(results).stat().st_size and table_format(Path(results), "RESULTS") == "csv":
         head = pd.read_csv(results, nrows=1)
@@ -147,7 +211,10 @@ def standard_figures(results: str | Path, out_dir: str | Path, rate: float | Non
     store = ResultsStore(results, field="RESULTS")
     df = store.load()
     made: list[Path | None] = []
-    made.append(metric_vs(df, out / "jct_vs_rate.png"))
+    x = x or swept_axis(df) or "jobs_per_hour"
+    if x not in FIELDS:
+        raise InputError("--x", x, f"not a sweep setting; known: {', '.join(FIELDS)}")
+    made.append(metric_vs(df, out / f"jct_vs_{'rate' if x == 'jobs_per_hour' else x}.png", x=x))
     made.append(cdf_at(store, df, out / "jct_cdf.png", rate=rate))
     made.append(cdf_at(store, df, out / "ftf_cdf.png", column="ftf_rho", rate=rate, scale=1.0,
                        xlabel="finish-time fairness rho (JCT / JCT on 1/n of the cluster)"))

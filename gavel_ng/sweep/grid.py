@@ -138,14 +138,25 @@ class SweepPoint:
         text = json.dumps(self.changed(), sort_keys=True, default=str)
         return hashlib.sha1(text.encode()).hexdigest()[:16]
 
-    def describe(self) -> str:
-        return " ".join(f"{k}={v}" for k, v in self.changed().items())
+    def describe(self, keys: list[str] | None = None) -> str:
+        """`key=value` of the fields changed from their defaults, or of `keys` (shown_fields)."""
+        if keys is None:
+            return " ".join(f"{k}={v}" for k, v in self.changed().items())
+        return " ".join(f"{k}={getattr(self, k)}" for k in keys)
 
     def as_row(self) -> dict[str, Any]:
         return asdict(self)
 
 
 FIELDS: dict[str, Any] = {f.name: f for f in fields(SweepPoint)}
+
+
+def shown_fields(points: list[SweepPoint]) -> list[str]:
+    """What names a point among `points`: its policy, every field the grid varies (a default value
+    included: `policy=las` of a grid over las and fifo) and every field set away from its default."""
+    varies = {name for name in FIELDS if len({repr(getattr(p, name)) for p in points}) > 1}
+    changed = {name for p in points for name in p.changed()}
+    return [name for name in FIELDS if name == "policy" or name in varies or name in changed]
 WORKLOAD_ONLY = ("jobs", "hours")   # what only a drawn Pollux workload has
 
 

@@ -33,7 +33,7 @@ METRICS = ("avg_jct_hours", "p50_jct_hours", "p90_jct_hours", "p99_jct_hours", "
            "avg_ftf_rho", "max_ftf_rho", "avg_jct_high_priority_hours", "avg_jct_low_priority_hours",
            "lease_renewal_fraction", "unstable", "unstable_reason", "policy_solves", "solve_seconds", "rounds",
            "simulated_hours", "wall_seconds", "mode", "solver_fallbacks", "policy_solved", "paired_fraction",
-           "gpu_hours", "reallocations", "adaptive_jobs")
+           "gpu_hours", "reallocations", "adaptive_jobs", "jobs_in_window", "jobs_unfinished")
 OPTIONAL = ("space_sharing", "placement_sensitive", "estimate_throughputs", "profile_fraction", "reference_jobs")
 BOOKKEEPING = ("point_id", "status", "error", "finished_at", "host", "digest")   # digest: fingerprint.py
 JOB_COLUMNS = ("job_id", "job_type", "scale_factor", "weight", "arrival_s", "finish_s", "jct_s", "ftf_rho",
@@ -167,7 +167,9 @@ def run_point(point: SweepPoint, table_payload: str | None = None, plugins: tupl
     except Exception as exc:  # noqa: BLE001 - one bad point must not end a sweep
         log.debug("point %s failed:\n%s", point.point_id, traceback.format_exc())
         row.update({k: None for k in METRICS})
-        row.update(status="error", error=f"{type(exc).__name__}: {exc}", finished_at=time.time())
+        # an InputError (a PolicyError among them) is one line that names what is wrong, as simulate prints it
+        error = str(exc) if isinstance(exc, InputError) else f"{type(exc).__name__}: {exc}"
+        row.update(status="error", error=error, finished_at=time.time())
         return PointResult(row)
     s = result.summary
     row.update({k: s.get(k) for k in METRICS})

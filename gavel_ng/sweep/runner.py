@@ -39,6 +39,7 @@ class SweepReport:
     stale: int = 0        # finished points computed by other code or inputs (fingerprint.py): run again or kept
     ran: int = 0
     failed: int = 0
+    unfinished: int = 0   # points run that left measured jobs unfinished (they hit a cap)
     interrupted: bool = False
     seconds: float = 0.0
     errors: list[str] = field(default_factory=list)
@@ -72,6 +73,8 @@ def run_sweep(points: list[SweepPoint], store: ResultsStore, backend: str = "loc
         res.row["digest"] = digests.get(res.row.get("point_id"))
         store.append(res)
         report.ran += 1
+        if res.row.get("jobs_unfinished"):
+            report.unfinished += 1
         if not res.ok:
             report.failed += 1
             report.errors.append(f"{res.row['point_id']}: {res.row['error']}")

@@ -29,7 +29,17 @@ from ..protocol import leasefile
 from ..protocol.protos import gavel_pb2 as pb
 from ..protocol.rpc import Security, Stub, make_server, open_channel
 from .backoff import Backoff
-from .proc import RankResult, builtin_command, clear_stale_rendezvous, free_port, signal_group, spawn
+from .proc import (
+    NOT_RUN,
+    RankResult,
+    builtin_command,
+    clear_stale_rendezvous,
+    free_port,
+    launch_problem,
+    log_tail,
+    signal_group,
+    spawn,
+)
 from .standby import StandbyPool
 
 log = logging.getLogger(__name__)
@@ -45,7 +55,9 @@ class Task:
     procs: list = field(default_factory=list)
     results: list[Path] = field(default_factory=list)
     started: float | None = None
-    stop_reason: str | None = None       # killed | killed-lease
+    stop_reason: str | None = None       # killed | killed-lease | rank-exited (a rank failed: the others are stopped)
+    launch_error: str = ""               # why it could not start (then it has no processes, or not all)
+    logs: list[Path] = field(default_factory=list)   # each started rank's log file
     term_sent: float | None = None       # SIGTERM (the iterator checkpoints), SIGKILL a grace period later
     lease_file: Path | None = None       # where the job writes the renewals it was granted (leasefile)
     lease_seen: tuple = ()               # that file's (inode, mtime, size) when last read
@@ -124,12 +136,14 @@ class WorkerDaemon:
         log.info("worker %s: %d x %s, serving on %s:%d, scheduler %s", self.worker_id, self.gpus, self.gpu_type,
                  self.advertise, self.port, self.scheduler)
 
-    def stop(self) -> None:
+    def stop(self, why: str = "") -> None:
         """Stop serving and end every job (a clean shutdown; `kill -9` relies on PDEATHSIG)."""
         self.stop_event.set()
         self.report_event.set()
         with self.lock:
             tasks = self.running + self.queued
+        if why:      # a signal: said without -v (a refusal is said by the command, in one line)
+            log.warning("worker %s stopping (%s): %d job attempt(s) end with it", self.worker_id, why, len(tasks))
         for t in tasks:
             for p in t.procs:
                 signal_group(p, signal.SIGKILL)
@@ -208,7 +222,7 @@ class WorkerDaemon:
                     t.stop_reason = "killed-lease"
                     log.warning("job %d attempt %d outlived its lease by %.1fs: stopping it", *t.ref, now - t.deadline)
                 if t.stop_reason is None and any(c not in (None, 0) for c in codes):
-                    t.stop_reason = "killed"                 # a crashed rank would hang the others
+                    t.stop_reason = "rank-exited"            # a crashed rank would hang the others
                 if t.stop_reason is not None:
                     if t.term_sent is None:
                         t.term_sent = now
@@ -277,39 +291,65 @@ class WorkerDaemon:
                 base["GAVEL_NG_DIST_INIT"] = "env://"
         t.started = time.time()
         t.lease_file.unlink(missing_ok=True)
+        logs = [ckpt / "logs" / f"attempt{req.attempt}-rank{req.rank_offset + i}.log" for i in range(len(req.gpus))]
+        problem = launch_problem(argv, spec.working_dir or None, base.get("PATH"))
+        if problem:
+            self._not_started(t, problem, logs)
+            return
         for local, gpu in enumerate(req.gpus):
             rank = req.rank_offset + local
             result = self.work_dir / f"job{req.job_id}-a{req.attempt}-r{rank}.json"
             result.unlink(missing_ok=True)
             env = {**base, "RANK": str(rank), "LOCAL_RANK": str(local), "GAVEL_NG_RESULT_FILE": str(result),
                    "CUDA_VISIBLE_DEVICES": str(self.gpu_ids[gpu])}
-            log_file = ckpt / "logs" / f"attempt{req.attempt}-rank{rank}.log"
+            log_file = logs[local]
             try:
                 proc = None
                 if self.standby.eligible(argv, env.get("PATH")):
                     proc = self.standby.run(argv, env, spec.working_dir, log_file)
                 t.procs.append(proc or spawn(argv, env, spec.working_dir, log_file))
             except OSError as exc:
-                log.error("job %d: cannot start %s: %s", req.job_id, argv[0], exc)
-                t.stop_reason = "killed"
-                break
+                self._not_started(t, f"cannot start {argv[0]!r}: {exc.strerror or exc}", logs[local:])
+                t.stop_reason = "killed"             # the ranks already started: theirs is no run
+                return
             t.results.append(result)
+            t.logs.append(log_file)
         self.running.append(t)
         log.info("job %d attempt %d started: %d process(es) on GPUs %s", *t.ref, len(t.procs), list(req.gpus))
+
+    def _not_started(self, t: Task, problem: str, logs: list[Path]) -> None:
+        """The attempt cannot start here: said in each rank's log (`gavel-ng logs`) and, with the
+        next report, to the scheduler, which counts it as a failure (lock held)."""
+        t.launch_error = problem
+        self._note(t, f"did not start: {problem}", logs)
+        log.error("job %d attempt %d did not start: %s", *t.ref, problem, extra={"jobs": [t.req.job_id]})
+        self.running.append(t)
+
+    def _note(self, t: Task, text: str, logs: list[Path]) -> None:
+        """A line from the worker at the end of each rank's log, where `gavel-ng logs` shows it."""
+        line = f"gavel-ng worker {self.worker_id}: job {t.req.job_id} attempt {t.req.attempt} {text}\n"
+        for path in logs:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                with open(path, "a") as f:
+                    f.write(line)
+            except OSError:
+                pass
 
     def _end(self, t: Task, codes: list[int], reason: str) -> None:
         """All processes of a task exited: queue its report (lock held)."""
         results = [RankResult.read(p) for p in t.results]
         lead = next((r for r in results if r is not None), None)
-        if not t.procs and reason == "exited":
-            reason = "launch-failed"
         code = next((c for c in codes if c != 0), 0)
+        reason, code, detail = _how_it_ended(t, reason, code, results, codes)
+        if detail and not t.launch_error:          # (a launch that failed said so already)
+            self._note(t, f"ended: {detail}", t.logs)
         rep = pb.DoneReport(worker_id=self.worker_id, job_id=t.req.job_id, attempt=t.req.attempt, exit_code=code,
                             done=bool(lead and lead.done and all(r is not None and r.done for r in results)),
                             steps=lead.step if lead else -1, steps_run=lead.steps_run if lead else 0,
                             compute_seconds=lead.compute_seconds if lead else 0.0,
                             wall_seconds=time.time() - t.started if t.started else 0.0,
-                            reason="launch-failed" if not t.procs and t.started else reason)
+                            reason=reason, detail=detail)
         for p in t.results:
             p.unlink(missing_ok=True)
         if t.lease_file is not None:
@@ -318,8 +358,8 @@ class WorkerDaemon:
             log.warning("job %d attempt %d: %d lease files ignored in all", *t.ref, t.bad_leases)
         self.pending.append(rep)
         self.report_event.set()
-        log.info("job %d attempt %d ended (%s, exit %d) at step %d", rep.job_id, rep.attempt, rep.reason,
-                 rep.exit_code, rep.steps)
+        log.info("job %d attempt %d ended (%s, exit %d) at step %d%s", rep.job_id, rep.attempt, rep.reason,
+                 rep.exit_code, rep.steps, f": {detail}" if detail else "")
 
     # ----- reporter -----------------------------------------------------------------------------------
     def _running_refs(self) -> list[pb.AttemptRef]:
@@ -422,3 +462,30 @@ class WorkerDaemon:
                 if t is not None and t.stop_reason is None:
                     log.info("scheduler does not know job %d attempt %d: stopping it", *t.ref)
                     t.stop_reason = "killed"
+
+
+def _how_it_ended(t: Task, reason: str, code: int, results: list, codes: list[int]) -> tuple[str, int, str]:
+    """(reason, exit status, what went wrong) of a task whose processes all ended. A launch that never
+    ran, a crash, and an exit 0 without GavelIterator's report are failures the scheduler counts."""
+    if t.launch_error:
+        return "launch-failed", NOT_RUN, t.launch_error
+    if reason == "rank-exited":                      # a rank failed by itself; the others were stopped
+        reason = "exited"
+    if reason != "exited":
+        return reason, code, ""
+    if code != 0:
+        rank = next((i for i, c in enumerate(codes) if c != 0), 0)
+        how = f"killed by signal {_signal_name(-code)}" if code < 0 else f"exit status {code}"
+        tail = log_tail(t.logs[rank]) if rank < len(t.logs) else ""
+        return reason, code, how + (f"; its log ends: {tail}" if tail else "")
+    if any(r is None for r in results):
+        return "no-result", code, ("exited with status 0 before GavelIterator's end-of-run report: the script "
+                                   "must iterate a GavelIterator (docs/deploy.md, Adapting a training script)")
+    return reason, code, ""
+
+
+def _signal_name(n: int) -> str:
+    try:
+        return signal.Signals(n).name
+    except ValueError:
+        return str(n)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -28,8 +29,13 @@ _EXEC_WITH_PARENT = (
     "    pass\n"
     "if os.getppid() != int(sys.argv[1]):\n"
     "    os._exit(137)\n"
-    "os.execvpe(sys.argv[2], sys.argv[2:], os.environ)\n"
+    "try:\n"
+    "    os.execvpe(sys.argv[2], sys.argv[2:], os.environ)\n"
+    "except OSError as exc:\n"
+    "    sys.stderr.write(f'gavel-ng worker: cannot run {sys.argv[2]!r}: {exc.strerror or exc}\\n')\n"
+    "    os._exit(127)\n"
 )
+NOT_RUN = 127            # exit status of a command that could not be started (as a shell says it)
 
 
 @dataclass
@@ -48,6 +54,39 @@ class RankResult:
             return cls(int(data["step"]), bool(data["done"]), int(data["steps_run"]), float(data["compute_seconds"]))
         except (OSError, ValueError, KeyError, TypeError):
             return None
+
+
+def launch_problem(argv: list[str], cwd: str | None, path_env: str | None) -> str:
+    """Why argv cannot start in cwd on this machine ("" : nothing found wrong): said once, in the
+    job's log and to the scheduler, instead of a relaunch loop or a traceback from the exec wrapper."""
+    if cwd and not os.path.isdir(cwd):
+        what = "is not a directory" if os.path.exists(cwd) else "does not exist"
+        return f"working_dir {cwd!r} {what} on {socket.gethostname()}"
+    if not argv:
+        return "no command"
+    exe = argv[0]
+    if os.sep in exe:
+        path = os.path.join(cwd or os.getcwd(), exe)
+        if not os.path.exists(path):
+            return f"command {exe!r} not found (no such file{' in ' + cwd if cwd else ''})"
+        if not os.access(path, os.X_OK) or os.path.isdir(path):
+            return f"command {exe!r} is not an executable file"
+        return ""
+    if shutil.which(exe, path=path_env) is None:
+        return f"command {exe!r} not found on the worker's PATH ({path_env or ''})"
+    return ""
+
+
+def log_tail(path: Path, limit: int = 300) -> str:
+    """The last non-empty line of a job's log (a crash's last words), clipped."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(f.seek(0, os.SEEK_END) - 4096, 0))
+            lines = [x.strip() for x in f.read().decode("utf-8", "replace").splitlines() if x.strip()]
+    except OSError:
+        return ""
+    line = lines[-1] if lines else ""
+    return line if len(line) <= limit else line[:limit - 3] + "..."
 
 
 def builtin_command(job_type: str, size: str, python: str = sys.executable) -> list[str]:

@@ -102,7 +102,7 @@ def test_live_and_offline_views_share_the_formatter(state):
                                  bind="127.0.0.1")
     try:
         online = ClusterStatus.from_proto(restarted.status())
-        offline = read_state_dir(state_dir)
+        offline = read_state_dir(state_dir, now=online.now)     # the same instant: waited/elapsed alike
     finally:
         restarted.stop(grace=0.1)
     assert online.live and not offline.live and online.allocation

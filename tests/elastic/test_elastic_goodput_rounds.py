@@ -90,7 +90,7 @@ def test_bad_p_and_unknown_options_are_input_errors():
     et = pollux_workload(num_jobs=2, hours=0.1, seed=0)
     with pytest.raises(InputError, match="floor"):
         simulate(Cluster.parse("t4=4"), None, et, SimConfig(policy="goodput", options={"floor": 0.5}))
-    with pytest.raises(InputError, match="allocation policy"):
+    with pytest.raises(InputError, match="las option='p': unknown; las takes no options"):
         simulate(Cluster.parse("t4=4"), None, et, SimConfig(policy="las", options={"p": 1.0}))
 
 

@@ -74,3 +74,33 @@ def test_gpu_scripts_dry_run_on_the_cpu(tmp_path):
     jobs = pd.read_csv(out / "gpu_cluster_jobs.csv")
     assert len(jobs) == 1 and jobs["jct_s"][0] > 0 and jobs["devices"][0].startswith("cpu")
     assert (pd.read_csv(out / "gpu_cluster_attempts.csv")["steps"] > 0).all()
+
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPTS = sorted(p for p in (REPO / "experiments").glob("*.py") if p.name != "common.py")
+
+
+def test_scripts_write_under_an_untracked_root_unless_told(tmp_path):
+    """By default no reproduction script writes over a tracked file: results go under out/experiments/
+    (git-ignored); experiments/results/ only when asked (--results-root or --out)."""
+    import argparse
+    import subprocess
+
+    args = argparse.Namespace(config="reduced", table="reference", out=None, results_root=common.RESULTS)
+    assert common.out_dir("fig09_las_single", args) == REPO / "out" / "experiments" / "fig09_las_single"
+    ignored = subprocess.run(["git", "check-ignore", "-q", str(common.RESULTS / "x" / "results.csv")], cwd=REPO)
+    assert ignored.returncode == 0, "out/experiments/ must be git-ignored"
+    args.results_root = tmp_path
+    assert common.out_dir("cost", args) == tmp_path / "cost"
+    for script in SCRIPTS:   # no other default points into the committed tree
+        text = script.read_text()
+        assert '/ "results" /' not in text and '"experiments" / "results"' not in text, script.name
+
+
+def test_committed_results_hold_no_machine_paths():
+    bad = []
+    for path in (REPO / "experiments" / "results").rglob("*"):
+        if path.is_file() and path.suffix in (".csv", ".md", ".log", ".json", ".txt"):
+            text = path.read_text(errors="replace")
+            bad += [f"{path.relative_to(REPO)}: {m}" for m in ("/work/", "/root/", "/tmp/", "/home/") if m in text]
+    assert not bad, bad

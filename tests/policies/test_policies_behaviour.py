@@ -10,6 +10,7 @@ from gavel_ng.policies import SchedulingProblem
 from gavel_ng.policies.cost import work_per_dollar
 from gavel_ng.policies.ftf import rho
 from gavel_ng.policies.problem import Problem
+from gavel_ng.policies.solving import FormulationError
 
 
 def small(seed=0, M=6, **kw):
@@ -65,14 +66,14 @@ def test_min_cost_slo_meets_feasible_slos_and_names_impossible_ones():
     assert len(sol.warnings) == 1 and "j1" in sol.warnings[0] and "j0" not in sol.warnings[0]
 
 
-def test_infeasible_custom_constraint_falls_back_with_warning():
+def test_infeasible_custom_constraint_is_the_formulations_error_not_a_fallback():
+    """Validity alone admits X = 0, so constraints that admit nothing are the policy's own error (issue 37):
+    no silent isolated allocation under the policy's name."""
     inp = small(3)
     p = Problem(inp)
     p.add_constraint(p.thr >= 1e9)  # impossible
-    sol = p.solve(p.maximize(p.thr))
-    assert not sol.ok and sol.warnings and "isolated" in sol.warnings[0]
-    sol.allocation.check()
-    assert np.allclose(sol.allocation.values, p.x_isolated)
+    with pytest.raises(FormulationError, match="admit no allocation"):
+        p.solve(p.maximize(p.thr))
 
 
 def test_duration_policies_need_steps():

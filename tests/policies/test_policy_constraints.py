@@ -14,7 +14,7 @@ from test_properties import problems
 from test_space_sharing import cluster_for, random_jobs
 
 import gavel_ng as g
-from gavel_ng.errors import InputError
+from gavel_ng.errors import InputError, PolicyError
 from gavel_ng.policies import SchedulingProblem, policy
 from gavel_ng.policies.problem import Problem
 from gavel_ng.policies.registry import agnostic_problem
@@ -130,11 +130,13 @@ def impossible(p):
     return p.maximize_min(p.normalized_thr)
 
 
-def test_infeasible_constraints_fall_back_and_say_so():
-    sol = g.solve(PAPER, "impossible")
-    sol.allocation.check()
-    assert not sol.ok and any("failed" in w for w in sol.warnings)
-    assert any("misses a policy constraint" in w for w in sol.warnings)
+def test_infeasible_constraints_are_the_policys_error_naming_it():
+    """Not a solver failure: no fallback under the policy's name, an error naming it and its code (issue 37)."""
+    with pytest.raises(PolicyError) as info:
+        g.solve(PAPER, "impossible")
+    text = str(info.value)
+    assert text.startswith("policy='impossible': failed at ") and "test_policy_constraints.py:" in text
+    assert "admit no allocation" in text and "\n" not in text
 
 # ---- random problems, random bounds ---------------------------------------------------------
 

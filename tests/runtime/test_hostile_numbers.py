@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from gavel_ng.allocator import PolicyAllocator, PolicyJobs
+from gavel_ng.logs import collapse_repeats
 from gavel_ng.protocol.client import SchedulerClient
 from gavel_ng.protocol.protos import gavel_pb2 as pb
 from gavel_ng.protocol.rpc import Security, Stub, job_token, open_channel
@@ -219,13 +220,14 @@ class _Throughputs:
         raise AssertionError("pairs asked of an unpacked policy")
 
 
-def test_a_failed_solve_falls_back_to_equal_shares_said_once(caplog):
+def test_a_failed_solve_falls_back_to_equal_shares_said_once_counted_each(caplog):
     source = _Throughputs()
     alloc = PolicyAllocator("max_min_fairness", ["v100", "k80"], _Jobs(), source, np.array([2.0, 1.0]), warm=False)
-    with caplog.at_level(logging.WARNING, logger="gavel_ng"):
+    with caplog.at_level(logging.WARNING, logger="gavel_ng"), collapse_repeats() as ledger:
         outs = [alloc.allocate([0, 1], 0.0) for _ in range(3)]
     said = [r for r in caplog.records if "failed to solve" in r.getMessage()]
-    assert len(said) == 1 and alloc.failures == 3
+    assert len(said) == 1 and alloc.failures == 3 and alloc.fallbacks == 3 and alloc.solves == 3
+    assert [w["count"] for w in ledger.summary() if "failed to solve" in w["first"]] == [3]   # each one counted
     for out in outs:
         assert out.rows == [(0,), (1,)] and np.isfinite(out.X).all() and (out.X >= 0).all()
         assert (out.X.sum(axis=1) <= 1 + 1e-9).all() and ((out.row_sf[:, None] * out.X).sum(axis=0)

@@ -48,7 +48,7 @@ def test_job_tokens_reach_only_their_own_lease(service):
 
 @pytest.mark.parametrize("bad, field", [
     ({**GOOD, "steps": 0}, "jobs[0].steps"),
-    ({**GOOD, "job_type": "NoSuchNet (batch size 1)"}, "jobs[0].job_type"),
+    ({**GOOD, "job_type": "NoSuchNet (batch size 1)"}, "jobs[0].command"),   # a class of its own needs its argv
     ({**GOOD, "scale_factor": 3}, "jobs[0].scale_factor"),
     ({**GOOD, "weight": -1.0}, "jobs[0].weight"),
     ({**GOOD, "size": "huge"}, "jobs[0].size"),

@@ -111,7 +111,8 @@ def test_a_fenced_relaunch_and_a_failed_attempt(make_service):
     svc.state.report(DoneReport("w2", b, 1, exit_code=1, steps=0, reason="exited"))
     why = decide(svc)
     assert why[a].startswith("relaunch fenced: attempt 1 was lost and may still run; waits until w1 confirm it")
-    assert why[b] == "attempt 1 failed (1 of 3 failures allowed): relaunched no sooner than the next round"
+    assert why[b].startswith("attempt 1 failed (1 of 3 failures allowed; exit status 1): relaunched no sooner "
+                             "than the next round, nor before "), why[b]
 
 
 def test_reasons_are_stored_once_and_read_offline(make_service, tmp_path):

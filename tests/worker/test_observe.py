@@ -72,6 +72,11 @@ def test_metrics_event_lines_and_job_logs(cluster_factory):
         assert m[("gavel_failures_total", (("kind", "failed"),))] == 1
         assert m[("gavel_round_duration_seconds_count", ())] >= 1 and m[("gavel_solve_duration_seconds_count", ())] >= 1
         assert m[("gavel_store_write_failures_total", ())] == 0
+        # the paper's metrics: one job done (its JCT), two started (queueing delays), its GPU time on v100
+        assert m[("gavel_job_completion_seconds_count", ())] == 1
+        assert m[("gavel_queueing_delay_seconds_count", ())] == 2
+        assert m[("gavel_gpu_hours_total", (("gpu_type", "v100"),))] > 0
+        assert m[("gavel_gpu_hours_total", (("gpu_type", "k80"),))] == 0
 
         out = logs_cmd(cl, str(job), "--attempt", "1")
         assert out.returncode == 0 and out.stdout.startswith("[rank 0] "), out
@@ -86,7 +91,11 @@ def test_metrics_event_lines_and_job_logs(cluster_factory):
 
         # a worker killed under a running job: its attempt lost, the worker declared dead; then a cancel
         [long] = c.submit({**TINY, "steps": 100_000})
-        wait_for(lambda: c.jobs()[2].status == "running", 60, "the long job never ran")
+        # running, and started on the worker (its log exists): killed before RunJob arrives, the worker would be
+        # declared dead for the refused RunJob instead of its missed heartbeats
+        long_logs = cl.state / "checkpoints" / f"job-{long}" / "logs"
+        wait_for(lambda: c.jobs()[2].status == "running" and any(long_logs.glob("*.log")), 60,
+                 "the long job never ran")
         cl.stop_process(cl.workers["w-v100"], signal.SIGKILL)
         wait_for(lambda: cl.events("worker_down"), 30, "worker not declared dead")
         c.cancel(long)
@@ -109,7 +118,8 @@ def test_metrics_event_lines_and_job_logs(cluster_factory):
         assert count(rf"job {e['job_id']} attempt {e['attempt']} preempted at step \d+") == 1
     assert count(r"attempt \d+ preempted") == len(ended)
     assert count(rf"job {job} finished at step 150 of 150$") == 1
-    assert count(rf"job {crash} attempt 1 crashed \(exit 3; 1 of 1 allowed failures\)$") == 1
+    assert count(rf"job {crash} attempt 1 failed \(1 of 1 allowed failures\): attempt 1 on \S+: exit status 3; "
+                 r"its log ends: boom$") == 1
     assert count(rf"job {crash} failed at step") == 1
     assert count(rf"job {long} attempt \d+ lost: worker \S+ lost$") == 1
     assert count(rf"job {long} cancelled at step") == 1
