@@ -29,9 +29,9 @@ from .adaptive import AdaptiveRunner
 from .estimated import EstimatedThroughputs
 from .executor import IdealPlanner, JobArrays, SimExecutor
 from .learned import LearnedModels
-from .restarts import RestartLedger
 from .metrics import summarize
 from .oracle import TableThroughputs
+from .restarts import RestartLedger
 from .rounds import adaptive_models, check_adaptive_fits, check_round_config, round_planner
 
 log = logging.getLogger(__name__)

@@ -44,9 +44,9 @@ def test_progress_inverts_seconds_exactly_on_an_epoch_curve(seed):
     assert back == pytest.approx(seconds[inside], rel=1e-9, abs=1e-6)
 
 
-@pytest.mark.parametrize("ends, phi, field", [((0.5, 0.4), (1.0, 2.0), "phi.ends"), ((0.0, 0.5), (1.0, 2.0), "phi.ends"),
-                                              ((0.5,), (-1.0,), "phi.phi"), ((), (), "phi.ends"),
-                                              ((0.5,), (float("nan"),), "phi.phi")])
+@pytest.mark.parametrize("ends, phi, field", [
+    ((0.5, 0.4), (1.0, 2.0), "phi.ends"), ((0.0, 0.5), (1.0, 2.0), "phi.ends"), ((0.5,), (-1.0,), "phi.phi"),
+    ((), (), "phi.ends"), ((0.5,), (float("nan"),), "phi.phi")])
 def test_a_bad_epoch_curve_is_an_input_error(ends, phi, field):
     with pytest.raises(InputError) as exc:
         EpochPhi(ends, phi)
