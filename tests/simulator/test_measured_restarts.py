@@ -15,6 +15,9 @@ from gavel_ng.elastic import get_family
 from gavel_ng.elastic.workload import fixed_job_table, read_pollux_csv
 from gavel_ng.mechanism import make_plan
 from gavel_ng.policies import SchedulingProblem
+from gavel_ng.policies.registry import get_policy
+from gavel_ng.policies.rounds import RoundJobs
+from gavel_ng.round_planner import DEFAULT_GPU_COUNTS, RoundPlanner
 from gavel_ng.simulator import SimConfig, simulate
 from gavel_ng.simulator.adaptive import AdaptiveRunner
 from gavel_ng.simulator.restarts import RestartLedger
@@ -98,3 +101,49 @@ def test_gavel_sia_maximizes_raw_steps_where_max_throughput_normalizes():
     raw, norm = g.solve(inp, "gavel_sia"), g.solve(inp, "max_throughput")
     assert raw.objective == pytest.approx(31.0, rel=1e-6)
     assert norm.objective == pytest.approx(10 / 30 + 1.0, rel=1e-6)
+
+
+class Restarting:
+    """A round source of adaptive jobs scaling linearly at speed[type] x K, the first still restarting."""
+
+    def __init__(self, types, speed, restarting):
+        self.types, self.speed, self.restarting = list(types), dict(speed), restarting
+
+    def round_jobs(self, jobs):
+        n = len(jobs)
+        return RoundJobs(np.ones(n, bool), np.ones(n, np.int64), np.zeros((n, len(self.types))), np.zeros(n),
+                         np.ones(n, np.int64), np.full(n, 250.0), np.array([self.restarting] + [False] * (n - 1)))
+
+    def goodput(self, jobs, worker_type, gpus, servers):
+        return np.repeat((self.speed[worker_type] * np.asarray(gpus, float))[None, :], len(jobs), axis=0)
+
+
+@pytest.mark.parametrize("policy", ["sia", "goodput"])
+def test_a_job_still_paying_its_restart_keeps_its_configuration(policy):
+    """Job 0 holds the slow type's 2 GPUs at 4 h; the fast type is 10x faster and free. Without the
+    restart factor it would move; while its restart is unpaid it stays (Sia's artifact's constraint)."""
+    cluster = Cluster(gpus={"slow": 2, "fast": 2}, gpus_per_server={"slow": 2, "fast": 2})
+    topo = Topology.from_cluster(cluster)
+    got = {}
+    for restarting in (False, True):
+        src = Restarting(["slow", "fast"], {"slow": 1.0, "fast": 10.0}, restarting)
+        spec = get_policy(policy)
+        decide = spec.decider({"restart_factor": False})
+        planner = RoundPlanner(policy, decide, src, topo, lambda: 4 * 3600.0, realloc_delay=30.0,
+                               gpu_counts=spec.gpu_counts or DEFAULT_GPU_COUNTS)
+        planner.arrive([0])
+        planner.last = {0: (0, 1)}
+        ctx = planner.context(4 * 3600.0)
+        assert ctx.pinned.tolist() == [restarting]
+        entries = planner._decide(4 * 3600.0)
+        got[restarting] = entries[0].gpus
+    assert got == {False: (2, 3), True: (0, 1)}
+
+
+def test_sia_rounding_option_is_checked():
+    from gavel_ng.errors import InputError
+    from gavel_ng.policies.sia import Sia
+    assert Sia(decimals=None).decimals is None and Sia().decimals == 2
+    for bad in (-1, 1.5, True, "2"):
+        with pytest.raises(InputError, match="sia.decimals"):
+            Sia(decimals=bad)
