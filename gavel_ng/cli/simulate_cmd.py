@@ -85,7 +85,11 @@ def add_parser(sub) -> None:
                         "model) or sia (fitted to the Sia artifact's measurements; docs/elastic.md); fixed and "
                         "adaptive jobs both use it")
     p.add_argument("--realloc-delay", type=float, default=30.0, metavar="SECONDS",
-                   help="adaptive jobs: seconds lost at each change of GPU count or type (default 30, as Pollux)")
+                   help="adaptive jobs: seconds lost at each change of GPU count or type (default 30, as Pollux); "
+                        "under --elastic-profiles sia every job pays its application's measured delay instead")
+    p.add_argument("--policy-model", choices=("exact", "learned"), default="exact",
+                   help="what round policies see of an adaptive job's goodput: the simulator's exact model "
+                        "(default) or one learned from the job's own runs, as Sia learns it (docs/elastic.md)")
     p.add_argument("--policy-option", action="append", metavar="[POLICY.]KEY=VALUE",
                    help="an option of the policy, a keyword argument of its function (repeatable; VALUE as JSON "
                         "where it parses, else text), e.g. p=-1 or budget=20. With several --policy names, KEY "
@@ -188,7 +192,7 @@ def run(args) -> int:
                        reference_jobs=args.reference_jobs, realloc_delay=args.realloc_delay,
                        options=options[policies[0]],
                        rules=read_cluster_rules(args.rules), entities=read_entities(args.entities),
-                       backfill=not args.no_backfill)
+                       backfill=not args.no_backfill, policy_model=args.policy_model)
     return report(args, policies, cluster, table, trace, config, options)
 
 

@@ -4,7 +4,8 @@ The round's entries run first (executor.SimExecutor.execute); each that ends bef
 does frees its GPUs at that moment. Those moments are taken in time order: at each, the plan's
 `Waitlist` (gavel_ng.mechanism.backfill, the code the runtime asks too) chooses entries for the
 GPUs free then (freed ones and any no entry held this round), and each chosen entry starts
-there, pays the start-up overhead a launch pays (`--preemption-overhead`) and runs at its true
+there, pays the start-up overhead a launch pays (`--preemption-overhead`, or its job's measured
+restart delay where the profile set has one: simulator.restarts) and runs at its true
 rate until it is done or the round ends. One that is done early frees its GPUs in turn.
 
 What comes back is the round as it ran: the plan with the backfilled entries appended and every
@@ -57,8 +58,10 @@ def backfill_round(ex, plan: RoundPlan, steps: np.ndarray, start: np.ndarray, us
                         [b.sf for b in chosen], [b.gpus for b in chosen], np.zeros(len(chosen), bool),
                         [b.consolidated for b in chosen], cols=[b.col for b in chosen])
         rate, _ = ex._throughputs(sub)
-        s0 = t + min(overhead, L - t)
         m = sub.member_job
+        # each pays what a launch pays: the flat overhead, or its own measured restart (restarts.py)
+        s0 = t + (ex._restarts(sub, np.arange(len(m)), L - t) if ex.restarts is not None
+                  else np.full(len(m), min(overhead, L - t)))
         rem = ja.remaining[m]
         can = rate * (L - s0)
         if ex.integer_steps:
@@ -78,7 +81,7 @@ def backfill_round(ex, plan: RoundPlan, steps: np.ndarray, start: np.ndarray, us
                 holding.append((b.holder, s))
             if s < L - EPS:
                 heapq.heappush(times, s)
-        parts.append((chosen, st, np.full(len(m), s0), u, d, stop - t))
+        parts.append((chosen, st, s0, u, d, stop - t))
         ex.backfilled += sub.num_entries
         ex.backfill_gpu_seconds += float((sub.sfs * (stop - t)).sum())
     if not parts:
