@@ -30,6 +30,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..mechanism import Backfilled, RoundPlan, RoundResult, worth_starting
+from ..mechanism.backfill import Holder, holders
 from ..mechanism.core import with_backfilled
 from .jobs import FINISHED
 from .launcher import LOG_EACH, Assignment
@@ -80,7 +81,7 @@ class LiveBackfill:
             if not free.any():
                 return
             busy = set(ex.current) | st.index.live
-            holding = self._holding(plan, ended) if plan.waiting.rules is not None else ()
+            holding = self._holding(plan, ended) if plan.waiting.watches_holders else ()
         self._assign(plan.waiting.choose(free, busy, holding), gmap, now)
 
     def _ended(self) -> set[int]:
@@ -122,12 +123,12 @@ class LiveBackfill:
                 return
             busy = set(ex.current) | st.index.live
         waiting = self.arrivals(ex.job_view(new), plan)
-        holding = self._holding(plan, ended) if waiting.rules is not None else ()
+        holding = self._holding(plan, ended) if waiting.watches_holders else ()
         self._assign(waiting.choose(free, busy, holding), gmap, now, "arrival")
 
-    def _holding(self, plan: RoundPlan, ended: set[int]) -> list[tuple[tuple[int, ...], int, int]]:
-        out = [(k, int(t), int(sf)) for k, t, sf in zip(plan.keys, plan.types, plan.sfs) if not ended.issuperset(k)]
-        return out + [(b.key, b.type, b.sf) for b, _ in self.entries if not ended.issuperset(b.key)]
+    def _holding(self, plan: RoundPlan, ended: set[int]) -> list[Holder]:
+        out = [h for h in holders(plan) if not ended.issuperset(h.key)]
+        return out + [b.holder for b, _ in self.entries if not ended.issuperset(b.key)]
 
     def _assign(self, chosen: list[Backfilled], gmap, now: float, why: str = "freed") -> None:
         """The chosen entries join the current round (recorded first, in one transaction: a refused write
