@@ -2,6 +2,7 @@
 
     python experiments/bench_runtime_scale.py [--workers 100,500,1250] [--jobs 0,5000,20000]
         [--seconds 75] [--round-seconds 30] [--code DIR] [--out FILE.json]
+    python experiments/bench_runtime_scale.py --calls [--repeat 3]
 
 A real `gavel-ng scheduler` process (las, rounds of --round-seconds, its state in a temporary
 directory) and, in a second process, simulated 8-GPU workers (experiments/scale_workers.py: they
@@ -263,6 +264,51 @@ def _line(r: dict) -> str:
             f"{_fmt(r.get('sim_lag_max_ms'), '.0f')} ms |")
 
 
+def calls(repeat: int) -> None:
+    """The scheduler's calls in-process, timed: 1,250 workers, 20,000 queued jobs, 5,000 of them running (their
+    attempts made by hand), no gRPC: what each call costs the scheduler itself."""
+    from gavel_ng.protocol.jobspec import JobSpec
+    from gavel_ng.runtime.config import ClusterConfig
+    from gavel_ng.runtime.jobs import Attempt, AttemptRef
+    from gavel_ng.runtime.metrics import StateCollector
+    from gavel_ng.runtime.service import SchedulerService
+    from gavel_ng.runtime.state import Registration
+
+    with tempfile.TemporaryDirectory(prefix="gavel-calls-") as tmp:
+        svc = SchedulerService(ClusterConfig(worker_types=TYPES, round_seconds=30.0), Path(tmp) / "state", port=0,
+                               bind="127.0.0.1")
+        st = svc.state
+        for k in range(1250):
+            st.register(Registration(f"w{k}", f"w{k}:1", TYPES[k % 3], 8, []), lambda a: (None, None))
+        ids = st.submit([JobSpec(JOB_TYPES[i % 4], steps=10**6, scale_factor=2, size="tiny") for i in range(20000)])
+        now = time.time()
+        with st.lock:
+            for n, m in enumerate(ids[:5000]):
+                w, g = n // 4, (n % 4) * 2
+                att = Attempt(m, 1, [(f"w{w}", g), (f"w{w}", g + 1)], TYPES[w % 3], True, now, now + 60, 0)
+                job = st.jobs[m]
+                job.live, job.status, job.attempts = att, "running", 1
+                st.attempt_started(att)
+        mine = [AttemptRef(m, 1) for m in ids[28:32]]          # what worker w7 runs
+        collector = StateCollector(st)
+
+        def ms(f, n: int) -> float:
+            start = time.perf_counter()
+            for _ in range(n):
+                f()
+            return 1000 * (time.perf_counter() - start) / n
+
+        again = Registration("w7", "w7:1", TYPES[1], 8, mine)       # w7 registers again, running the same
+
+        for _ in range(repeat):
+            hb = ms(lambda: st.heartbeat("w7", mine), 2000)
+            reg = ms(lambda: st.register(again, lambda a: (None, None)), 200)
+            stat, scrape = ms(svc.status, 20), ms(lambda: list(collector.collect()), 20)
+            print(f"heartbeat {hb:.3f} ms, registration {reg:.3f} ms, status {stat:.1f} ms, metrics scrape "
+                  f"{scrape:.1f} ms (load average {os.getloadavg()[0]:.1f})", flush=True)
+        svc.store.close()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workers", default="100,500,1250", help="worker counts, comma-separated")
@@ -279,7 +325,13 @@ def main() -> int:
     ap.add_argument("--keep", metavar="DIR", help="run in DIR/wWORKERS and keep it (scheduler log and state)")
     ap.add_argument("--profile", metavar="DIR", help="record the scheduler with py-spy during each stage (collapsed "
                                                      "stacks, DIR/wWORKERS-jJOBS.txt)")
+    ap.add_argument("--calls", action="store_true", help="instead: time the scheduler's calls in-process (1,250 "
+                                                         "workers, 20,000 jobs, 5,000 running), --repeat times")
+    ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
+    if args.calls:
+        calls(args.repeat)
+        return 0
     if args.profile:
         Path(args.profile).mkdir(parents=True, exist_ok=True)
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
