@@ -52,6 +52,7 @@ class Registration:
     running: list[AttemptRef] = field(default_factory=list)
     pending: list[DoneReport] = field(default_factory=list)
     labels: frozenset = frozenset()
+    call_token: str = ""            # what the scheduler presents to the worker's own service
 
 
 @dataclass(frozen=True)
@@ -144,7 +145,8 @@ class ClusterState:
         """A worker (re)joins: remember it, take its pending reports, stop attempts nobody owns.
         `make_stub(address)` gives the (channel, stub) that reaches a new worker."""
         with self.lock:
-            w = self.registry.join(reg.worker_id, reg.address, reg.gpu_type, reg.gpus, make_stub, reg.labels)
+            w = self.registry.join(reg.worker_id, reg.address, reg.gpu_type, reg.gpus, make_stub, reg.labels,
+                                   reg.call_token)
             for rep in reg.pending:
                 self.book.report(rep)
             kills = self._reconcile_running(w, reg.running, registering=True)
