@@ -20,6 +20,7 @@ from ..elastic.families import parse_adaptive
 from ..errors import InputError, read_json, require
 from ..rules.model import JobRules, parse_job_rules
 from .protos import gavel_pb2 as pb
+from .text import bad_character, unrunnable
 
 SIZES = ("tiny", "full")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -34,10 +35,6 @@ MAX_ENV, MAX_ENV_BYTES = 64, 16384             # env: entries, and bytes of name
 MAX_RULES_BYTES, MAX_ADAPTIVE_BYTES = 16384, 4096   # rules, adaptive: bytes of their JSON
 MAX_DECLARED = 64                 # throughputs: worker types a job may declare
 MIN_RATE, MAX_RATE = 1e-4, 1e5    # a declared rate (steps/s), as the scheduler bounds a measured one
-# what no job can run with, or what would reach an operator's terminal: NUL (execve cannot pass it) and control
-# characters; names allow none, argv and env values allow tab, newline and carriage return (multi-line values)
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-_CONTROL_IN_VALUES = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
 
 @dataclass(frozen=True)
@@ -119,23 +116,17 @@ class JobSpec:
                     "reserved: the worker sets it")
 
     def _check_characters(self, where: str) -> None:
-        """Nothing that cannot run (a NUL byte) or that would reach a terminal (escape sequences)."""
+        """Nothing that cannot run (a NUL byte) or that would reach a terminal (protocol.text)."""
         rules = self.rules.to_dict() if self.rules is not None else {}
         names = [("job_type", self.job_type), ("name", self.name), ("size", self.size),
-                 ("working_dir", self.working_dir), *((f"env.{k!r}", k) for k in self.env),
                  *((f"throughputs.{w!r}", w) for w in self.throughputs),
                  *((k, v) for k, v in rules.items() if isinstance(v, str)),
                  *((k, x) for k, v in rules.items() if isinstance(v, list) for x in v)]
         for field_name, value in names:
-            m = _CONTROL.search(value)
-            require(m is None, f"{where}.{field_name}", _clip(value), f"holds the control character "
-                                                                       f"U+{ord(m[0]) if m else 0:04X}: not allowed")
-        for field_name, value in [*((f"command[{i}]", c) for i, c in enumerate(self.command)),
-                                  *((f"env.{k}", v) for k, v in self.env.items())]:
-            m = _CONTROL_IN_VALUES.search(value)
-            require(m is None, f"{where}.{field_name}", _clip(value),
-                    f"holds the control character U+{ord(m[0]) if m else 0:04X}: "
-                    + ("a process cannot be given it" if m and m[0] == "\0" else "not allowed"))
+            why = bad_character(value)
+            require(not why, f"{where}.{field_name}", _clip(value), why)
+        field_name, value, why = unrunnable(self.command, self.env, self.working_dir)
+        require(not why, f"{where}.{field_name}", _clip(value), why)
 
     def _check_declared(self, where: str) -> None:
         """Declared rates: worker type -> steps/s, finite, in [MIN_RATE, MAX_RATE] or 0 (cannot run there)."""

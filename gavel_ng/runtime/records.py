@@ -276,6 +276,21 @@ class StateQueries:
             e["detail"] = json.loads(e["detail"]) if e["detail"] else {}
         return out
 
+    def audit_events(self, kinds: tuple[str, ...], since: float | None, until: float | None) -> list[dict]:
+        """Events of `kinds` in [since, until), oldest first, with their actor ("" before actors were kept)."""
+        have = {r[1] for r in self._all("PRAGMA table_info(events)")}
+        actor = "actor" if "actor" in have else "'' AS actor"
+        rows = self._dicts(f"SELECT ts, kind, job_id, worker_id, detail, {actor} FROM events WHERE kind IN "
+                           f"(SELECT value FROM json_each(?)) AND ts >= ? AND ts < ? ORDER BY seq",
+                           (json.dumps(list(kinds)), -1e300 if since is None else since,
+                            1e300 if until is None else until))
+        for e in rows:
+            try:
+                e["detail"] = json.loads(e["detail"]) if e["detail"] else {}
+            except ValueError:
+                e["detail"] = {"unreadable": str(e["detail"])[:80]}
+        return rows
+
     def load_credentials(self) -> list[Credential]:
         """The credentials an admin issued (runtime.credentials), revoked ones included."""
         try:

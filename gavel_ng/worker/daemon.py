@@ -31,7 +31,6 @@ import grpc
 
 from ..errors import InputError
 from ..protocol import leasefile
-from ..protocol.jobspec import JobSpec
 from ..protocol.protos import gavel_pb2 as pb
 from ..protocol.rpc import (
     ACCOUNT_NAME,
@@ -43,6 +42,7 @@ from ..protocol.rpc import (
     open_channel,
     token_authenticator,
 )
+from ..protocol.text import unrunnable
 from .backoff import Backoff
 from .isolation import (
     JOB_ENV_ALLOW,
@@ -549,10 +549,12 @@ def _how_it_ended(t: Task, reason: str, code: int, results: list, codes: list[in
 def _unrunnable(req: pb.RunJobRequest) -> str:
     """Why a RunJob cannot run on any worker ("" : nothing found): said before it is queued, so it never
     takes a GPU (the scheduler checked the job at submission; this catches a state written before that)."""
-    try:
-        JobSpec.from_proto(req.spec).check("spec")
-    except InputError as exc:
-        return str(exc)
+    spec = req.spec
+    field, value, why = unrunnable(list(spec.command), dict(spec.env), spec.working_dir)
+    if why:
+        return f"spec.{field}={value[:80]!r}: {why}"
+    if spec.steps < 1 or not spec.job_type:
+        return "spec: no steps or no job type"
     if not req.checkpoint_dir.startswith("/") or "\0" in req.checkpoint_dir:
         return f"checkpoint_dir={req.checkpoint_dir[:200]!r}: must be an absolute path"
     if req.run_as and not ACCOUNT_NAME.match(req.run_as):

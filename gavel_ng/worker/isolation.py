@@ -129,7 +129,7 @@ def own_dir(path: Path, who: RunAs, mode: int = 0o700) -> None:
         raise Refused(f"{path} belongs to uid {st.st_uid}, not to {who.name} (uid {who.uid}), whom the job runs as")
 
 
-def _walk(root: Path, parts: list[str], create: bool, who: RunAs | None) -> int:
+def open_dir(root: Path, parts: list[str], create: bool = False, who: RunAs | None = None) -> int:
     """An fd of root/parts[0]/.../parts[-1] (directories), never following a link; made (as `who`'s) when
     `create`. The caller closes it."""
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -156,12 +156,13 @@ def open_job_file(path: Path, who: RunAs, write: bool = False, base: Path | None
     worker trusts, through the job's directories), only a regular file of the job's account. OSError else."""
     base = base if base is not None else path.parent
     parts = list(path.relative_to(base).parts)
-    dfd = _walk(base, parts[:-1], create=write, who=who)
+    dfd = open_dir(base, parts[:-1], create=write, who=who)
     try:
         flags = (os.O_WRONLY | os.O_APPEND | os.O_CREAT) if write else os.O_RDONLY
         fd = os.open(parts[-1], flags | _OPEN, 0o600, dir_fd=dfd)
     finally:
         os.close(dfd)
+    os.set_blocking(fd, True)
     st = os.fstat(fd)
     if write and who.switches and st.st_uid == os.geteuid() and st.st_size == 0 and st.st_nlink == 1:
         os.fchown(fd, who.uid, who.gid)          # made just now, by the worker: the job's file
@@ -169,6 +170,17 @@ def open_job_file(path: Path, who: RunAs, write: bool = False, base: Path | None
     if not stat.S_ISREG(st.st_mode) or st.st_uid != who.uid:
         os.close(fd)
         raise OSError(f"{path} is not a regular file of {who.name}'s")
+    return fd
+
+
+def open_regular(name: str, dir_fd: int) -> int:
+    """`name` in the directory `dir_fd` for reading, if it is a regular file (never a link, a FIFO or a
+    device: opening one of those neither follows nor blocks); OSError else."""
+    fd = os.open(name, os.O_RDONLY | _OPEN, dir_fd=dir_fd)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(f"{name} is not a regular file")
+    os.set_blocking(fd, True)
     return fd
 
 
