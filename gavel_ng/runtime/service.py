@@ -290,7 +290,7 @@ class SchedulerService:
             self.credentials = Credentials(self.store, config.entities)
             self.state.restore()
         except (StateDamaged, sqlite3.DatabaseError, ValueError, TypeError, KeyError) as exc:
-            raise damaged(self.state_dir, f"{type(exc).__name__}: {exc}"[:300]) from None
+            raise damaged(self.state_dir, _what(exc)) from None
         self.access = Access(self.credentials)
         if not self.credentials.any_active:
             log.warning("a single-token cluster: no user or worker credentials are issued, so every client and worker "
@@ -340,7 +340,7 @@ class SchedulerService:
         try:
             self.planner.restore()
         except (sqlite3.DatabaseError, ValueError, TypeError, KeyError) as exc:
-            raise damaged(self.state_dir, f"{type(exc).__name__}: {exc}"[:300]) from None
+            raise damaged(self.state_dir, _what(exc)) from None
         self.loop: SchedulerLoop | None = None
         self.executor = DeployExecutor(self.state, self.planner.placement, self.checkpoint_root,
                                        self.stop_event, self._topology_changed, self.state_id)
@@ -665,6 +665,11 @@ def _done(m: pb.DoneReport) -> DoneReport:
 def _user_info(c: Credential) -> pb.UserInfo:
     return pb.UserInfo(name=c.name, role=c.role, entities=list(c.entities), manages=list(c.manages), created=c.created,
                        revoked=c.revoked or 0.0)
+
+
+def _what(exc: BaseException) -> str:
+    """What is wrong with a damaged state, in a few words."""
+    return (str(exc) if isinstance(exc, StateDamaged) else f"{type(exc).__name__}: {exc}")[:300]
 
 
 def _actor() -> str:

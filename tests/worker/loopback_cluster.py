@@ -68,10 +68,11 @@ class LocalCluster:
     def token(self) -> str:
         return (self.state / "token").read_text().strip()
 
-    def start_worker(self, name: str, gpu_type: str, gpus: int, *extra: str) -> None:
+    def start_worker(self, name: str, gpu_type: str, gpus: int, *extra: str, token_file: Path | None = None) -> None:
+        """A worker with the cluster token, or the credential in `token_file`."""
         proc, log = self._spawn(["worker", "--scheduler", f"127.0.0.1:{self.port}", "--gpu-type", gpu_type,
                                  "--gpus", str(gpus), "--bind", "127.0.0.1", "--advertise", "127.0.0.1",
-                                 "--token-file", str(self.state / "token"), *extra], name)
+                                 "--token-file", str(token_file or self.state / "token"), *extra], name)
         self.workers[name] = proc
         _read_port(proc, log)
 
