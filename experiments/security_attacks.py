@@ -100,7 +100,8 @@ for token_name, token in [("job token", env.get("GAVEL_NG_JOB_TOKEN", "")), *[(w
         res.setdefault("runjob", {})[token_name] = "OK"
     except grpc.RpcError as exc:
         res.setdefault("runjob", {})[token_name] = exc.code().name
-vdirs = [p for p in ckpt.parent.glob(f"job-{victim}*") if p.name == f"job-{victim}" or p.name.startswith(f"job-{victim}-")]
+vdirs = [p for p in ckpt.parent.glob(f"job-{victim}*")
+         if p.name == f"job-{victim}" or p.name.startswith(f"job-{victim}-")]
 planted = False
 for d in vdirs:
     try:
@@ -288,7 +289,8 @@ def run(root: Path, procs: Procs, rows: list, made_users: list) -> None:
         return client[who].SubmitJobs(pb.SubmitJobsRequest(jobs=specs))
 
     def jobs(ids):
-        return {j.job_id: j for j in client["admin"].ListJobs(pb.ListJobsRequest(job_ids=ids, include_finished=True)).jobs}
+        reply = client["admin"].ListJobs(pb.ListJobsRequest(job_ids=ids, include_finished=True))
+        return {j.job_id: j for j in reply.jobs}
 
     wait_for(lambda: len(client["admin"].GetStatus(pb.StatusRequest()).workers) == 2, 60)
     on_v100 = {"allowed_types": ["v100"], "user": "gv-alice", "entity": "nlp"}
@@ -307,11 +309,9 @@ def run(root: Path, procs: Procs, rows: list, made_users: list) -> None:
     r = code(lambda: client["bob"].RegisterWorker(pb.RegisterWorkerRequest(worker_id="bobs", address="127.0.0.1:1",
                                                                            gpu_type="v100", gpus=8)))
     rows.append(("bob's credential registers a worker", r, not r.startswith("OK")))
-    listed = jobs([victim])[victim] if True else None
     seen = client["bob"].ListJobs(pb.ListJobsRequest(job_ids=[victim])).jobs
     leaked = bool(seen) and dict(seen[0].spec.env).get("SECRET_ALICE") == "alice-secret"
     rows.append(("bob lists alice's job: its env", "SECRET_ALICE shown" if leaked else "env not shown", not leaked))
-    del listed
 
     # ----- a hostile job (bob's) -----
     worker_addr = f"127.0.0.1:{workers['w-v100'][1]}"
@@ -329,7 +329,8 @@ def run(root: Path, procs: Procs, rows: list, made_users: list) -> None:
                      not got["credentials_found"]))
         rows.append(("job: cancels alice's job with a found credential",
                      json.dumps(got["cancel_with_found_credential"]) or "none found",
-                     all(not v.startswith("OK") and v != "cancelled" for v in got["cancel_with_found_credential"].values())))
+                     all(not v.startswith("OK") and v != "cancelled"
+                         for v in got["cancel_with_found_credential"].values())))
         rows.append(("job: reads another job's environment (SECRET_ALICE)", str(got["other_job_secret_read"]),
                      not got["other_job_secret_read"]))
         rows.append(("job: writes a checkpoint into alice's job's directory", str(got["planted_checkpoint"]),
@@ -348,9 +349,12 @@ def run(root: Path, procs: Procs, rows: list, made_users: list) -> None:
 
     class Rogue:
         def RunJob(self, req, context):
-            reports.append(pb.DoneReport(worker_id=rogue_id, job_id=req.job_id, attempt=req.attempt, exit_code=0,
-                                         done=True, steps=req.spec.steps, steps_run=req.spec.steps,
-                                         compute_seconds=1.0, wall_seconds=1.0, reason="exited"))
+            rep = pb.DoneReport(worker_id=rogue_id, job_id=req.job_id, attempt=req.attempt, exit_code=0,
+                                done=True, steps=req.spec.steps, steps_run=req.spec.steps,
+                                compute_seconds=1.0, wall_seconds=1.0, reason="exited")
+            if modern:
+                rep.call_token = "rogue"          # its own registration's: the reports are its own worker's
+            reports.append(rep)
             return pb.Empty()
 
         def KillJob(self, req, context):
@@ -358,13 +362,14 @@ def run(root: Path, procs: Procs, rows: list, made_users: list) -> None:
 
     from concurrent import futures
     server = grpc.server(futures.ThreadPoolExecutor(4))
-    from gavel_ng.protocol.protos import gavel_pb2 as _pb   # handlers without auth: the rogue accepts anything
+    from gavel_ng.protocol.protos import gavel_pb2 as _pb  # handlers without auth: the rogue accepts anything
     desc = _pb.DESCRIPTOR.services_by_name["Worker"]
     impl = Rogue()
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(desc.full_name, {
         m.name: grpc.unary_unary_rpc_method_handler(getattr(impl, m.name),
                                                     request_deserializer=getattr(_pb, m.input_type.name).FromString,
-                                                    response_serializer=getattr(_pb, m.output_type.name).SerializeToString)
+                                                    response_serializer=getattr(
+                                                        _pb, m.output_type.name).SerializeToString)
         for m in desc.methods}),))
     rport = server.add_insecure_port("127.0.0.1:0")
     server.start()
@@ -378,7 +383,8 @@ def run(root: Path, procs: Procs, rows: list, made_users: list) -> None:
     def beat():
         while not stop_beat[0]:
             try:
-                rogue.Heartbeat(pb.HeartbeatRequest(worker_id=rogue_id))
+                rogue.Heartbeat(pb.HeartbeatRequest(worker_id=rogue_id, **({"call_token": "rogue"} if modern
+                                                                          else {})))
             except grpc.RpcError:
                 pass
             time.sleep(0.3)
@@ -398,6 +404,8 @@ def run(root: Path, procs: Procs, rows: list, made_users: list) -> None:
     real = next((w for w in client["admin"].GetStatus(pb.StatusRequest()).workers if victim in w.running_jobs), None)
     forged = pb.DoneReport(worker_id=real.worker_id if real else "", job_id=victim, attempt=v.attempts, exit_code=1,
                            steps=-1, reason="exited", detail="forged")
+    if modern:
+        forged.call_token = "rogue"           # it holds the workers' shared credential, not that daemon's token
     r = code(lambda: rogue.ReportDone(forged))
     rows.append(("rogue worker forges a failure of alice's attempt on another worker", r, not r.startswith("OK")))
     stop_beat[0] = True
@@ -428,7 +436,8 @@ def run(root: Path, procs: Procs, rows: list, made_users: list) -> None:
                                   "rules": {"allowed_types": ["p100"], "user": "gv-alice", "entity": "nlp"}}).job_ids
     done = wait_for(lambda: jobs([next_job])[next_job].status in ("done", "failed"), 60)
     rows.append(("a job with a NUL byte in an env value",
-                 f"submit {r.split(':')[0]}; the next job on its GPU {'finished in %.0f s' % (time.monotonic() - t0) if done else 'waited > 60 s'}",
+                 f"submit {r.split(':')[0]}; the next job on its GPU "
+                 + (f"finished in {time.monotonic() - t0:.0f} s" if done else "waited > 60 s"),
                  not nul_ok and bool(done)))
     r = code(lambda: submit("alice", {"steps": 10, "name": "\x1b[2J\x1b[31mred", "rules": {"user": "gv-alice",
                                                                                          "entity": "nlp"}}))
@@ -493,12 +502,11 @@ def run(root: Path, procs: Procs, rows: list, made_users: list) -> None:
                              stderr=subprocess.PIPE, env=ENV)
         try:
             _, err = p.communicate(timeout=timeout)
-            _, _, ru = os.wait4(p.pid, 0) if False else (0, 0, None)
             return p.returncode, err.decode(errors="replace")
         except subprocess.TimeoutExpired:
             p.kill()
             p.communicate()
-            return None, "blocked (killed after %ds)" % timeout
+            return None, f"blocked (killed after {timeout}s)"
 
     rc, err = logs(str(2**63), "--state", str(state))
     rows.append(("gavel-ng logs 2^63", f"exit {rc}: {err.strip().splitlines()[-1][:100] if err.strip() else ''}",
@@ -577,7 +585,8 @@ def run(root: Path, procs: Procs, rows: list, made_users: list) -> None:
         procs.stop(sp)
         text = slog.read_text(errors="replace")
         last = [x for x in text.splitlines() if x.strip()][-1][:140] if text.strip() else ""
-        rows.append((f"scheduler on a state file with {'its last pages zeroed' if what == 'zeroed' else 'a job row not JSON'}",
+        damage = "its last pages zeroed" if what == "zeroed" else "a job row not JSON"
+        rows.append((f"scheduler on a state file with {damage}",
                      f"{'started' if ok else 'exited'}, {text.count('Traceback')} traceback(s): {last}",
                      text.count("Traceback") == 0))
 

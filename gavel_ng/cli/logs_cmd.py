@@ -164,8 +164,9 @@ def _no_logs(root: Path, job: int, reader) -> str:
         if rows:
             why = f"; its last failure: {rows[0].error}" if rows[0].error else ""
             return f"job {job} ({rows[0].status}) has no logs yet under {root}{why}"
-    jobs = sorted({int(m[1]) for n in _listdir(root) if (m := re.fullmatch(r"job-(\d+)(?:-[0-9a-f]+)?", n))})
-    have = f"job directories: {_ids(jobs)}" if jobs else "no job has logs there yet"
+    jobs = sorted({int(m[1]) for n in _listdir(root) if (m := re.fullmatch(r"job-(\d+)(?:-[0-9a-f]+)?", n))
+                   and os.path.isdir(root / n / "logs")})
+    have = f"jobs with logs: {_ids(jobs)}" if jobs else "no job has logs there yet"
     return f"no such job under {root} ({have})"
 
 

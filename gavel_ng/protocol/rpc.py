@@ -270,8 +270,8 @@ class _AuthInterceptor(grpc.ServerInterceptor):
         if who.role not in ALLOWED.get(method, ()):
             self.say(f"denied {who.actor}", peer, f"refused {method} from {{host}} ({who.actor}): a {who.role} may "
                                                   "not call it")
-            context.abort(grpc.StatusCode.PERMISSION_DENIED,
-                          f"{who.actor} may not call {method} (it is for: {', '.join(sorted(ALLOWED.get(method, ())))})")
+            roles = ", ".join(sorted(ALLOWED.get(method, ())))
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, f"{who.actor} may not call {method} (it is for: {roles})")
         key = f"user:{who.name}" if who.role == "user" else peer      # a user's connections share one cap
         cls, slot = self.limiter.classify(method, who.job, key)
         refusal = self.limiter.enter(cls, slot)

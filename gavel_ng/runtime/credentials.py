@@ -83,8 +83,9 @@ class Credentials:
 
     def add(self, name: str, role: str = "user", entities=(), manages=()) -> tuple[Credential, str]:
         """A new credential (or a new token for a revoked name); returns it and its token."""
-        require(bool(ACCOUNT_NAME.match(name or "")), "name", name, "must be an account name: lower-case letters, digits, "
-                                                             "'_', '.', '-', starting with a letter or '_', at most 32")
+        require(bool(ACCOUNT_NAME.match(name or "")), "name", name,
+                "must be an account name: lower-case letters, digits, '_', '.', '-', starting with a letter or '_', "
+                "at most 32")
         require(role in ROLES, "role", role, f"must be one of {', '.join(ROLES)}")
         if role != "user":
             require(not entities and not manages, "entities", list(entities) + list(manages),

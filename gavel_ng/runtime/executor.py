@@ -124,7 +124,10 @@ class DeployExecutor:
         st = self.state
         with st.lock:
             present = [m for m in jobs if m in st.jobs]
-            return JobView(present, [st.jobs[m].spec.scale_factor for m in present], st.believed_isolated(present))
+            T = np.asarray(st.believed_isolated(present), float).reshape(len(present), len(st.worker_types))
+            # the arrivals' backfill places by these rates: a job's rules keep it off the types they do not allow
+            return JobView(present, [st.jobs[m].spec.scale_factor for m in present],
+                           np.where(st.allowed(present), T, 0.0))
 
     def execute(self, plan: RoundPlan) -> RoundResult:
         desired = self.publish(plan)

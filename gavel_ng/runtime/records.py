@@ -304,7 +304,7 @@ class StateQueries:
             raise StateDamaged(f"a stored credential cannot be read ({exc})") from None
 
     def load_rate_sources(self) -> list[tuple[str, int, str, bool, str, float, int]]:
-        """Measured rates by source (runtime.measured): (job type, sf, worker type, consolidated, source, steps/s, n)."""
+        """Measured rates by source (runtime.measured): (job type, sf, worker type, consolidated, source, rate, n)."""
         try:
             rows = self._all("SELECT job_type, scale_factor, worker_type, consolidated, source, steps_per_s, samples "
                              "FROM rate_sources")

@@ -111,7 +111,7 @@ class SchedulerServicer:
         if not req.worker_id or not req.address:
             raise InputError("worker_id" if not req.worker_id else "address", "", "required")
         who = caller()
-        self.svc.access.check_worker(who, req.worker_id, claim=True)
+        self.svc.check_worker(req.worker_id, req.call_token, claim=True)
         if who is not None and who.is_admin:
             log.warning("worker %s registered with the cluster (admin) token: jobs that run as the worker's account "
                         "can read it; give workers a credential of their own (gavel-ng user add NAME --role worker)",
@@ -128,7 +128,7 @@ class SchedulerServicer:
 
     @_rpc
     def Heartbeat(self, req, context):
-        self.svc.access.check_worker(caller(), req.worker_id)
+        self.svc.check_worker(req.worker_id, req.call_token)
         answer = self.state.heartbeat(req.worker_id, [_ref(r) for r in req.running])
         if answer is None:
             context.abort(grpc.StatusCode.NOT_FOUND, "unknown worker: register again")
@@ -140,7 +140,7 @@ class SchedulerServicer:
     @_rpc
     def ReportDone(self, req, context):
         rep = _done(req)
-        self.svc.access.check_worker(caller(), rep.worker_id)
+        self.svc.check_worker(rep.worker_id, req.call_token)
         self.svc.checks.report(rep)
         self.state.report(rep)
         return pb.Empty()
@@ -498,6 +498,21 @@ class SchedulerService:
     def _topology_changed(self) -> None:
         if self.loop is not None:
             self.loop.reset_pending = True
+
+    def check_worker(self, worker_id: str, call_token: str, claim: bool = False) -> None:
+        """Heartbeats and reports for a worker come from its credential, and from the daemon that registered
+        it (it proves so with the token it gave then): another holder of a shared worker credential cannot
+        speak for it, nor (`claim`: a registration) take over its id while it lives."""
+        who = caller()
+        self.access.check_worker(who, worker_id, claim=claim)
+        w = self.state.workers.get(worker_id)
+        if who is None or who.is_admin or w is None or not w.call_token or same(w.call_token, call_token):
+            return
+        if not claim:
+            raise PermissionDenied(f"not the daemon that registered worker {worker_id!r}")
+        if w.alive:
+            raise WorkerConflict(f"worker_id {worker_id!r} is held by the live daemon at {w.address} (which "
+                                 "registered with another token); it is free again once that one is declared dead")
 
     def worker_stub(self, address: str, call_token: str = ""):
         """The link to a worker's service, with the token it gave at registration (a worker older than those

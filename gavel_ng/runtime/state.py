@@ -253,6 +253,17 @@ class ClusterState:
         """(jobs, worker types) steps/s the policy should believe (lock held)."""
         return self.throughputs.isolated(ids, self.worker_types)
 
+    def allowed(self, ids: list[int]) -> np.ndarray:
+        """(jobs, worker types) whether each job's rules let it run on each type (lock held): where not, the
+        rates the policy and the arrivals' backfill see are 0."""
+        types = list(self.worker_types)
+        out = np.ones((len(ids), len(types)), bool)
+        for i, m in enumerate(ids):
+            rules = self.jobs[m].spec.rules
+            if rules is not None:
+                out[i] = rules.allows(types)
+        return out
+
     def believed_pairs(self, ids: list[int], T: np.ndarray) -> PairTable:
         return self.throughputs.pair_table(ids, self.worker_types, T)
 

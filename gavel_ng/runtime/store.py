@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import errno
 import json
-import os
 import logging
 import math
+import os
 import sqlite3
 import threading
 import time
@@ -286,7 +286,8 @@ class Store(StateQueries):
     def event(self, kind: str, job_id: int | None = None, worker_id: str | None = None,
               round_no: int | None = None, **detail) -> None:
         """One event, with its actor (`acting()`: who asked for it)."""
-        self._exec("INSERT INTO events (ts, round, kind, job_id, worker_id, detail, actor) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        self._exec("INSERT INTO events (ts, round, kind, job_id, worker_id, detail, actor) "
+                   "VALUES (?, ?, ?, ?, ?, ?, ?)",
                    (time.time(), round_no, kind, job_id, worker_id, json.dumps(detail) if detail else None, acting()))
 
     # ----- credentials and what they measured --------------------------------------------------

@@ -398,7 +398,8 @@ class WorkerDaemon:
         reason, code, detail = _how_it_ended(t, reason, code, results, codes, self._log_tail)
         if detail and not t.launch_error:          # (a launch that failed said so already)
             self._note(t, f"ended: {detail}", t.logs)
-        rep = pb.DoneReport(worker_id=self.worker_id, job_id=t.req.job_id, attempt=t.req.attempt, exit_code=code,
+        rep = pb.DoneReport(worker_id=self.worker_id, call_token=self.call_token, job_id=t.req.job_id,
+                            attempt=t.req.attempt, exit_code=code,
                             done=bool(lead and lead.done and all(r is not None and r.done for r in results)),
                             steps=lead.step if lead else -1, steps_run=lead.steps_run if lead else 0,
                             compute_seconds=lead.compute_seconds if lead else 0.0,
@@ -502,7 +503,8 @@ class WorkerDaemon:
                 # attempt restores the newest checkpoint and InitJob tells its step)
                 log.error("scheduler refused the end of job %d attempt %d (%s): reporting it without progress",
                           rep.job_id, rep.attempt, exc.details())
-                bare = pb.DoneReport(worker_id=rep.worker_id, job_id=rep.job_id, attempt=rep.attempt,
+                bare = pb.DoneReport(worker_id=rep.worker_id, call_token=rep.call_token, job_id=rep.job_id,
+                                     attempt=rep.attempt,
                                      exit_code=max(-255, min(255, rep.exit_code)), steps=-1, reason=rep.reason)
                 with self.lock:
                     self.pending[self.pending.index(rep)] = bare
@@ -511,7 +513,8 @@ class WorkerDaemon:
                 self.pending.remove(rep)
 
     def _heartbeat(self) -> None:
-        reply = self.stub.Heartbeat(pb.HeartbeatRequest(worker_id=self.worker_id, running=self._running_refs()))
+        reply = self.stub.Heartbeat(pb.HeartbeatRequest(worker_id=self.worker_id, running=self._running_refs(),
+                                                        call_token=self.call_token))
         now = time.time()
         with self.lock:
             tasks = {t.ref: t for t in self.running + self.queued}

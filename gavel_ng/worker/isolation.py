@@ -122,7 +122,9 @@ def own_dir(path: Path, who: RunAs, mode: int = 0o700) -> None:
     if not stat.S_ISDIR(st.st_mode):
         raise Refused(f"{path} is not a directory (a link or a file is in its place): the job's directory must be "
                       "its own")
-    if made and who.switches:
+    if who.switches and (made or st.st_uid == os.geteuid()):
+        # made now, by this worker or (a job spread over servers) by another one at the same moment: only
+        # workers may create entries where the job's directories live
         os.chown(path, who.uid, who.gid)
         os.chmod(path, mode)
     elif st.st_uid != who.uid:

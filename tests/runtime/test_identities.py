@@ -122,12 +122,21 @@ def test_a_worker_credential_speaks_for_its_own_workers_only(svc):
 
     assert code(lambda: bob.RegisterWorker(reg)) == grpc.StatusCode.PERMISSION_DENIED          # a user is no worker
     assert code(lambda: node2.RegisterWorker(reg)) == grpc.StatusCode.PERMISSION_DENIED        # not its worker
-    assert code(lambda: node2.Heartbeat(pb.HeartbeatRequest(worker_id="w1"))) == grpc.StatusCode.PERMISSION_DENIED
+    assert code(lambda: node2.Heartbeat(pb.HeartbeatRequest(worker_id="w1", call_token="t"))) \
+        == grpc.StatusCode.PERMISSION_DENIED
     assert code(lambda: node2.Heartbeat(pb.HeartbeatRequest(worker_id="w9"))) == grpc.StatusCode.NOT_FOUND
+    # the same credential, but not the daemon that registered w1 (it does not know w1's token)
+    assert code(lambda: node.Heartbeat(pb.HeartbeatRequest(worker_id="w1"))) == grpc.StatusCode.PERMISSION_DENIED
+    assert code(lambda: node.ReportDone(pb.DoneReport(worker_id="w1", job_id=1, attempt=1, steps=-1))) \
+        == grpc.StatusCode.PERMISSION_DENIED
+    hijack = pb.RegisterWorkerRequest(worker_id="w1", address="127.0.0.1:1", gpu_type="v100", gpus=1,
+                                      call_token="mine now")
+    assert code(lambda: node.RegisterWorker(hijack)) == grpc.StatusCode.ALREADY_EXISTS     # nor take its id over
+    assert node.RegisterWorker(reg).lease_key                                  # its own daemon again: welcome
     assert code(lambda: node.SubmitJobs(pb.SubmitJobsRequest(jobs=[pb.JobSpec(job_type=R18, steps=1)]))) \
         == grpc.StatusCode.PERMISSION_DENIED
     assert code(lambda: node.GetStatus(pb.StatusRequest())) == grpc.StatusCode.PERMISSION_DENIED
-    node.Heartbeat(pb.HeartbeatRequest(worker_id="w1"))
+    node.Heartbeat(pb.HeartbeatRequest(worker_id="w1", call_token="t"))
 
 
 def test_inputs_that_cannot_run_are_refused_at_submit(svc):

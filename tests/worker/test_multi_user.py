@@ -16,10 +16,12 @@ import io
 import json
 import os
 import pwd
+import queue
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 import grpc
@@ -28,7 +30,7 @@ from loopback_cluster import ENV, LocalCluster, wait_for
 
 from gavel_ng.protocol.client import SchedulerClient, SchedulerError
 from gavel_ng.protocol.protos import gavel_pb2 as pb
-from gavel_ng.protocol.rpc import Stub, open_channel
+from gavel_ng.protocol.rpc import SCHEDULER, Security, Stub, make_server, open_channel, token_authenticator
 
 pytestmark = pytest.mark.slow
 USERS = ("gv-alice", "gv-bob")
@@ -94,6 +96,20 @@ def accounts():
         subprocess.run(["userdel", u], capture_output=True)
 
 
+class _Rogue:
+    """A worker service that runs nothing: it tells the test what it was asked to run."""
+
+    def __init__(self, placed: queue.Queue):
+        self.placed = placed
+
+    def RunJob(self, req, context):
+        self.placed.put(req)
+        return pb.Empty()
+
+    def KillJob(self, req, context):
+        return pb.Empty()
+
+
 def _stub(cl, token: str) -> Stub:
     return Stub(open_channel(f"127.0.0.1:{cl.port}", None), "Scheduler", token, timeout=20)
 
@@ -115,7 +131,9 @@ def test_users_jobs_and_workers_hold_only_their_own(accounts):
     out.chmod(0o1777)
     (scripts / "hostile.py").write_text(HOSTILE)
     (scripts / "victim.py").write_text(VICTIM)
-    cl = LocalCluster(root, entities={"nlp": {"weight": 1}, "vision": {"weight": 1}})
+    # a lease of 3 + 30 s: a job that a standby interpreter still importing torch takes up (a loaded machine) is
+    # not stopped before it starts (as the users' accounts cannot read this interpreter, jobs run in standbys)
+    cl = LocalCluster(root, grace_seconds=30.0, entities={"nlp": {"weight": 1}, "vision": {"weight": 1}})
     try:
         cl.start_scheduler()
         add = subprocess.run([sys.executable, "-m", "gavel_ng", "user", "add", "gv-alice", "--entity", "nlp",
@@ -164,14 +182,41 @@ def test_users_jobs_and_workers_hold_only_their_own(accounts):
         shown = b.ListJobs(pb.ListJobsRequest(job_ids=[victim])).jobs[0]
         assert shown.spec.name == "victim" and not shown.spec.env and not shown.spec.command   # no secrets
 
-        # the worker credential: no submission; a report of steps the job never reported is refused
+        # the worker credential: no submission; it speaks only as the daemon that registered a worker, and a
+        # daemon of its own (a rogue) is believed no further than the job's own reports
         code, _ = _code(lambda: w.SubmitJobs(pb.SubmitJobsRequest(jobs=[pb.JobSpec(job_type="x", steps=1)])))
         assert code == "PERMISSION_DENIED"
         [worker] = [x for x in a.GetStatus(pb.StatusRequest()).workers if x.alive]
         code, details = _code(lambda: w.ReportDone(pb.DoneReport(worker_id=worker.worker_id, job_id=victim, attempt=1,
                                                                  done=True, steps=1000, steps_run=1000,
                                                                  reason="exited")))
-        assert code == "INVALID_ARGUMENT" and details.startswith("steps=1000"), (code, details)
+        assert code == "PERMISSION_DENIED" and "not the daemon that registered" in details, (code, details)
+        placed = queue.Queue()
+        rogue, rport = make_server("127.0.0.1", 0, {"Worker": _Rogue(placed)}, Security("rogue"),
+                                   authenticate=token_authenticator("rogue", SCHEDULER))
+        beating = threading.Event()
+
+        def beat():                               # alive as long as the test needs it
+            while not beating.wait(0.2):
+                _code(lambda: w.Heartbeat(pb.HeartbeatRequest(worker_id="rogue", call_token="rogue")))
+
+        try:
+            w.RegisterWorker(pb.RegisterWorkerRequest(worker_id="rogue", address=f"127.0.0.1:{rport}",
+                                                      gpu_type="k80", gpus=1, call_token="rogue"))
+            threading.Thread(target=beat, daemon=True).start()
+            [mine] = a.SubmitJobs(pb.SubmitJobsRequest(jobs=[pb.JobSpec(
+                job_type="ResNet-18 (batch size 32)", steps=1000, rules=json.dumps({"allowed_types": ["k80"]}))]
+            )).job_ids
+            run = placed.get(timeout=60)
+            assert run.job_id == mine
+            code, details = _code(lambda: w.ReportDone(pb.DoneReport(
+                worker_id="rogue", call_token="rogue", job_id=mine, attempt=run.attempt, done=True, steps=1000,
+                steps_run=1000, reason="exited")))
+            assert code == "INVALID_ARGUMENT" and details.startswith("steps=1000"), (code, details)
+            assert a.ListJobs(pb.ListJobsRequest(job_ids=[mine])).jobs[0].status == "running"
+        finally:
+            beating.set()
+            rogue.stop(0)
         assert b.ListJobs(pb.ListJobsRequest(job_ids=[victim])).jobs[0].status == "running"
 
         # revoked: refused at the next call
