@@ -39,7 +39,7 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONUNBU
 
 # the hostile job: looks for credentials, other jobs' secrets, their checkpoints and the state
 HOSTILE = r'''
-import glob, json, os, shutil, sys
+import glob, json, os, shutil, sys, time
 from pathlib import Path
 import grpc
 from gavel_ng.protocol.protos import gavel_pb2 as pb
@@ -67,16 +67,19 @@ for cmd in glob.glob("/proc/[0-9]*/cmdline"):
         if flag in argv and argv.index(flag) + 1 < len(argv):
             into.add(argv[argv.index(flag) + 1])
 secret_seen = []
-for e in glob.glob("/proc/[0-9]*/environ"):
-    data = read(e)
-    if not data:
-        continue
-    for item in data.split(b"\0"):
-        if item.startswith(b"GAVEL_NG_TOKEN="):
-            found[e] = item.split(b"=", 1)[1].decode()
-        if item.startswith(b"SECRET_ALICE="):
-            secret_seen.append(e)
-for p in sorted(paths):
+for _ in range(3):                  # alice's sleeper restarts at each lease end: look more than once
+    for e in glob.glob("/proc/[0-9]*/environ"):
+        data = read(e)
+        if not data:
+            continue
+        for item in data.split(b"\0"):
+            if item.startswith(b"GAVEL_NG_TOKEN="):
+                found[e] = item.split(b"=", 1)[1].decode()
+            if item.startswith(b"SECRET_ALICE="):
+                secret_seen.append(e)
+    time.sleep(0.5)
+cluster = str(ckpt.parent.parent.parent)       # this cluster's scratch directory (others may run on the machine)
+for p in sorted(x for x in paths if x.startswith(cluster)):
     data = read(p)
     if data:
         found[p] = data.decode(errors="replace").strip()
@@ -118,7 +121,7 @@ for d in vdirs:
 res["victim_checkpoint_dir_found"] = bool(vdirs)
 res["planted_checkpoint"] = planted
 db = {}
-for s in states:
+for s in (x for x in states if x.startswith(cluster)):
     p = Path(s) / "gavel.sqlite"
     db["read"] = db.get("read", False) or read(p) is not None
     try:
@@ -241,9 +244,12 @@ def run(root: Path, procs: Procs, rows: list, made_users: list) -> None:
     out.chmod(0o1777)
     (scripts / "hostile.py").write_text(HOSTILE)
     (scripts / "liar.py").write_text(LIAR)
+    (scripts / "sleeper.py").write_text("import subprocess\nsubprocess.run(['sleep', '600'])\n")
     config = root / "cluster.json"
+    # a lease of 3 + 30 s: a job that a standby interpreter still importing torch takes up (a loaded machine)
+    # is not stopped before it starts
     config.write_text(json.dumps({"worker_types": ["v100", "p100", "k80"], "heartbeat_seconds": 0.3,
-                                  "round_seconds": 3.0, "grace_seconds": 3.0,
+                                  "round_seconds": 3.0, "grace_seconds": 30.0,
                                   "entities": {"nlp": {"weight": 1}, "vision": {"weight": 1}}}))
     modern = subprocess.run([sys.executable, "-m", "gavel_ng", "user", "--help"], capture_output=True).returncode == 0
     sched, log = procs.spawn(["scheduler", "--cluster-config", str(config), "--state", str(state), "--port", "0",
@@ -274,7 +280,7 @@ def run(root: Path, procs: Procs, rows: list, made_users: list) -> None:
     (creds / "worker-token").write_text(worker_token + "\n")
     (creds / "worker-token").chmod(0o600)
     workers = {}
-    for name, gpu_type, gpus in (("w-v100", "v100", 2), ("w-p100", "p100", 1)):
+    for name, gpu_type, gpus in (("w-v100", "v100", 3), ("w-p100", "p100", 1)):
         p, wlog = procs.spawn(["worker", "--scheduler", address, "--gpu-type", gpu_type, "--gpus", str(gpus), "--bind",
                                "127.0.0.1", "--advertise", "127.0.0.1", "--token-file", str(creds / "worker-token")],
                               name)
@@ -297,6 +303,10 @@ def run(root: Path, procs: Procs, rows: list, made_users: list) -> None:
     [victim, decoy] = submit("alice", {"steps": 100000, "name": "victim", "env": {"SECRET_ALICE": "alice-secret"},
                                        "rules": on_v100},
                              {"steps": 100000, "name": "decoy", "rules": {**on_v100, "allowed_types": ["k80"]}}).job_ids
+    # a job of alice's that starts a process with its environment: a standby interpreter takes its job's
+    # environment after it started, but what the job starts has it in its /proc/PID/environ from the start
+    submit("alice", {"steps": 100000, "name": "sleeper", "command": [sys.executable, str(scripts / "sleeper.py")],
+                     "env": {"SECRET_ALICE": "alice-secret"}, "rules": on_v100})
     wait_for(lambda: jobs([victim])[victim].steps_live > 0, 120)
 
     # ----- users -----
@@ -321,14 +331,19 @@ def run(root: Path, procs: Procs, rows: list, made_users: list) -> None:
                                "command": [sys.executable, str(scripts / "hostile.py"), str(result), str(victim),
                                            str(decoy), worker_addr]}).job_ids
     got = wait_for(lambda: result.exists() and json.loads(result.read_text()), 120)
+
+    def short(found: dict) -> dict:          # paths under the scratch directory, relative to it
+        return {k.replace(str(root) + "/", ""): v for k, v in found.items()}
+
     if got:
-        rows.append(("job: runs as uid", str(got["uid"]), got["uid"] != 0 or not modern))
+        rows.append(("job: runs as uid", str(got["uid"]), got["uid"] != 0))
         rows.append(("job: worker env reaches it (cloud credential, token)", ", ".join(got["foreign_env"]) or "none",
                      not got["foreign_env"]))
-        rows.append(("job: scheduler/worker credentials it can read", ", ".join(got["credentials_found"]) or "none",
+        named = list(short(dict.fromkeys(got["credentials_found"])))
+        rows.append(("job: scheduler/worker credentials it can read", ", ".join(named) or "none",
                      not got["credentials_found"]))
         rows.append(("job: cancels alice's job with a found credential",
-                     json.dumps(got["cancel_with_found_credential"]) or "none found",
+                     json.dumps(short(got["cancel_with_found_credential"])) or "none found",
                      all(not v.startswith("OK") and v != "cancelled"
                          for v in got["cancel_with_found_credential"].values())))
         rows.append(("job: reads another job's environment (SECRET_ALICE)", str(got["other_job_secret_read"]),
@@ -337,7 +352,7 @@ def run(root: Path, procs: Procs, rows: list, made_users: list) -> None:
                      not got["planted_checkpoint"]))
         rows.append(("job: reads / writes the scheduler's SQLite state", json.dumps(got["state_db"]),
                      not any(got["state_db"].values())))
-        rows.append(("job: RunJob straight to its worker", json.dumps(got.get("runjob", {})),
+        rows.append(("job: RunJob straight to its worker", json.dumps(short(got.get("runjob", {}))),
                      not any(v == "OK" for v in got.get("runjob", {}).values())))
     else:
         rows.append(("hostile job", "never reported", False))
@@ -408,6 +423,14 @@ def run(root: Path, procs: Procs, rows: list, made_users: list) -> None:
         forged.call_token = "rogue"           # it holds the workers' shared credential, not that daemon's token
     r = code(lambda: rogue.ReportDone(forged))
     rows.append(("rogue worker forges a failure of alice's attempt on another worker", r, not r.startswith("OK")))
+    # the same id and address as alice's job's worker, the rogue's own token: a take-over of that worker
+    hijack = pb.RegisterWorkerRequest(worker_id=real.worker_id if real else "", address=real.address if real else "",
+                                      gpu_type="v100", gpus=2)
+    if modern:
+        hijack.call_token = "rogue"
+    r = code(lambda: rogue.RegisterWorker(hijack))
+    rows.append(("rogue worker registers the id and address of alice's job's worker", r.split(" (")[0][:110],
+                 not r.startswith("OK")))
     stop_beat[0] = True
     for m in three:
         client["admin"].CancelJob(pb.CancelJobRequest(job_id=m))
@@ -467,14 +490,14 @@ def run(root: Path, procs: Procs, rows: list, made_users: list) -> None:
                  text.count("Traceback") == 0 and len(lines) <= 10 and "127.0.0.1" in text))
 
     # ----- revocation and the audit -----
+    r = code(lambda: client["bob"].CancelJob(pb.CancelJobRequest(job_id=victim)))
+    rows.append(("bob cancels alice's job", r, not r.startswith("OK")))
     if modern:
         subprocess.run([sys.executable, "-m", "gavel_ng", "user", "revoke", "gv-bob", "--scheduler", address,
                         "--token-file", str(state / "token")], capture_output=True, env=ENV, check=True)
         r = code(lambda: client["bob"].ListJobs(pb.ListJobsRequest()))
         rows.append(("bob's credential right after `gavel-ng user revoke gv-bob`", r.split(":")[0],
                      not r.startswith("OK")))
-    r = code(lambda: client["bob"].CancelJob(pb.CancelJobRequest(job_id=victim)))
-    rows.append(("bob cancels alice's job", r, not r.startswith("OK")))
     r = code(lambda: client["alice"].CancelJob(pb.CancelJobRequest(job_id=victim)))
     db = sqlite3.connect(f"file:{state / 'gavel.sqlite'}?mode=ro", uri=True)
     cols = [c[1] for c in db.execute("PRAGMA table_info(events)")]

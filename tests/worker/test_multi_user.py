@@ -39,7 +39,7 @@ USERS = ("gv-alice", "gv-bob")
 HOSTILE = r'''
 import glob, json, os, sys
 from pathlib import Path
-out, victim_dir = sys.argv[1], Path(sys.argv[2])
+out, victim_dir, cluster = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
 
 def read(path):
     try:
@@ -63,7 +63,7 @@ for env in glob.glob("/proc/[0-9]*/environ"):
     if b"GAVEL_NG_TOKEN=" in data:
         found.append(env)
     secret = secret or b"SECRET_ALICE=" in data
-found += [p for p in sorted(paths) if read(p)]
+found += [p for p in sorted(paths) if p.startswith(cluster) and read(p)]   # this cluster's (others may run here)
 try:
     (victim_dir / "ckpt-000000900000-a1").mkdir()
     planted = True
@@ -73,7 +73,10 @@ Path(out).write_text(json.dumps({"uid": os.getuid(), "found": found, "secret": s
                                  "inherited": sorted(k for k in os.environ if k in ("AWS_SECRET_ACCESS_KEY",
                                                                                     "GAVEL_NG_TOKEN"))}))
 '''
-VICTIM = "import time\nopen(__import__('sys').argv[1], 'w').close()\ntime.sleep(600)\n"
+
+# alice's job: a standby interpreter takes its environment after it started, so it starts a process that has
+# the job's environment (SECRET_ALICE) in its own /proc/PID/environ from the start, as a job's tools do
+VICTIM = "import subprocess, sys\nopen(sys.argv[1], 'w').close()\nsubprocess.run(['sleep', '600'])\n"
 
 
 @pytest.fixture(scope="module")
@@ -171,7 +174,8 @@ def test_users_jobs_and_workers_hold_only_their_own(accounts):
         result = out / "hostile.json"
         [hostile] = b.SubmitJobs(pb.SubmitJobsRequest(jobs=[pb.JobSpec(
             job_type="ResNet-18 (batch size 32)", steps=10, name="hostile", rules=on_v100,
-            command=[sys.executable, str(scripts / "hostile.py"), str(result), str(victim_dir)])])).job_ids
+            command=[sys.executable, str(scripts / "hostile.py"), str(result), str(victim_dir),
+                     str(root)])])).job_ids
         got = json.loads(wait_for(lambda: result.exists() and result.read_text(), 240, "bob's job never ran"))
         assert got == {"uid": accounts["gv-bob"], "found": [], "secret": False, "planted": False, "inherited": []}
         assert victim_dir.stat().st_uid == accounts["gv-alice"] and victim_dir.stat().st_mode & 0o777 == 0o700
