@@ -607,7 +607,7 @@ def run(root: Path, procs: Procs, rows: list, made_users: list) -> None:
         ok = port_of(sp, slog, timeout=30)
         procs.stop(sp)
         text = slog.read_text(errors="replace")
-        last = [x for x in text.splitlines() if x.strip()][-1][:140] if text.strip() else ""
+        last = [x for x in text.splitlines() if x.strip()][-1][:400] if text.strip() else ""
         damage = "its last pages zeroed" if what == "zeroed" else "a job row not JSON"
         rows.append((f"scheduler on a state file with {damage}",
                      f"{'started' if ok else 'exited'}, {text.count('Traceback')} traceback(s): {last}",
