@@ -97,7 +97,7 @@ def run_point(part: str, cluster_spec: str, policy: str, seed: int) -> dict:
 
 def bound_hours(etrace, cluster) -> float:
     """The contention-free average JCT (hours): each job alone, + 60 s (module docstring)."""
-    from gavel_ng.elastic.workload import contention_free_jct
+    from gavel_ng.elastic import contention_free_jct
 
     return round(float(contention_free_jct(etrace, cluster, 2 * DELAY).mean()) / 3600, 4)
 

@@ -238,7 +238,7 @@ def run_elastic(args) -> int:
     import json
 
     from ..elastic.measured import error_table, fit_directory
-    from ..elastic.profile_sets import DATA_FILES, measured_set, parse_set
+    from ..elastic.profile_sets import DATA_FILES, parse_set, set_data
 
     if args.fit:
         data = fit_directory(args.fit, args.name)
@@ -246,16 +246,10 @@ def run_elastic(args) -> int:
     else:
         if args.name not in DATA_FILES:
             raise InputError("--name", args.name, f"no shipped measured set; known: {', '.join(DATA_FILES)}")
-        ms = measured_set(args.name)
-        data = {**ms.provenance, "fits": {}, "phi": {}}
-        for (app, gpu), e in ms.entries.items():
-            data["fits"].setdefault(app, {})[gpu] = {"theta": list(e.theta), "max_local_batch": e.max_local_batch,
-                                                     "rows": e.rows, "median_error": e.median_error,
-                                                     "max_error": e.max_error, "node_measured": e.node_measured}
-        data["phi"] = {app: t.to_dict() for app, t in ms.phi.items()}
+        data = set_data(args.name)
     print(f"profile set {data.get('name', args.name)}: {data.get('source', '')}")
     print(f"fitted {data.get('fitted', '?')}: {data.get('method', '')}")
-    print("relative error of the predicted iteration time (step + sync), median / max:")
+    print("relative error of the predicted iteration time (the measured step time), median / max:")
     rows = error_table(data)
     gpus = list(dict.fromkeys(g for _, g, *_ in rows))
     cells = {(a, g): f"{100 * med:.1f} / {100 * mx:.1f} %" for a, g, _, med, mx in rows}

@@ -85,7 +85,11 @@ def add_parser(sub) -> None:
                         "model) or sia (fitted to the Sia artifact's measurements; docs/elastic.md); fixed and "
                         "adaptive jobs both use it")
     p.add_argument("--realloc-delay", type=float, default=30.0, metavar="SECONDS",
-                   help="adaptive jobs: seconds lost at each change of GPU count or type (default 30, as Pollux)")
+                   help="adaptive jobs: seconds lost at each change of GPU count or type (default 30, as Pollux); "
+                        "under --elastic-profiles sia every job pays its application's measured delay instead")
+    p.add_argument("--policy-model", choices=("exact", "learned"), default="exact",
+                   help="what round policies see of an adaptive job's goodput: the simulator's exact model "
+                        "(default) or one learned from the job's own runs, as Sia learns it (docs/elastic.md)")
     p.add_argument("--policy-option", action="append", metavar="[POLICY.]KEY=VALUE",
                    help="an option of the policy, a keyword argument of its function (repeatable; VALUE as JSON "
                         "where it parses, else text), e.g. p=-1 or budget=20. With several --policy names, KEY "
@@ -188,7 +192,7 @@ def run(args) -> int:
                        reference_jobs=args.reference_jobs, realloc_delay=args.realloc_delay,
                        options=options[policies[0]],
                        rules=read_cluster_rules(args.rules), entities=read_entities(args.entities),
-                       backfill=not args.no_backfill)
+                       backfill=not args.no_backfill, policy_model=args.policy_model)
     return report(args, policies, cluster, table, trace, config, options)
 
 
@@ -393,6 +397,9 @@ def _text(s: dict) -> str:
     if s.get("backfill"):   # mid-round backfill (gavel_ng.mechanism.backfill)
         lines.insert(-3, f"mid-round backfill {s['backfilled_entries']} entries, "
                          f"{s['backfill_gpu_hours']:.1f} GPU hours")
+    for name, c in s.get("constraints", {}).items():   # the policy's own, measured on what ran (mechanism.limits)
+        lines.insert(-3, f"constraint         {name}: enforced {c['enforced']}, largest excess "
+                         f"{c['max_round_excess']:g} in a round, {c['run_excess']:g} over the run")
     if s["unstable"]:
         lines.append(f"UNSTABLE: {s['unstable_reason']}")
     if s.get("warnings"):

@@ -45,7 +45,17 @@ of |log ratio| of FP32 and tensor FLOP/s and memory bandwidth; the family's mode
 would be a poorer guide where the model is host-bound, as for ncf), every time parameter is
 scaled by the modeled single-GPU ratio ``c =
 T_grad,A(M0) / T_grad,B(M0)`` (T_iter is homogeneous in them, so every configuration's
-time scales by c), and ``max_local_batch`` by the modeled memory ratio.
+time scales by c), and ``max_local_batch`` by the modeled memory ratio. A measured set's
+``calibration`` (the Sia artifact's slowdown of every job, profile_sets) multiplies every time
+parameter of the application, measured or bootstrapped: it is part of the speed the jobs truly run
+at, so the simulator's progress, the fixed jobs' table and every policy see it (a policy that
+normalizes a job's rates by the job's own, as `sia`, `goodput` and `pollux` do, is unaffected by
+it; Gavel's raw-throughput objective sees it, as in the artifact).
+
+Where a measured set has gradient statistics by batch size (`grad_stats`), a job's efficiency at
+total batch M uses the noise scale measured at M; the best-batch search below then picks (m, s) with
+the noise scale of the batch the job runs at now (the artifact's job optimizes its batch with the
+statistics it last measured) and reports the goodput the pick makes at its own batch.
 
 Best batch per configuration (Pollux Eq. 13): the largest goodput over per-GPU batches
 ``m`` in ``[min_local_batch, max_local_batch]`` and accumulation steps ``s`` such that
@@ -74,7 +84,7 @@ from gavel_ng.profiles.model import iteration_time, load_constants
 
 from .efficiency import AdaptiveSpec, efficiency
 from .families import ElasticFamily, get_family
-from .profile_sets import MODELED, check_profiles, measured_set, phi_curve
+from .profile_sets import MODELED, batch_stats, calibration, check_profiles, measured_set, phi_curve
 
 DEFAULT_NETWORK_GBPS = 10.0  # as the built-in table (gavel_ng.profiles.defaults)
 
@@ -167,9 +177,11 @@ def throughput_params(family: str | ElasticFamily, worker_type: str,
 def _measured(fam: ElasticFamily, worker: str, profiles: str) -> ThroughputParams:
     """A measured set's parameters, or the nearest measured type's scaled (module docstring)."""
     ms = measured_set(profiles)
+    slow = calibration(profiles, fam.name)
     entry = ms.entries.get((fam.name, worker))
     if entry is not None:
-        return make_params(entry.theta, entry.max_local_batch, fam.name, worker, entry.max_error)
+        return make_params([v * slow for v in entry.theta[:6]] + [entry.theta[6]], entry.max_local_batch, fam.name,
+                           worker, entry.max_error)
     try:
         gpu = get_gpu(worker)
     except KeyError as exc:
@@ -191,7 +203,7 @@ def _measured(fam: ElasticFamily, worker: str, profiles: str) -> ThroughputParam
     there = _derive(fam, other, DEFAULT_NETWORK_GBPS, 1.0)
     ratio = float(here.t_grad(fam.init_batch) / there.t_grad(fam.init_batch))
     src = ms.entries[(fam.name, other)]
-    theta = [v * ratio for v in src.theta[:6]] + [src.theta[6]]
+    theta = [v * ratio * slow for v in src.theta[:6]] + [src.theta[6]]
     mem = here.max_local_batch / there.max_local_batch if there.max_local_batch > 0 else 0.0
     return make_params(theta, int(math.floor(src.max_local_batch * mem + 1e-9)), fam.name, worker, src.max_error)
 
@@ -244,7 +256,11 @@ def _spec_of(job: str | AdaptiveSpec | ElasticFamily) -> tuple[AdaptiveSpec, Ela
     return fam.spec(), fam
 
 
-def _phi(spec: AdaptiveSpec, fam: ElasticFamily, progress: np.ndarray | float) -> np.ndarray:
+def _phi(spec: AdaptiveSpec, progress: np.ndarray | float, batch: np.ndarray | float | None = None) -> np.ndarray:
+    """The noise scale a job at total batch `batch` (None: M0) sees at `progress` (broadcast)."""
+    stats = batch_stats(spec)
+    if stats is not None:
+        return stats.phi(spec.init_batch if batch is None else batch, progress)
     return np.asarray(phi_curve(spec)(progress), float)
 
 
@@ -273,7 +289,7 @@ def goodput(job: str | AdaptiveSpec | ElasticFamily, worker_type: str, gpus: np.
           & _gpus_ok(spec, k, n))
     with np.errstate(divide="ignore", invalid="ignore"):
         g = params.throughput(np.maximum(mm, 1), ss, np.maximum(k, 1), n) * efficiency(
-            batch, spec.init_batch, _phi(spec, fam, progress))
+            batch, spec.init_batch, _phi(spec, progress, batch))
     return np.where(ok, g, 0.0)
 
 
@@ -287,25 +303,40 @@ def _gpus_ok(spec: AdaptiveSpec, k: np.ndarray, n: np.ndarray) -> np.ndarray:
 def best_goodput_many(job: str | AdaptiveSpec | ElasticFamily, worker_type: str,
                       gpus: np.ndarray | int, servers: np.ndarray | int,
                       progress: np.ndarray | float = 0.0, network_gbps: float = DEFAULT_NETWORK_GBPS,
-                      gamma: float = 1.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                      gamma: float = 1.0, batch: np.ndarray | float | None = None
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Best (goodput, m, s) of each configuration; inputs broadcast together.
 
-    A configuration where no allowed (m, s) exists gets goodput 0 and m = s = 0.
+    A configuration where no allowed (m, s) exists gets goodput 0 and m = s = 0. Where the job's
+    noise scale depends on its batch (a measured set's `grad_stats`), (m, s) is what the job picks
+    with the statistics of the total batch it runs at now (`batch`; None: M0), as the artifact's
+    jobs pick theirs, and the goodput is what it then makes: its efficiency at its new total batch.
     """
     spec, fam = _spec_of(job)
     params = throughput_params(fam, worker_type, network_gbps, gamma, spec.profiles)
     k, n, prog = np.broadcast_arrays(np.asarray(gpus, np.int64), np.asarray(servers, np.int64),
                                      np.asarray(progress, float))
     shape = k.shape
-    g, m, s = _search(params, spec, _phi(spec, fam, prog.ravel()), k.ravel(), n.ravel())
+    k, n, prog = k.ravel(), n.ravel(), prog.ravel()
+    now = None if batch is None else np.broadcast_to(np.asarray(batch, float), shape).ravel()
+    g, m, s = _search(params, spec, _phi(spec, prog, now), k, n)
+    stats = batch_stats(spec)
+    if stats is not None:   # what the pick makes: its efficiency at its own total batch
+        found = np.flatnonzero(m > 0)
+        kk, mm, ss = k[found], m[found], s[found]
+        picked = kk * mm * (ss + 1)
+        g = np.zeros(len(k))
+        g[found] = params.throughput(mm, ss, kk, n[found]) * efficiency(picked, spec.init_batch,
+                                                                        stats.phi(picked, prog[found]))
     return g.reshape(shape), m.reshape(shape), s.reshape(shape)
 
 
 def best_goodput(job: str | AdaptiveSpec | ElasticFamily, worker_type: str, gpus: int, servers: int = 1,
                  progress: float = 0.0, network_gbps: float = DEFAULT_NETWORK_GBPS,
-                 gamma: float = 1.0) -> tuple[float, int, int]:
-    """(goodput in M0-equivalent examples/s, per-GPU batch m, accumulation steps s) at the best batch."""
-    g, m, s = best_goodput_many(job, worker_type, gpus, servers, progress, network_gbps, gamma)
+                 gamma: float = 1.0, batch: float | None = None) -> tuple[float, int, int]:
+    """(goodput in M0-equivalent examples/s, per-GPU batch m, accumulation steps s) at the best batch
+    (`batch`: the job's total batch now, where its noise scale depends on it; `best_goodput_many`)."""
+    g, m, s = best_goodput_many(job, worker_type, gpus, servers, progress, network_gbps, gamma, batch)
     return float(g), int(m), int(s)
 
 
@@ -364,12 +395,13 @@ def best_batch(params: ThroughputParams, spec: AdaptiveSpec, phi: float, gpus: i
     return float(g[0]), int(m[0]), int(s[0])
 
 
-def best_batch_many(params: ThroughputParams, spec: AdaptiveSpec, phi: float, gpus: np.ndarray,
+def best_batch_many(params: ThroughputParams, spec: AdaptiveSpec, phi: float | np.ndarray, gpus: np.ndarray,
                     servers: np.ndarray) -> np.ndarray:
-    """Best goodput on each (gpus, servers) for explicit parameters and noise scale (vectorized `best_batch`)."""
+    """Best goodput on each (gpus, servers) for explicit parameters and noise scale (vectorized `best_batch`;
+    `phi` a number or one per configuration)."""
     k = np.asarray(gpus, np.int64).ravel()
     n = np.asarray(servers, np.int64).ravel()
-    g, _, _ = _search(params, spec, np.full(k.size, float(phi)), k, n)
+    g, _, _ = _search(params, spec, np.broadcast_to(np.asarray(phi, float).ravel(), k.shape).astype(float), k, n)
     return g
 
 

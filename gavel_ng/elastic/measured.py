@@ -6,11 +6,15 @@ Inputs (one directory per application, e.g. ``cifar10/``):
 * ``placements-SUFFIX.csv`` (``local_bsz, step_time, sync_time, placement``; the placement is
   written as GPUs per node, "22" = 2 nodes x 2 GPUs) and ``scalability-SUFFIX.csv`` (``local_bsz,
   step_time, sync_time, num_nodes, num_replicas``), columns in any order. One row is one
-  configuration: GPU count K, nodes N, per-GPU batch m, and the measured seconds of the gradient
-  step and of the synchronization that follows it. The iteration takes their sum (the step of a
-  multi-GPU run already holds the part of the all-reduce that overlapped the backward pass).
-* ``validation-BATCH.csv`` (``progress, iteration, metric, grad_sqr, grad_var``): per statistical
-  epoch, the gradient's squared norm and its variance normalized to the batch M0.
+  configuration: GPU count K, nodes N, per-GPU batch m, the measured seconds of one optimizer step
+  (``step_time``, the synchronization included) and of the synchronization within it
+  (``sync_time``). The artifact's simulator times an iteration by ``step_time`` alone and fits its
+  throughput model to it (facts read from its code: ../shared/profiles/sia-artifact/README.md);
+  so does this fit. (Until issue 40 it read ``step_time + sync_time``, 3-63 % too slow on
+  multi-GPU rows.)
+* ``validation-BATCH.csv`` (``progress, iteration, metric, grad_sqr, grad_var``): one run per
+  total batch size, per statistical epoch the gradient's squared norm and its variance normalized
+  to the batch M0.
 
 The cluster suffix names the GPU type (`SUFFIX_TYPES`); files without a suffix and ``dgx`` (the
 short A100 profile that ``dgx-ext`` extends) are not read.
@@ -19,19 +23,20 @@ short A100 profile that ``dgx-ext`` extends) are not read.
 beta_grad m``; ``T_sync = alpha + beta (K-2)`` with the local pair for N = 1 and the node pair for
 N > 1 (0 for K = 1); ``T_iter = (T_grad^gamma + T_sync^gamma)^(1/gamma)``. All seven parameters
 are fitted together by bounded least squares on the relative error of the predicted iteration
-time against ``step_time + sync_time`` over every row (rows that two files both hold are counted
-once), from several starting overlaps (gamma in [1, 10]); the single-GPU rows' line gives the
-starting ``alpha_grad, beta_grad``. A type with no multi-node row gets its local pair for nodes
-too (the JSON says ``node_measured: false``). The largest per-GPU batch measured on the type is
-its memory bound ``max_local_batch``: the artifact profiled up to what fit.
+time against ``step_time`` over every row (rows that two files both hold are counted once), from
+several starting overlaps (gamma in [1, 10]); the single-GPU rows' line gives the starting
+``alpha_grad, beta_grad``. A type with no multi-node row gets its local pair for nodes too (the
+JSON says ``node_measured: false``). The largest per-GPU batch measured on the type is its memory
+bound ``max_local_batch``: the artifact profiled up to what fit.
 
-**Noise scale.** ``phi = M0 grad_var / grad_sqr`` per row of ``validation-M0.csv`` (AdaptDL's
-estimate, as :mod:`gavel_ng.elastic.families` reads the same files); rows with ``grad_sqr = 0``
-or ``grad_var = 0`` (phi undefined, or 0 where a log-linear table needs it positive) are
-skipped. The artifact's ``progress`` counts M0-sized steps at the end of each
-statistical epoch, so our progress fraction there is ``progress x M0 / work`` (``work`` =
-epochs x examples per epoch of the family, which were read off the same column), clipped to 1.
-AdaptDL's statistics are running averages, so each value stands at the end of its epoch.
+**Gradient statistics** (`grad_stats`): every ``validation-B.csv`` of the application, cut to the
+epochs all runs have; per run and epoch ``grad_sqr`` and ``grad_var``, and the epochs' ends at the
+least of the runs' ``progress`` (M0-sized steps) as fractions of the family's work
+(``progress x M0 / work``, clipped to 1).
+
+**What the files do not hold** (facts of the artifact's code, kept here with their source): each
+application's restart delay (`RESTART_SECONDS`) and the calibration slowdown its simulator applies
+to every job's goodput (`CALIBRATION`). `fit_directory` writes both into the set.
 
 `fit_directory` returns the JSON-ready profile set; ``gavel-ng profiles elastic --fit DIR --out FILE``
 writes it.
@@ -57,10 +62,21 @@ log = logging.getLogger(__name__)
 
 SUFFIX_TYPES = {"aws": "t4", "azure": "v100", "dgx-ext": "a100", "quad": "rtx6000", "rtx": "rtx2080ti"}
 """Cluster suffix of the artifact's files -> gavel_ng GPU type (README of the artifact's traces)."""
+RESTART_SECONDS = {"cifar10": 50.0, "deepspeech2": 25.0, "bert": 120.0, "yolov3": 80.0, "imagenet": 250.0,
+                   "ncf": 15.0}
+"""Seconds a start or change of placement costs (checkpoint, restore), during which the job holds its
+GPUs: the Sia artifact's simulator, ``sia-simulator/applications.py`` lines 56-69 ("measured on real
+physical cluster", Sia §4.2: model-specific checkpoint-restore delays)."""
+CALIBRATION = {"cifar10": 1.8, "ncf": 1.5, "imagenet": 1.2, "yolov3": 1.2, "bert": 1.2, "deepspeech2": 1.2}
+"""Slowdown of every job's goodput in the Sia artifact's simulator, "fitted to real-world data"
+(``sia-simulator/simulator_config.py`` lines 30-33, applied in ``job.py``): its profiles run faster
+than its jobs did."""
+RESTART_SOURCE = "Sia artifact, sia-simulator/applications.py:56-69 (per-application checkpoint-restore delay)"
+CALIBRATION_SOURCE = "Sia artifact, sia-simulator/simulator_config.py:30-33 (SLOWDOWNS, applied in job.py:105,485)"
 GAMMA_BOUNDS = (1.0, 10.0)
 GAMMA_STARTS = (1.0, 2.0, 4.0, 8.0)
 FIT_METHOD = ("scipy.optimize.least_squares (trust-region reflective), bounds alpha/beta >= 0 and gamma in "
-              "[1, 10], residual = predicted / measured (step_time + sync_time) - 1 over every distinct row of "
+              "[1, 10], residual = predicted / measured step_time - 1 over every distinct row of "
               "placements-SUFFIX.csv and scalability-SUFFIX.csv; best of starts gamma = 1, 2, 4, 8")
 
 
@@ -79,7 +95,8 @@ class StepSamples:
 
     @property
     def iteration(self) -> np.ndarray:
-        return self.step_time + self.sync_time
+        """Seconds of one optimizer step: the step time, which holds the synchronization."""
+        return self.step_time
 
     @staticmethod
     def concat(parts: list[StepSamples]) -> StepSamples:
@@ -175,11 +192,12 @@ def read_step_csv(path: str | Path) -> StepSamples:
                        np.array(sync))
 
 
-def read_validation_csv(path: str | Path, init_batch: int) -> tuple[np.ndarray, np.ndarray]:
-    """(progress in M0-sized steps, phi) of each row with a defined noise scale (module docstring)."""
+def read_validation_stats(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(progress in M0-sized steps, grad_sqr, grad_var) of every row of a validation file; progress must
+    increase. Bad rows: InputError naming file, line, column and value."""
     path = Path(path)
     rows, col, where = _rows(path, ("progress", "grad_sqr", "grad_var"))
-    progress, phi = [], []
+    progress, sqr, var = [], [], []
     last = -math.inf
     for line, row in rows:
         p = _number(row, col, "progress", where, line, 0.0)
@@ -187,14 +205,22 @@ def read_validation_csv(path: str | Path, init_batch: int) -> tuple[np.ndarray, 
             raise InputError(f"{where} line {line} column progress", row[col["progress"]].strip(),
                              f"must increase (previous row: {last:g})")
         last = p
-        sqr = _number(row, col, "grad_sqr", where, line, 0.0)
-        var = _number(row, col, "grad_var", where, line, 0.0)
-        if sqr > 0 and var > 0:
-            progress.append(p)
-            phi.append(init_batch * var / sqr)
-    if not phi:
-        raise InputError(where, str(path), "no row with grad_sqr > 0 and grad_var > 0")
-    return np.array(progress), np.array(phi)
+        progress.append(p)
+        sqr.append(_number(row, col, "grad_sqr", where, line, 0.0))
+        var.append(_number(row, col, "grad_var", where, line, 0.0))
+    if not progress:
+        raise InputError(where, str(path), "no data rows")
+    return np.array(progress), np.array(sqr), np.array(var)
+
+
+def read_validation_csv(path: str | Path, init_batch: int) -> tuple[np.ndarray, np.ndarray]:
+    """(progress in M0-sized steps, phi = M0 grad_var / grad_sqr) of each row where phi is defined and > 0."""
+    progress, sqr, var = read_validation_stats(path)
+    keep = (sqr > 0) & (var > 0)
+    if not keep.any():
+        raise InputError(f"{Path(path).parent.name}/{Path(path).name}", str(path),
+                         "no row with grad_sqr > 0 and grad_var > 0")
+    return progress[keep], init_batch * var[keep] / sqr[keep]
 
 
 # ----- fitting ---------------------------------------------------------------------------
@@ -251,13 +277,27 @@ def fit_throughput(samples: StepSamples) -> ThroughputFit:
                          float(err.max()), bool(multi_node.any()))
 
 
-def noise_table(validation: Path, app: str) -> tuple[list[float], list[float]]:
-    """(progress fractions, phi) of the family's M0 run (module docstring), thinned to distinct progress."""
+def stats_table(folder: Path, app: str) -> tuple[dict, list[str]] | None:
+    """The application's gradient statistics by batch size (module docstring) as JSON, and the files read;
+    None without validation files."""
     fam = FAMILIES[app]
-    steps, phi = read_validation_csv(validation, fam.init_batch)
-    frac = np.minimum(steps * fam.init_batch / fam.work, 1.0)
-    keep = np.concatenate([[True], np.diff(frac) > 0])
-    return [round(float(v), 6) for v in frac[keep]], [float(f"{v:.6g}") for v in phi[keep]]
+    runs = {}
+    for path in folder.glob("validation-*.csv"):
+        batch = path.stem.split("-", 1)[1]
+        if not batch.isdigit() or int(batch) < 1:
+            raise InputError(f"{folder.name}/{path.name}", batch, "the file name's batch size must be an integer >= 1")
+        runs[int(batch)] = read_validation_stats(path)
+    if not runs:
+        return None
+    batches = sorted(runs)
+    epochs = min(len(r[0]) for r in runs.values())
+    ends = np.min([runs[b][0][:epochs] for b in batches], axis=0) * fam.init_batch / fam.work
+    ends = np.minimum(ends, 1.0)
+    keep = np.concatenate([[True], np.diff(ends) > 0]) & (ends > 0)   # a repeated end would be an empty epoch
+    table = {"batches": batches, "ends": [round(float(v), 6) for v in ends[keep]],
+             "grad_sqr": [[float(f"{v:.6g}") for v in runs[b][1][:epochs][keep]] for b in batches],
+             "grad_var": [[float(f"{v:.6g}") for v in runs[b][2][:epochs][keep]] for b in batches]}
+    return table, [f"{app}/validation-{b}.csv" for b in batches]
 
 
 def fit_directory(root: str | Path, name: str = "sia") -> dict:
@@ -266,7 +306,7 @@ def fit_directory(root: str | Path, name: str = "sia") -> dict:
     if not root.is_dir():
         raise InputError("directory", str(root), "not a directory")
     fits: dict[str, dict[str, dict]] = {}
-    phi: dict[str, dict[str, list[float]]] = {}
+    stats: dict[str, dict] = {}
     files: list[str] = []
     for app in FAMILIES:
         folder = root / app
@@ -286,11 +326,10 @@ def fit_directory(root: str | Path, name: str = "sia") -> dict:
                 "node_measured": fit.node_measured}
             log.info("%s on %s: %d rows, median error %.1f %%, max %.1f %%", app, gpu, fit.rows,
                      100 * fit.median_error, 100 * fit.max_error)
-        validation = folder / f"validation-{FAMILIES[app].init_batch}.csv"
-        if validation.is_file():
-            progress, values = noise_table(validation, app)
-            phi[app] = {"progress": progress, "phi": values}
-            files.append(f"{app}/{validation.name}")
+        got = stats_table(folder, app)
+        if got is not None:
+            stats[app], read = got
+            files += read
     if not fits:
         raise InputError("directory", str(root), f"no application directory with profiles ({', '.join(FAMILIES)})")
     return {
@@ -304,11 +343,17 @@ def fit_directory(root: str | Path, name: str = "sia") -> dict:
         "gpu_types": {suffix: gpu for suffix, gpu in SUFFIX_TYPES.items()},
         "method": FIT_METHOD,
         "theta_order": ["alpha_grad", "beta_grad", "alpha_local", "beta_local", "alpha_node", "beta_node", "gamma"],
-        "phi_method": "phi = M0 grad_var / grad_sqr per row of validation-M0.csv (rows with grad_sqr or grad_var = 0 "
-                      "skipped), at progress fraction = progress x M0 / (epochs x examples per epoch), "
-                      "piecewise log-linear",
+        "stats_method": "grad_sqr and grad_var per epoch of every validation-B.csv (cut to the epochs all runs "
+                        "have); epoch ends at the least of the runs' progress, as fractions progress x M0 / "
+                        "(epochs x examples per epoch); a job at total batch M in epoch e has phi = M0 var / sqr, "
+                        "sqr and var interpolated linearly in M between the runs around it (the artifact's "
+                        "applications.py get_grad_stats)",
+        "restart_seconds": {app: RESTART_SECONDS[app] for app in fits if app in RESTART_SECONDS},
+        "restart_source": RESTART_SOURCE,
+        "calibration": {app: CALIBRATION[app] for app in fits if app in CALIBRATION},
+        "calibration_source": CALIBRATION_SOURCE,
         "fits": fits,
-        "phi": phi,
+        "stats": stats,
     }
 
 

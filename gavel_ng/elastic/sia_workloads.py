@@ -13,24 +13,25 @@ cifar10, Medium (1-10) -> bert or deepspeech2, Large (10-100) -> yolov3, Extra-l
   job-submission scripts (hyper-parameter tuning); rates range from about 5 to 100 jobs/h.
 * Helios jobs request more GPUs and run longer than Philly's, so its load is higher.
 
-What the paper leaves open is assumed, as follows.
+What the paper leaves open is read off the workload files of Sia's artifact
+(``sia-simulator/workloads/``; facts, counted by hand: the files are not shipped), or assumed:
 
-* Size-class shares. Philly: Pollux's Philly-derived shares (families.py: S 72 %, M 20 %,
-  L 6 %, XL 2 %), with Pollux's two S tasks (cifar10, ncf) folded into cifar10 as Sia's
-  Table 2 has no ncf. Helios: S 60 %, M 26 %, L 11 %, XL 3 %: every class above S gains
-  30-80 % of its Philly share ("run longer"). The shift is kept moderate because Sia's
-  Table 3 shows Helios only slightly heavier than Philly for Sia and Pollux (0.7 vs 0.6 h,
-  1.0 vs 1.0 h); at seed 0 the tuned jobs (the wider Helios counts included) add up to
-  1.6x Philly's T4 GPU-hours, an XL job being about 400 of them. newTrace: Philly's shares
-  for the jobs outside bursts. The counts per class are the largest-remainder rounding of share x jobs (not a
-  draw), so a seed changes which jobs arrive when, not how many of each class there are.
-* Medium jobs are bert or deepspeech2 with equal probability (Pollux: 10 % each).
+* Size-class shares (`CLASS_COUNTS`). Philly: the jobs per class in ``philly/workload-1..3.csv``
+  (3 of its 8 files: 376 S, 73 M, 24 L, 7 XL of 480). Helios: the job counts the artifact's README
+  prints for its 10 ``saturn`` (Helios) files (1314 cifar10, 170 M, 70 yolov3, 46 imagenet of 1600).
+  newTrace: the first 403 jobs of ``newtrace/workload-1.csv`` (231 S, 158 M, 11 L, 3 XL). The counts
+  per class are the largest-remainder rounding of share x jobs (not a draw), so a seed changes which
+  jobs arrive when, not how many of each class there are. (Until issue 40 these were assumptions:
+  Philly 72/20/6/2 %, Helios 60/26/11/3 % with wider GPU counts; the files show Helios no heavier
+  than Philly in either.)
+* Medium jobs are deepspeech2 or bert in the files' proportions (`M_TASKS`: Philly 44 : 29,
+  Helios 100 : 70, newTrace 73 : 85).
 * GPU count and batch: each job gets a tuned configuration (Sia's TunedJobs, as Pollux's
   artifact: 50-80 % of linear scaling over one GPU at the best batch;
-  `workload.tuned_configurations` on the reference 4-GPU T4 servers). Philly and newTrace
-  draw one valid configuration uniformly (as `pollux_workload`). Helios favours the wide
-  ones ("request more GPUs"): index ``floor(n x u^0.5)`` of the n valid counts in
-  increasing order, u uniform, so the upper half is drawn 75 % of the time.
+  `workload.tuned_configurations` on the reference 4-GPU T4 servers), one valid configuration
+  drawn uniformly (as `pollux_workload`). Under the measured profiles they are the files' own
+  configurations for cifar10 (6 / 8 GPUs at batch 2048, 12 / 16 at 4096), deepspeech2, bert
+  (12 / 16 at 384) and yolov3 (4 at 64); ImageNet's are wider (24 GPUs against the files' 10-14).
 * newTrace's arrival process, hour by hour from midnight: 75 % of the jobs follow a
   diurnal rate ``1 + (2/3) cos(2 pi (h + 0.5 - 14) / 24)`` (peak at 14:00, trough at 02:00,
   5 to 25 jobs/h at 960 jobs in 48 h), drawn as a multinomial over hours, uniform within
@@ -38,7 +39,7 @@ What the paper leaves open is assumed, as follows.
   each in a distinct daytime hour (drawn in proportion to the diurnal rate), its jobs
   uniform over 20 minutes, its size a multinomial share with weights uniform in
   [0.5, 1.5] (about 60 jobs). A burst is one tuning sweep: all its jobs are the same task
-  (S or M, 72 : 20: sweeps are many short trials) at the same tuned configuration.
+  (S or M in the base mix's ratio) at the same tuned configuration.
 
 Every generator is deterministic in its seed. Jobs are numbered by arrival; names are
 ``TASK-i``. Tuned GPU counts above the cluster's largest worker type are capped by
@@ -73,9 +74,19 @@ from .workload import (
 SIA_APPLICATIONS = ("cifar10", "bert", "deepspeech2", "yolov3", "imagenet")
 """Sia's Table 2 (the XXL GPT job is only used for hybrid parallelism)."""
 CLASSES = ("S", "M", "L", "XL")
-PHILLY_SHARES = MappingProxyType({"S": 0.72, "M": 0.20, "L": 0.06, "XL": 0.02})
-HELIOS_SHARES = MappingProxyType({"S": 0.60, "M": 0.26, "L": 0.11, "XL": 0.03})
-HELIOS_WIDE_EXPONENT = 0.5        # u^0.5: the upper half of the valid GPU counts 75 % of the time
+CLASS_COUNTS = MappingProxyType({    # jobs per class S, M, L, XL in the artifact's files (module docstring)
+    "philly": (376, 73, 24, 7), "helios": (1314, 170, 70, 46), "newtrace": (231, 158, 11, 3)})
+M_TASKS = MappingProxyType({         # deepspeech2 : bert among the medium jobs of the same files
+    "philly": (44, 29), "helios": (100, 70), "newtrace": (73, 85)})
+
+
+def _shares(counts: tuple[int, ...]) -> MappingProxyType:
+    return MappingProxyType({c: n / sum(counts) for c, n in zip(CLASSES, counts)})
+
+
+PHILLY_SHARES = _shares(CLASS_COUNTS["philly"])
+HELIOS_SHARES = _shares(CLASS_COUNTS["helios"])
+NEWTRACE_SHARES = _shares(CLASS_COUNTS["newtrace"])
 BURST_FRACTION = 0.25             # newTrace: share of jobs submitted in bursts
 BURST_SECONDS = 1200.0            # one burst spans 20 minutes
 BURST_HOURS_APART = 12.0          # two bursts a day
@@ -97,15 +108,23 @@ def _by_class() -> dict[str, tuple[str, ...]]:
     return {c: tuple(a for a in SIA_APPLICATIONS if FAMILIES[a].size_class == c) for c in CLASSES}
 
 
-def _applications(rng: np.random.Generator, counts: np.ndarray) -> list[str]:
-    """`counts[c]` jobs of each class in random order, each a task of its class drawn uniformly."""
-    tasks = _by_class()
+def _task(rng: np.random.Generator, size_class: str, medium: tuple[int, int]) -> str:
+    """A task of the class: the medium class's two in the proportions `medium` (deepspeech2 : bert)."""
+    tasks = _by_class()[size_class]
+    if set(tasks) == {"deepspeech2", "bert"}:
+        return "deepspeech2" if rng.random() < medium[0] / sum(medium) else "bert"
+    return tasks[int(rng.integers(len(tasks)))]
+
+
+def _applications(rng: np.random.Generator, counts: np.ndarray, medium: tuple[int, int]) -> list[str]:
+    """`counts[c]` jobs of each class in random order, each a task of its class (`_task`)."""
     classes = rng.permutation(np.repeat(np.arange(len(CLASSES)), counts))
-    return [tasks[CLASSES[c]][int(rng.integers(len(tasks[CLASSES[c]])))] for c in classes]
+    return [_task(rng, CLASSES[c], medium) for c in classes]
 
 
-def _pick(configs: Sequence[tuple[int, int, float]], u: float, exponent: float) -> tuple[int, int]:
-    n, b, _ = configs[min(int(len(configs) * u ** exponent), len(configs) - 1)]
+def _pick(configs: Sequence[tuple[int, int, float]], u: float) -> tuple[int, int]:
+    """One of the valid tuned configurations, drawn uniformly by u in [0, 1)."""
+    n, b, _ = configs[min(int(len(configs) * u), len(configs) - 1)]
     return n, b
 
 
@@ -141,15 +160,15 @@ def _finish(times: np.ndarray, apps: list[str], gpus: list[int], batches: list[i
                   profiles=profiles)
 
 
-def _sampled_window(shares: Mapping[str, float], exponent: float, num_jobs: int, hours: float, seed: int,
-                    worker_type: str, gpus_per_server: int, network_gbps: float, profiles: str) -> ElasticTrace:
-    """Philly and Helios: a busy window at a steady rate, the class mix and GPU-count bias given."""
+def _sampled_window(trace: str, num_jobs: int, hours: float, seed: int, worker_type: str, gpus_per_server: int,
+                    network_gbps: float, profiles: str) -> ElasticTrace:
+    """Philly and Helios: a busy window at a steady rate, the trace's class mix."""
     _check(num_jobs, hours)
     rng = np.random.default_rng(seed)
     times = _uniform_arrivals(rng, num_jobs, hours)
-    apps = _applications(rng, _class_counts(num_jobs, shares))
+    apps = _applications(rng, _class_counts(num_jobs, _shares(CLASS_COUNTS[trace])), M_TASKS[trace])
     picks = [_pick(tuned_configurations(a, worker_type=worker_type, gpus_per_server=gpus_per_server,
-                                        network_gbps=network_gbps, profiles=profiles), float(u), exponent)
+                                        network_gbps=network_gbps, profiles=profiles), float(u))
              for a, u in zip(apps, rng.random(num_jobs))]
     return _finish(times, apps, [p[0] for p in picks], [p[1] for p in picks], worker_type, gpus_per_server,
                    network_gbps, profiles)
@@ -159,18 +178,16 @@ def philly_like(num_jobs: int = 160, hours: float = 8.0, seed: int = 0, worker_t
                 gpus_per_server: int = POLLUX_GPUS_PER_SERVER,
                 network_gbps: float = POLLUX_NETWORK_GBPS, *,
                 profiles: str = MODELED) -> ElasticTrace:
-    """Sia's Philly traces: 160 jobs over a busy 8 hours, Pollux's Philly-derived class mix."""
-    return _sampled_window(PHILLY_SHARES, 1.0, num_jobs, hours, seed, worker_type, gpus_per_server, network_gbps,
-                           profiles)
+    """Sia's Philly traces: 160 jobs over a busy 8 hours, the class mix of the artifact's Philly files."""
+    return _sampled_window("philly", num_jobs, hours, seed, worker_type, gpus_per_server, network_gbps, profiles)
 
 
 def helios_like(num_jobs: int = 160, hours: float = 8.0, seed: int = 0, worker_type: str = REFERENCE_WORKER,
                 gpus_per_server: int = POLLUX_GPUS_PER_SERVER,
                 network_gbps: float = POLLUX_NETWORK_GBPS, *,
                 profiles: str = MODELED) -> ElasticTrace:
-    """Sia's Helios traces: Philly's shape with longer jobs (more L/XL) that ask for more GPUs."""
-    return _sampled_window(HELIOS_SHARES, HELIOS_WIDE_EXPONENT, num_jobs, hours, seed, worker_type,
-                           gpus_per_server, network_gbps, profiles)
+    """Sia's Helios traces: Philly's shape with the class mix of the artifact's Helios (saturn) files."""
+    return _sampled_window("helios", num_jobs, hours, seed, worker_type, gpus_per_server, network_gbps, profiles)
 
 
 def newtrace_like(num_jobs: int = 960, hours: float = 48.0, seed: int = 0, worker_type: str = REFERENCE_WORKER,
@@ -190,24 +207,22 @@ def newtrace_like(num_jobs: int = 960, hours: float = 48.0, seed: int = 0, worke
     rate = diurnal_rate(hours)
     hour = rng.choice(len(rate), size=n_base, p=rate / rate.sum())
     times = [np.minimum(hour + rng.random(n_base), hours) * 3600.0]
-    apps = _applications(rng, _class_counts(n_base, PHILLY_SHARES))
-    picks = [_pick(tune(a), float(u), 1.0) for a, u in zip(apps, rng.random(n_base))]
+    apps = _applications(rng, _class_counts(n_base, NEWTRACE_SHARES), M_TASKS["newtrace"])
+    picks = [_pick(tune(a), float(u)) for a, u in zip(apps, rng.random(n_base))]
     bursts = min(n_burst, max(1, round(hours / BURST_HOURS_APART))) if n_burst else 0
     if bursts:
         width = np.diff(np.minimum(np.arange(len(rate) + 1, dtype=float), hours))
         day = np.flatnonzero(rate > width) if (rate > width).sum() >= bursts else np.arange(len(rate))
         when = rng.choice(day, size=bursts, replace=False, p=rate[day] / rate[day].sum())
         sizes = rng.multinomial(n_burst, (w := rng.uniform(0.5, 1.5, bursts)) / w.sum())
-        tasks = _by_class()
         small = ("S", "M")
-        mix = np.array([PHILLY_SHARES[c] for c in small])
+        mix = np.array([NEWTRACE_SHARES[c] for c in small])
         for h, size in zip(when.tolist(), sizes.tolist()):
             span = min(BURST_SECONDS, 3600.0 * (min(h + 1.0, hours) - h))
             start = 3600.0 * h + rng.uniform(0.0, max(0.0, 3600.0 * (min(h + 1.0, hours) - h) - span))
             times.append(start + rng.uniform(0.0, span, size))
-            group = tasks[small[int(rng.choice(len(small), p=mix / mix.sum()))]]
-            app = group[int(rng.integers(len(group)))]
-            n, b = _pick(tune(app), float(rng.random()), 1.0)
+            app = _task(rng, small[int(rng.choice(len(small), p=mix / mix.sum()))], M_TASKS["newtrace"])
+            n, b = _pick(tune(app), float(rng.random()))
             apps += [app] * size
             picks += [(n, b)] * size
     return _finish(np.concatenate(times), apps, [p[0] for p in picks], [p[1] for p in picks], worker_type,

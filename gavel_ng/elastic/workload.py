@@ -70,7 +70,7 @@ from gavel_ng.traces import POLLUX_COLUMNS, Trace
 from .efficiency import AdaptiveSpec, seconds_to_progress
 from .families import FAMILIES, ElasticFamily, get_family
 from .goodput import DEFAULT_NETWORK_GBPS, throughput_params
-from .profile_sets import MODELED, check_profiles, measured_set, phi_curve
+from .profile_sets import MODELED, check_profiles, measured_set, phi_curve, restart_seconds
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +113,13 @@ class ElasticTrace:
         """The fixed-job view as `Job` objects (aligned with `specs`)."""
         return self.trace.jobs()
 
+    @property
+    def restart_seconds(self) -> np.ndarray:
+        """Each job's restart delay under the profile set (its application's; nan where the set has none:
+        the run's flat delays apply)."""
+        out = [restart_seconds(self.profiles, a) for a in self.applications]
+        return np.array([math.nan if v is None else v for v in out], float)
+
 
 # ----- building jobs ---------------------------------------------------------------------
 @cache
@@ -135,7 +142,8 @@ def _fixed_seconds(fam: ElasticFamily, gpus: int, m: int, s: int, worker_type: s
     """Seconds the whole run takes at a fixed (K, m, s) on worker_type, packed onto few servers."""
     params = throughput_params(fam, worker_type, network_gbps, profiles=profiles)
     x = float(params.throughput(m, s, gpus, -(-gpus // gpus_per_server)))
-    return float(seconds_to_progress(phi_curve(fam.spec(profiles=profiles)), fam.init_batch, gpus * m * (s + 1), x,
+    batch = gpus * m * (s + 1)
+    return float(seconds_to_progress(phi_curve(fam.spec(profiles=profiles), batch), fam.init_batch, batch, x,
                                      fam.work, 0.0, 1.0))
 
 

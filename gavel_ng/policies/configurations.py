@@ -29,18 +29,20 @@ STARVED = 1e-3   # speedup of a job without GPUs under p < 0 (else every power m
 DEFAULT_P = -1.0
 
 
-def config_values(S: np.ndarray, p: float, waiting: float = STARVED) -> np.ndarray:
+def config_values(S: np.ndarray, p: float, waiting: float | np.ndarray = STARVED) -> np.ndarray:
     """What giving job m column c adds to the objective: the p-mean's sum term over "no GPUs".
 
     With one configuration per job the power mean ``(mean_m s_m^p)^(1/p)`` is maximized by
     maximizing ``sum_m s_m^p`` (p > 0) or minimizing it (p < 0), a sum over the chosen
     (job, column) pairs: linear in a 0/1 assignment, so the p-mean is exact, not a surrogate.
-    A job left out counts as speedup `waiting` under p < 0 (0 under p > 0); a column below it
-    adds nothing."""
+    A job left out counts as speedup `waiting` under p < 0 (0 under p > 0): one number, or one per job;
+    a column below it adds nothing."""
     if not (np.isfinite(p) and p != 0):
         raise InputError("p", p, "must be a finite non-zero number (-1: harmonic mean, as Pollux)")
-    if not (np.isfinite(waiting) and waiting > 0):
+    w = np.asarray(waiting, float)
+    if not (np.isfinite(w).all() and (w > 0).all()):
         raise InputError("waiting", waiting, "must be a finite number > 0 (the speedup a waiting job counts as)")
+    waiting = w.reshape(-1, 1) if w.ndim else float(w)
     with np.errstate(divide="ignore"):
         v = waiting ** p - np.maximum(S, waiting) ** p if p < 0 else S ** p
     return np.where(S > 0, v, 0.0)
@@ -48,15 +50,15 @@ def config_values(S: np.ndarray, p: float, waiting: float = STARVED) -> np.ndarr
 
 def solve_configurations(S: np.ndarray, need: np.ndarray, columns: Columns, capacity: np.ndarray,
                          p: float = DEFAULT_P, agnostic: bool = False, prev_type: np.ndarray | None = None,
-                         time_limit: float = 5.0, waiting: float = STARVED,
+                         time_limit: float = 5.0, waiting: float | np.ndarray = STARVED,
                          weights: np.ndarray | None = None) -> np.ndarray:
     """At most one whole column per job maximizing the p-mean of speedups: its index, -1 for none.
 
     One 0/1 program (`assign`): ``sum_c x[m, c] <= 1``, GPUs per type within capacity. The
     agnostic twin solves over (job, GPU count) with one pool of GPUs and then puts each job on a
     type by a blind rule (`prev_type[m]`, the type it ran on, when it has room, else the type with
-    most free GPUs). `waiting`: `config_values`'s speedup of a job left out; `weights` (> 0, one per
-    job): each job's values times its weight, i.e. a weighted power mean."""
+    most free GPUs). `waiting`: `config_values`'s speedup of a job left out (one number, or one per
+    job); `weights` (> 0, one per job): each job's values times its weight, i.e. a weighted power mean."""
     M = len(S)
     choice = np.full(M, -1, np.int64)
     if M == 0:

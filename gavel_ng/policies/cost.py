@@ -57,6 +57,16 @@ def max_throughput(p: Problem):
     return p.maximize(p.thr / p.thr_fastest)
 
 
+@policy("gavel_sia", "maximize sum_m thr_m over raw steps/s (Sia's Gavel+TunedJobs baseline)")
+def gavel_sia(p: Problem):
+    """Gavel as Sia's artifact runs it (its Gavel+TunedJobs, SOSP'23 Table 3): max-sum-throughput over raw
+    steps/s, neither normalized per job nor weighted by GPU count (its simulator_config.py and
+    policies/max_sum_throughput.py, ../shared/profiles/sia-artifact/README.md). Raw steps/s of different
+    models do not add up to anything meaningful (`max_throughput` normalizes them); this objective favours
+    jobs whose steps are short, which is what Sia compared against."""
+    return p.maximize(p.thr)
+
+
 def work_per_dollar(p: Problem, prices: np.ndarray) -> Affine:
     """Per job: sum over its variables of (normalized throughput there) / ($/hour of that variable).
 
@@ -143,7 +153,7 @@ def min_cost_slo(p: Problem):
     rate, dropped = slo_constraints(p)
     keep = rate > 0
     if keep.any():
-        p.add_constraint(p.thr[keep] >= rate[keep])
+        p.add_constraint(p.thr[keep] >= rate[keep], name="SLO rates")
     sol = p.solve(p.maximize(work_per_dollar(p, prices)))
     if dropped.any():
         names = [p.input.job_ids[i] for i in np.flatnonzero(dropped)]

@@ -43,8 +43,9 @@ then trade GPUs round after round (experiments/README.md, issue 29).
 
 **Restart factor** (Sia, as Pollux): for a job that ran last round, every column other
 than its current one has its speedup times ``(T - R delta) / (T + delta)`` (age T, R
-re-allocations so far, delta the re-allocation delay), so a job moves only when moving
-pays. A job keeps its GPUs while its configuration stays (the planner's placer).
+re-allocations so far, delta the job's restart delay), so a job moves only when moving
+pays. A job keeps its GPUs while its configuration stays (the planner's placer), and a job
+still paying a restart keeps its configuration (`RoundContext.pinned`, as Sia's artifact does).
 
 `goodput_agnostic` is the type-blind twin: it sees each (job, GPU count) averaged over the
 types, solves with one pool of GPUs and puts each job on a type it does not choose for
@@ -56,7 +57,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from .configurations import DEFAULT_P, config_values, solve_configurations
+from .configurations import DEFAULT_P, STARVED, config_values, solve_configurations
 from .registry import BOTH, round_policy
 from .rounds import RoundContext
 from .sia import DEFAULT_LAMBDA
@@ -99,10 +100,16 @@ class Goodput:
 
     def decide(self, ctx: RoundContext) -> np.ndarray:
         S = ctx.min_speedups
+        waiting = np.full(len(ctx.jobs), self.waiting)
         if self.restart:
             S = ctx.with_restart_factor(S)
-        return solve_configurations(S, ctx.need, ctx.columns, ctx.capacity, self.p, self.agnostic, ctx.current_type,
-                                    waiting=self.waiting, weights=self.service_weights(ctx))
+            # a running job left out must restart to resume: its waiting is a move like any other
+            running = ctx.current >= 0
+            waiting[running] = np.maximum(self.waiting * ctx.restart_factor()[running], STARVED)
+        w = self.service_weights(ctx)
+        return ctx.around_pinned(lambda rows, cap: solve_configurations(
+            S[rows], ctx.need[rows], ctx.columns, cap, self.p, self.agnostic, ctx.current_type[rows],
+            waiting=waiting[rows], weights=None if w is None else w[rows]))
 
 
 def _number(x) -> bool:

@@ -17,7 +17,9 @@ the search first gives as many jobs GPUs as it can and then maximizes the mean.
 * **Re-allocation penalty**: a running job whose row changes has its speedup times
   ``REALLOC_FACTOR = max(0, (T_j - R_j delta) / (T_j + delta))``, T_j its age, R_j its
   re-allocations so far (first start included), delta the re-allocation delay
-  (the simulator's, 30 s by default). A pending job that starts pays the delay whatever
+  (the job's own where its profile set measured one, else the simulator's, 30 s by default;
+  option ``realloc_delay`` fixes it: `pollux_sia` assumes 30 s for every job, as the Pollux
+  policy in Sia's artifact does). A pending job that starts pays the delay whatever
   the policy does, so it is not penalized.
 * **Interference avoidance**: at most one distributed job (GPUs on more than one
   server) per server.
@@ -58,6 +60,7 @@ from .rounds import Entry, RoundContext
 MIXED_TYPES = ("repair", "sia")   # one type per job inside the search; or Sia's majority type afterwards
 SIA_NODE_GPUS = 4                 # Sia presents servers to Pollux as virtual nodes of this many GPUs
 SIA_MAX_GPUS = 16                 # and caps a job at this many GPUs
+SIA_POLLUX_DELAY = 30.0           # the restart Pollux assumes for every job in Sia's artifact (README, shared profiles)
 
 
 def power_mean(speedups: np.ndarray, p: float) -> np.ndarray:
@@ -128,10 +131,7 @@ class Pollux:
         base = self._fair_goodput(good_local, good_dist, J)
         A0 = self._current(J)
         running = A0.sum(axis=1) > 0
-        delta = ctx.realloc_delay if self.delay is None else float(self.delay)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            f = (ctx.age - ctx.reallocations * delta) / (ctx.age + delta)
-        factor = np.where(running, np.where(ctx.age + delta > 0, np.clip(f, 0.0, 1.0), 1.0), 1.0)
+        factor = np.where(running, ctx.restart_factor(None if self.delay is None else float(self.delay)), 1.0)
         search = Search(self.rng, self.node_cap, self.node_type, self.onehot, kmax, one_type=not self.sia,
                         avoid=self.avoid)
         A0 = A0.astype(search.dtype)
@@ -223,9 +223,15 @@ class Pollux:
               "job, GPUs of several types allowed in the search, then only the majority type's kept (the rest idle)",
               jobs=ADAPTIVE, round_seconds=60.0, type_aware=False)
 class PolluxSia(Pollux):
-    """`pollux` with `mixed_types="sia"` by default (module docstring)."""
+    """`pollux` with `mixed_types="sia"` and a 30 s restart assumed for every job by default (module
+    docstring)."""
 
     default_mixed = "sia"
+
+    def __init__(self, p: float = -1.0, population: int = 32, generations: int = 40, model_type: str | None = None,
+                 realloc_delay: float | None = SIA_POLLUX_DELAY, interference_avoidance: bool = True,
+                 mixed_types: str | None = None):
+        super().__init__(p, population, generations, model_type, realloc_delay, interference_avoidance, mixed_types)
 
 
 def type_power(worker_types: list[str]) -> np.ndarray:

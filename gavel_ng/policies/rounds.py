@@ -57,6 +57,8 @@ class RoundJobs:
     throughputs: np.ndarray     # (jobs, types) a fixed job's steps/s on each type (0: cannot run there)
     arrival: np.ndarray         # seconds, on the clock of the context's `now`
     reallocations: np.ndarray   # times the job changed configuration so far (an adaptive job's restarts)
+    restart: np.ndarray | None = None   # seconds a restart costs each job (nan or None: the run's realloc delay)
+    restarting: np.ndarray | None = None   # bool: the job is still paying a restart (None: not known)
 
 
 class RoundSource(Protocol):
@@ -206,25 +208,64 @@ class RoundContext(Fields):
         """Worker type each job ran on last round (-1: it did not run)."""
         return np.array([int(self.topology.gpu_type[g[0]]) if g else -1 for g in self.held], np.int64)
 
-    def restart_factor(self) -> np.ndarray:
+    @property
+    def restart_delays(self) -> np.ndarray:
+        """Seconds a restart costs each job: its own where the source knows it (a measured profile set's
+        per-application delay), else the run's `realloc_delay`."""
+        own = self.info.restart
+        if own is None:
+            return np.full(len(self.jobs), float(self.realloc_delay))
+        own = np.asarray(own, float)
+        return np.where(np.isnan(own), float(self.realloc_delay), own)
+
+    def restart_factor(self, delays: np.ndarray | float | None = None) -> np.ndarray:
         """Pollux's REALLOC_FACTOR per job: (age - reallocations x delay) / (age + delay) in [0, 1]: what a
-        move is worth to a job that runs now (1 with no delay)."""
+        move is worth to a job that runs now (1 with no delay). `delays`: the restart seconds assumed
+        (default: `restart_delays`)."""
         age = self.age
-        den = age + self.realloc_delay
+        delay = self.restart_delays if delays is None else np.asarray(delays, float)
+        den = age + delay
         with np.errstate(divide="ignore", invalid="ignore"):
-            f = (age - self.reallocations * self.realloc_delay) / den
+            f = (age - self.reallocations * delay) / den
         return np.where(den > 0, np.clip(f, 0.0, 1.0), 1.0)
+
+    @cached_property
+    def pinned(self) -> np.ndarray:
+        """(jobs,) bool: jobs still paying a restart, which keep their configuration this round (Sia's
+        artifact never re-allocates a job during its checkpoint-restore: its sia.py holds such a job's
+        previous configuration as a constraint). Known where the source reports restarts (the simulator
+        under a profile set with measured restart delays); elsewhere none."""
+        r = self.info.restarting
+        if r is None:
+            return np.zeros(len(self.jobs), bool)
+        return np.asarray(r, bool) & (self.current >= 0)
+
+    def around_pinned(self, solve: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
+        """One column per job (-1: none): `pinned` jobs on their current column, the others as
+        `solve(rows, capacity)` chooses for those rows with the GPUs the pinned leave."""
+        pin = self.pinned
+        if not pin.any():
+            return np.asarray(solve(np.arange(len(self.jobs)), self.capacity), np.int64)
+        choice = np.full(len(self.jobs), -1, np.int64)
+        cols = self.current[pin]
+        choice[pin] = cols
+        used = np.bincount(self.columns.pool[cols], weights=self.need[pin, cols], minlength=len(self.capacity))
+        rest = np.flatnonzero(~pin)
+        choice[rest] = solve(rest, np.maximum(self.capacity - used, 0.0))
+        return choice
 
     # ----- helpers for deciding ---------------------------------------------------------------------
     def assign(self, values: np.ndarray, keep: np.ndarray | None = None) -> np.ndarray:
         """At most one column per job maximizing the sum of `values[i, c]` (0/1 program, HiGHS), each type's
-        GPUs within capacity; only positive values on columns the job can run on count. -1: no column."""
+        GPUs within capacity; only positive values on columns the job can run on count. -1: no column.
+        `pinned` jobs keep their column."""
         from .configurations import assign
 
         V = np.asarray(values, float)
         ok = (self.speedups > 0) & (self.need <= self.capacity[self.columns.pool][None, :])
         keep = ok if keep is None else ok & keep
-        return assign(V, self.need, keep, self.columns.pool, self.capacity)
+        return self.around_pinned(lambda rows, cap: assign(V[rows], self.need[rows], keep[rows], self.columns.pool,
+                                                           cap))
 
     def place(self, rows, columns) -> list[Entry]:
         """Entries for these (row, column) choices, placed in the order given (consolidated; a job that

@@ -33,11 +33,18 @@ again from scratch, largest first, each job preferring its old GPUs; with power-
 sizes of one R per type that always succeeds (every node's used GPUs stay a multiple of the
 next, smaller, size). A job that still fits nowhere waits the round (Sia evicts and retries).
 
+Ties and restarts, as Sia's artifact: G^p is rounded to 2 decimals (`decimals`), and among the
+options that rounding makes equal a running job keeps its own (a tenth of the last digit added
+to its current configuration's value): HiGHS would otherwise return another optimal vertex each
+round, and identical jobs would take turns on the GPUs, each turn a restart. A job still paying
+a restart keeps its configuration (`RoundContext.pinned`, through `ctx.assign`).
+
 Where ours differs from Sia's implementation: Sia bootstraps a job's goodput on types it has
 not run on from single-GPU profiles and learns its scale-up limit on one type for all; here
-the policy reads the simulator's (or the cluster's) goodput model, which is the truth. Sia
-solves with GLPK through cvxpy; we use HiGHS. The restart factor is applied to running
-jobs only (a job that has not started would otherwise get r = 0 at age 0 and never start).
+the policy reads the simulator's (or the cluster's) goodput model, the truth, unless the
+simulator is told to give it a learned one (`SimConfig.policy_model`, simulator.learned). Sia
+solves with CBC through cvxpy; we use HiGHS. The restart factor is applied to running jobs only
+(a job that has not started would otherwise get r = 0 at age 0 and never start).
 """
 
 from __future__ import annotations
@@ -99,10 +106,11 @@ def sia_gpu_counts(topology: Topology) -> list[tuple[int, ...]]:
               jobs=BOTH, round_seconds=60.0, gpu_counts=sia_gpu_counts)
 class Sia:
     """The `sia` policy (module docstring). Options: `p`, `lam` (lambda), `restart_factor`, `scale_up`
-    (the most a job's GPU count may grow in a round; None: no limit)."""
+    (the most a job's GPU count may grow in a round; None: no limit), `decimals` (G^p rounded to this many,
+    a running job keeping its configuration among the ties; None: neither)."""
 
     def __init__(self, p: float = DEFAULT_P, lam: float = DEFAULT_LAMBDA, restart_factor: bool = True,
-                 scale_up: float | None = 2.0):
+                 scale_up: float | None = 2.0, decimals: int | None = 2):
         if not (isinstance(p, (int, float)) and math.isfinite(p) and p != 0):
             raise InputError("sia.p", p, "must be a finite non-zero number (Sia: -0.5)")
         if not (isinstance(lam, (int, float)) and math.isfinite(lam) and lam >= 0):
@@ -114,12 +122,21 @@ class Sia:
         self.p, self.lam = float(p), float(lam)
         self.restart = restart_factor
         self.scale_up = None if scale_up is None else float(scale_up)
+        ok = decimals is None or (isinstance(decimals, int) and not isinstance(decimals, bool) and decimals >= 0)
+        if not ok:
+            raise InputError("sia.decimals", decimals, "must be an integer >= 0, or null for no rounding (Sia: 2)")
+        self.decimals = decimals
 
     def decide(self, ctx: RoundContext) -> list[Entry]:
         G = self.goodput_matrix(ctx)
         with np.errstate(divide="ignore"):
             Gp = np.where(G > 0, G, 1.0) ** self.p
+        if self.decimals is not None:   # Sia's artifact rounds G^p (sia.py): near-equal options tie
+            Gp = np.round(Gp, self.decimals)
         V = np.where(G > 0, self.lam - Gp if self.p < 0 else Gp + self.lam, 0.0)
+        if self.decimals is not None:   # among options the rounding made equal, a running job keeps its own
+            rows = np.flatnonzero(ctx.current >= 0)
+            V[rows, ctx.current[rows]] += 0.1 * 10.0 ** -self.decimals
         choice = ctx.assign(V, self.allowed(ctx))
         rows = np.flatnonzero(choice >= 0)
         cols = ctx.columns

@@ -9,6 +9,14 @@ within the round is exact at that batch and throughput (the noise scale grows as
 trains). Every change of configuration (first start and restart after a paused round
 included) costs the re-allocation delay; a delay longer than a round is owed in the
 next rounds on the same configuration.
+
+Where the job's profile set measured its restart delay (`AdaptiveModels.restart`, the `sia`
+set: per application), the job pays that instead, on every start and every change of
+placement as the Sia artifact's simulator counts one (`restarts.RestartLedger`: type or GPUs per
+server); a job without one keeps the flat delay and its rule (a change of type or GPU count),
+so that runs on the modeled set are what they were. Where the set's noise scale
+depends on the batch (`grad_stats`), a job picks its batch with the statistics of the batch it
+ran at last round (`JobArrays.batch`) and progresses with those of the batch it picked.
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ import numpy as np
 
 from ..elastic.efficiency import progress_after, seconds_to_progress
 from ..elastic.goodput import best_goodput_many, throughput_params
-from ..elastic.profile_sets import phi_curve
+from ..elastic.profile_sets import batch_stats, phi_curve
 from ..elastic.workload import POLLUX_NETWORK_GBPS
 from ..policies.rounds import RoundJobs
 
@@ -34,6 +42,7 @@ class AdaptiveModels:
     specs: list
     work: np.ndarray
     adaptive: np.ndarray
+    restart: np.ndarray | None = None   # per trace job: its set's restart seconds (nan: the run's flat delays)
 
     @property
     def any(self) -> bool:
@@ -44,11 +53,14 @@ class ArraysSource:
     """The RoundSource (policies.rounds) over the simulator's job arrays. A job's `allowed_types`
     (gavel_ng.rules) make its rates 0 on the other types, so that no policy picks them."""
 
-    def __init__(self, jobs, worker_types: list[str], network_gbps: float = NETWORK_GBPS):
+    def __init__(self, jobs, worker_types: list[str], network_gbps: float = NETWORK_GBPS, learned=None,
+                 restarts=None):
         self.jobs = jobs
         self.types = list(worker_types)
         self.network = network_gbps
-        self._rows: dict = {}   # (model, type, configurations) -> {progress: best goodput row}: `goodput`
+        self.learned = learned  # a LearnedModels (simulator.learned): policies see the learned model, not the exact
+        self.restarts = restarts  # the RestartLedger: which jobs are still paying a measured restart
+        self._rows: dict = {}   # (model, type, configurations) -> {(progress, batch): best goodput row}: `goodput`
 
     def _allowed(self, idx: np.ndarray) -> np.ndarray:
         """(jobs, types) whether each job may run on each type."""
@@ -62,16 +74,24 @@ class ArraysSource:
         T = ja.T[ja.key[idx]]
         if ja.rules:
             T = np.where(self._allowed(idx), T, 0.0)
-        return RoundJobs(ja.adaptive[idx], ja.sf[idx], T, ja.arrival[idx], ja.reallocations[idx])
+        owing = None if self.restarts is None else np.array([m in self.restarts.owed for m in idx.tolist()], bool)
+        return RoundJobs(ja.adaptive[idx], ja.sf[idx], T, ja.arrival[idx], ja.reallocations[idx], ja.restart[idx],
+                         owing)
 
     def goodput(self, jobs: list[int], worker_type: str, gpus: np.ndarray, servers: np.ndarray) -> np.ndarray:
         """One vectorized best-batch search per goodput model over its jobs x configurations.
 
         A job's row depends only on its model and progress, and most jobs wait with the same
         progress round after round (every job not yet started at 0): rows are searched once per
-        distinct progress and kept until the next ask on the same (model, type, configurations)."""
+        distinct progress and kept until the next ask on the same (model, type, configurations).
+        With `learned` set, the rows are its learned ones instead."""
         ja = self.jobs
         idx = np.asarray(jobs, np.int64)
+        if self.learned is not None:
+            out = self.learned.goodput(idx, worker_type, gpus, servers)
+            if ja.rules:
+                out[~self._allowed(idx)[:, self.types.index(worker_type)]] = 0.0
+            return out
         k = np.asarray(gpus, np.int64).reshape(1, -1)
         n = np.asarray(servers, np.int64).reshape(1, -1)
         out = np.zeros((len(idx), k.shape[1]))
@@ -82,14 +102,16 @@ class ArraysSource:
             rows = np.asarray(rows)
             key = (spec, worker_type, k.tobytes(), n.tobytes())
             before = self._rows.get(key, {})
-            progress = ja.progress[idx[rows]].tolist()
-            new = sorted(set(progress).difference(before))
-            known = {p: before[p] for p in set(progress).intersection(before)}
+            state = list(zip(ja.progress[idx[rows]].tolist(), ja.batch[idx[rows]].tolist()))
+            new = sorted(set(state).difference(before))
+            known = {p: before[p] for p in set(state).intersection(before)}
             if new:
-                g, _, _ = best_goodput_many(spec, worker_type, k, n, np.array(new)[:, None], self.network)
+                at = np.array(new)
+                g, _, _ = best_goodput_many(spec, worker_type, k, n, at[:, :1], self.network,
+                                            batch=np.where(at[:, 1:] > 0, at[:, 1:], spec.init_batch))
                 known.update(zip(new, g))
             self._rows[key] = known
-            out[rows] = np.array([known[p] for p in progress]).reshape(len(rows), -1)
+            out[rows] = np.array([known[p] for p in state]).reshape(len(rows), -1)
         if ja.rules:
             out[~self._allowed(idx)[:, self.types.index(worker_type)]] = 0.0
         return out
@@ -107,6 +129,8 @@ class AdaptiveRunner:
         self.network = network_gbps
         self.last_config: dict[int, tuple[int, int]] = {}   # job -> (type, GPUs) of the previous round
         self.owed: dict[int, float] = {}                    # job -> start-up seconds still to pay
+        self.learned = None                                 # a LearnedModels told what each job ran on
+        self.ledger = None                                  # a RestartLedger: measured delays (executor's)
 
     def run(self, plan, entries: np.ndarray, now: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Run the adaptive `entries` of a one-job-per-entry plan: (start-up, seconds held, finished)."""
@@ -125,11 +149,20 @@ class AdaptiveRunner:
             if len(gpus):
                 servers[i] = len(np.unique(self.topo.gpu_server[gpus]))
             configs[m] = (t, k)
-            fresh = self.last_config.get(m) != (t, k)
-            self.jobs.reallocations[m] += fresh and self.delay > 0
-            start[i] = self._start_up(m, fresh)
+            measured = self.jobs.restart[m]
+            if measured == measured and self.ledger is not None:   # the set's own delay (restarts.py)
+                delay = float(measured)
+                start[i], fresh = self.ledger.start(m, self.ledger.shape(t, gpus), delay)
+            else:
+                delay, fresh = self.delay, self.last_config.get(m) != (t, k)
+                start[i] = self._start_up(m, fresh, delay)
+            self.jobs.reallocations[m] += fresh and delay > 0
             jobs[i], types[i], ks[i] = m, t, k
         self.last_config = configs
+        if self.learned is not None:
+            for m, t, k, n in zip(jobs[start < L].tolist(), types[start < L].tolist(), ks[start < L].tolist(),
+                                  servers[start < L].tolist()):
+                self.learned.observe(m, t, k, n)
         ran, done = self._progress(jobs, types, ks, servers, L - start)
         return start, start + ran, done
 
@@ -137,10 +170,10 @@ class AdaptiveRunner:
         """A round in which no adaptive job ran: the next start of each is a fresh one."""
         self.last_config = {}
 
-    def _start_up(self, m: int, fresh: bool) -> float:
+    def _start_up(self, m: int, fresh: bool, delay: float) -> float:
         """Seconds of this round job m spends starting: a fresh start owes the delay; what a round
         cannot hold is owed in the next one on the same configuration."""
-        owed = self.delay if fresh else self.owed.pop(m, 0.0)
+        owed = delay if fresh else self.owed.pop(m, 0.0)
         self.owed.pop(m, None)
         start = min(owed, self.L)
         if owed > start:
@@ -165,6 +198,7 @@ class AdaptiveRunner:
                    for i in range(n)]
             return np.concatenate([o[0] for o in out]), np.concatenate([o[1] for o in out])
         p = ja.progress[jobs].astype(float)
+        now = ja.batch[jobs]
         g = np.zeros(n)
         batch = np.zeros(n)
         x = np.zeros(n)
@@ -174,17 +208,20 @@ class AdaptiveRunner:
         for (spec, t), rows in groups.items():
             rows = np.asarray(rows)
             worker = self.names[t]
-            g[rows], mb, s = best_goodput_many(spec, worker, ks[rows], servers[rows], p[rows], self.network)
+            g[rows], mb, s = best_goodput_many(spec, worker, ks[rows], servers[rows], p[rows], self.network,
+                                               batch=np.where(now[rows] > 0, now[rows], spec.init_batch))
             batch[rows] = ks[rows] * mb * (s + 1)
             params = throughput_params(spec.family, worker, self.network, profiles=spec.profiles)
             x[rows] = params.throughput(mb, s, ks[rows], servers[rows])
         runs = (g > 0) & (seconds > 0)
-        by_spec: dict = {}
+        ja.batch[jobs[runs]] = batch[runs]
+        by_curve: dict = {}   # one progress inversion per noise-scale curve: per model, or per (model, batch)
         for i in np.flatnonzero(runs).tolist():
-            by_spec.setdefault(ja.specs[int(jobs[i])], []).append(i)
-        for spec, rows in by_spec.items():
+            spec = ja.specs[int(jobs[i])]
+            by_curve.setdefault((spec, batch[i] if batch_stats(spec) is not None else None), []).append(i)
+        for (spec, at), rows in by_curve.items():
             rows = np.asarray(rows)
-            curve = phi_curve(spec)
+            curve = phi_curve(spec, at)
             m, w = jobs[rows], ja.work[jobs[rows]].astype(float)
             need = np.atleast_1d(seconds_to_progress(curve, spec.init_batch, batch[rows], x[rows], w, p[rows], 1.0))
             fin = need <= seconds[rows]

@@ -4,7 +4,8 @@ The round's entries run first (executor.SimExecutor.execute); each that ends bef
 does frees its GPUs at that moment. Those moments are taken in time order: at each, the plan's
 `Waitlist` (gavel_ng.mechanism.backfill, the code the runtime asks too) chooses entries for the
 GPUs free then (freed ones and any no entry held this round), and each chosen entry starts
-there, pays the start-up overhead a launch pays (`--preemption-overhead`) and runs at its true
+there, pays the start-up overhead a launch pays (`--preemption-overhead`, or its job's measured
+restart delay where the profile set has one: simulator.restarts) and runs at its true
 rate until it is done or the round ends. One that is done early frees its GPUs in turn.
 
 What comes back is the round as it ran: the plan with the backfilled entries appended and every
@@ -21,6 +22,7 @@ from itertools import chain
 import numpy as np
 
 from ..mechanism import RoundPlan, make_plan, worth_starting
+from ..mechanism.backfill import holders
 from ..mechanism.core import with_backfilled
 
 EPS = 1e-9
@@ -39,8 +41,8 @@ def backfill_round(ex, plan: RoundPlan, steps: np.ndarray, start: np.ndarray, us
     sizes = np.fromiter(map(len, plan.gpus), np.int64, plan.num_entries)
     end[np.fromiter(chain.from_iterable(plan.gpus), np.int64, int(sizes.sum()))] = np.repeat(occupied, sizes)
     busy = set(plan.member_job.tolist())
-    holders = list(zip(plan.keys, plan.types.tolist(), plan.sfs.tolist(), occupied.tolist())) \
-        if wl.rules is not None else []
+    watch = wl.watches_holders   # (rules, or the policy's packing rows: who holds GPUs when)
+    holding = list(zip(holders(plan), occupied.tolist())) if watch else []
     parts = []
     while times:
         t = heapq.heappop(times)
@@ -48,16 +50,18 @@ def backfill_round(ex, plan: RoundPlan, steps: np.ndarray, start: np.ndarray, us
             heapq.heappop(times)
         if not worth_starting(L - t, overhead, L):
             break                               # later moments leave even less of the round
-        holding = [(k, ty, sf) for k, ty, sf, e in holders if e > t + EPS] if wl.rules is not None else ()
-        chosen = wl.choose(end <= t + EPS, busy, holding)
+        now = [h for h, e in holding if e > t + EPS] if watch else ()
+        chosen = wl.choose(end <= t + EPS, busy, now)
         if not chosen:
             continue
         sub = make_plan([b.key for b in chosen], [b.row for b in chosen], [b.type for b in chosen],
                         [b.sf for b in chosen], [b.gpus for b in chosen], np.zeros(len(chosen), bool),
                         [b.consolidated for b in chosen], cols=[b.col for b in chosen])
         rate, _ = ex._throughputs(sub)
-        s0 = t + min(overhead, L - t)
         m = sub.member_job
+        # each pays what a launch pays: the flat overhead, or its own measured restart (restarts.py)
+        s0 = t + (ex._restarts(sub, np.arange(len(m)), L - t) if ex.restarts is not None
+                  else np.full(len(m), min(overhead, L - t)))
         rem = ja.remaining[m]
         can = rate * (L - s0)
         if ex.integer_steps:
@@ -73,11 +77,11 @@ def backfill_round(ex, plan: RoundPlan, steps: np.ndarray, start: np.ndarray, us
         ex.paired_seconds += float((u - s0)[pairs].sum())
         for b, s in zip(chosen, stop.tolist()):
             end[list(b.gpus)] = s
-            if wl.rules is not None:
-                holders.append((b.key, b.type, b.sf, s))
+            if watch:
+                holding.append((b.holder, s))
             if s < L - EPS:
                 heapq.heappush(times, s)
-        parts.append((chosen, st, np.full(len(m), s0), u, d, stop - t))
+        parts.append((chosen, st, s0, u, d, stop - t))
         ex.backfilled += sub.num_entries
         ex.backfill_gpu_seconds += float((sub.sfs * (stop - t)).sum())
     if not parts:

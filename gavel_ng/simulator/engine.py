@@ -28,12 +28,17 @@ from ..traces import Trace, TraceGenerator
 from .adaptive import AdaptiveRunner
 from .estimated import EstimatedThroughputs
 from .executor import IdealPlanner, JobArrays, SimExecutor
+from .learned import LearnedModels
 from .metrics import summarize
 from .oracle import TableThroughputs
+from .restarts import RestartLedger
 from .rounds import adaptive_models, check_adaptive_fits, check_round_config, round_planner
 
 log = logging.getLogger(__name__)
 GAVEL_COMPAT_SOLVE_INTERVAL = 1920.0
+POLICY_MODELS = ("exact", "learned")
+"""What a round policy sees of an adaptive job's goodput: the simulator's exact model, or one learned from
+the job's own runs (simulator.learned)."""
 DAY = 86400.0
 
 
@@ -69,6 +74,7 @@ class SimConfig:
     gpu_counts: tuple[int, ...] = DEFAULT_GPU_COUNTS   # round policies' GPU counts (one declaring its own: those)
     options: dict = field(default_factory=dict)         # the policy's options (PolicySpec.decider, .bind)
     backfill: bool = True                  # GPUs freed mid-round go to waiting entries (off under gavel_compat)
+    policy_model: str = "exact"            # what round policies see of adaptive jobs: "exact" or "learned"
 
     def __post_init__(self) -> None:
         if self.round_seconds is not None and not self.round_seconds > 0:
@@ -82,6 +88,8 @@ class SimConfig:
             raise InputError("--preemption-overhead", self.preemption_overhead_s, "must be >= 0")
         if self.min_solve_interval < 0:
             raise InputError("--min-solve-interval", self.min_solve_interval, "must be >= 0")
+        if self.policy_model not in POLICY_MODELS:
+            raise InputError("--policy-model", self.policy_model, f"must be one of {', '.join(POLICY_MODELS)}")
         if not 0.0 <= self.profile_fraction <= 1.0:
             raise InputError("--profile-fraction", self.profile_fraction, "must be between 0 and 1")
         if self.window is not None and not (0 <= self.window[0] < self.window[1]):
@@ -196,9 +204,15 @@ def _simulate(cluster: Cluster, table: ThroughputTable | None, trace, config: Si
     if spec.is_round:
         ex = SimExecutor(jobs, source, config.round_seconds, len(workers), config.preemption_overhead_s,
                          prices=prices)
+        learned = None
+        if jobs.measured_restarts:
+            ex.restarts = RestartLedger(config.round_seconds, topology.gpu_server)
         if jobs.any_adaptive:
             ex.adaptive = AdaptiveRunner(jobs, topology, workers, config.round_seconds, config.realloc_delay)
-        planner = round_planner(spec, config, jobs, topology, ex.now, crules, ruled)
+            ex.adaptive.ledger = ex.restarts
+            if config.policy_model == "learned":
+                learned = ex.adaptive.learned = LearnedModels(jobs, workers, ex.adaptive.network)
+        planner = round_planner(spec, config, jobs, topology, ex.now, crules, ruled, learned, ex.restarts)
         loop = SchedulerLoop(planner, None, ex, admission=admission, owner=owner)
     else:
         packed = needs_pairs(space_sharing_name(config.policy, config.space_sharing))
@@ -216,6 +230,8 @@ def _simulate(cluster: Cluster, table: ThroughputTable | None, trace, config: Si
                                     options=config.options)
         ex = SimExecutor(jobs, source, config.round_seconds, len(workers), config.preemption_overhead_s,
                          integer_steps=config.gavel_compat, col_pool=allocator.pools, prices=prices)
+        if jobs.measured_restarts:
+            ex.restarts = RestartLedger(config.round_seconds, topology.gpu_server)
         if ruled:
             ex.rules, ex.rules_columns = compiler, list(workers)
         if estimator is not None:
@@ -273,10 +289,14 @@ def _simulate(cluster: Cluster, table: ThroughputTable | None, trace, config: Si
     summary["solver_fallbacks"] = allocator.fallbacks if allocator is not None else 0
     if allocator is None:
         summary["mode"] = "round policy"     # its own decision every round, no allocation or mechanism
+        summary["policy_model"] = config.policy_model if jobs.any_adaptive else "exact"
     summary["policy_solved"] = allocator.spec.name if allocator is not None else spec.name
     summary["placement_sensitive"] = bool(config.placement_sensitive)
     summary["backfill"] = bool(config.backfill and not config.gavel_compat and not config.ideal
                                and allocator is not None)   # round policies do not backfill
+    # the policy's own constraints, measured on what ran (mechanism.limits); {}: it added none
+    meter = getattr(planner, "meter", None)
+    summary["constraints"] = meter.report() if meter is not None else {}
     summary["backfilled_entries"] = ex.backfilled
     summary["backfill_gpu_hours"] = round(ex.backfill_gpu_seconds / 3600, 3)
     summary["paired_fraction"] = round(ex.paired_seconds / ex.run_seconds, 6) if ex.run_seconds else 0.0
@@ -291,13 +311,14 @@ def _mechanism(config: SimConfig, allocator: PolicyAllocator, topology: Topology
                jobs: JobArrays, ruled: bool):
     """Gavel's round mechanism for an allocation policy (or the ideal time-sharing baseline)."""
     if config.ideal:
-        return IdealPlanner(allocator.columns.num)
+        return IdealPlanner(allocator.columns.num, config.round_seconds)
     mcfg = MechanismConfig.gavel_compat(allocator.is_agnostic, config.seed) if config.gavel_compat \
         else MechanismConfig.since_reset(config.seed) if config.reset_ledger else MechanismConfig(seed=config.seed)
     if not config.gavel_compat:
         mcfg = mcfg.for_policy(allocator.spec)   # deliver the types a cost policy paid for (issue 17)
     if not config.backfill:
         mcfg = replace(mcfg, mid_round_backfill=False)
+    mcfg = replace(mcfg, round_seconds=config.round_seconds)   # (measures the policy's constraints per round)
     planner = RoundMechanism(topology, mcfg, allocator.columns)
     if ruled:
         planner.placer.rules = ServerRules(crules, jobs.rules_of)

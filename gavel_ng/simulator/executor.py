@@ -25,11 +25,13 @@ import numpy as np
 
 from ..allocator import PolicyJobs
 from ..mechanism import AllocationRows, JobView, RoundPlan, RoundResult, make_plan
+from ..mechanism.limits import Meter
 from ..rules.model import entities_of
 from ..throughputs import UNCONSOLIDATED, ThroughputTable
 from ..traces import Trace
 from .adaptive import AdaptiveModels, AdaptiveRunner
 from .backfill import backfill_round
+from .restarts import RestartLedger
 
 _NONE = np.zeros(0, np.int64)   # no job finished
 
@@ -63,6 +65,8 @@ class JobArrays:
     work: np.ndarray = field(default_factory=lambda: np.zeros(0))             # adaptive: M0-equivalent examples
     reallocations: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))   # configuration changes
     gpu_seconds: np.ndarray = field(default_factory=lambda: np.zeros(0))      # GPU-seconds held (a pair's split)
+    batch: np.ndarray = field(default_factory=lambda: np.zeros(0))            # adaptive: total batch last run (0: none)
+    restart: np.ndarray = field(default_factory=lambda: np.zeros(0))          # its set's restart seconds (nan: flat)
 
     @classmethod
     def empty(cls, table: ThroughputTable, worker_types: list[str], models: AdaptiveModels | None = None) -> JobArrays:
@@ -80,6 +84,12 @@ class JobArrays:
     @property
     def any_adaptive(self) -> bool:
         return self.models is not None and self.models.any
+
+    @property
+    def measured_restarts(self) -> bool:
+        """Whether the trace's profile set gives its jobs their own restart delays (`AdaptiveModels.restart`)."""
+        return self.models is not None and self.models.restart is not None and \
+            bool(np.isfinite(self.models.restart).any())
 
     def add_pairs(self, table: ThroughputTable, worker_types: list[str]) -> None:
         """Pair throughputs as dense arrays (once per simulation: a lookup per round is an index)."""
@@ -126,6 +136,9 @@ class JobArrays:
         self.progress = np.concatenate([self.progress, np.zeros(n)])
         self.reallocations = np.concatenate([self.reallocations, np.zeros(n, np.int64)])
         self.gpu_seconds = np.concatenate([self.gpu_seconds, np.zeros(n)])
+        self.batch = np.concatenate([self.batch, np.zeros(n)])
+        own = m.restart[new] if m is not None and m.restart is not None else np.full(n, np.nan)
+        self.restart = np.concatenate([self.restart, own])
         if trace.rules or self.rules:
             self.rules = (self.rules or [None] * start) + [trace.rules_of(i) for i in range(start, len(trace))]
 
@@ -186,6 +199,7 @@ class SimExecutor:
         self.rules = None                    # a RuleCompiler: backfill sees only the types a job may use
         self.rules_columns: list[str] = []   # ... named by these worker types
         self.adaptive: AdaptiveRunner | None = None   # runs adaptive entries (a trace with adaptive jobs)
+        self.restarts: RestartLedger | None = None   # jobs pay their set's restart delays (engine sets it)
 
     def now(self) -> float:
         return self.clock
@@ -254,11 +268,13 @@ class SimExecutor:
         if plan.num_entries == 0:
             if self.adaptive is not None:
                 self.adaptive.idle()
+            if self.restarts is not None:
+                self.restarts.end_round()
             return self._idle()
         if self.adaptive is not None:
             return self._execute_mixed(plan)
         if plan.share is None and self.overhead <= 0 and not self.integer_steps \
-                and len(plan.member_entry) == plan.num_entries:
+                and len(plan.member_entry) == plan.num_entries and self.restarts is None:
             return self._execute_plain(plan)
         ja, L = self.jobs, self.L
         jobs, e = plan.member_job, plan.member_entry
@@ -273,10 +289,16 @@ class SimExecutor:
             rem = ja.remaining[jobs]
             start = np.zeros(len(jobs))
             rate = rate_share
+        elif self.restarts is not None:
+            rem = ja.remaining[jobs]
+            start = self._restarts(plan, np.arange(len(e)))
+            rate = thr
+            run = L - start
+            from_start = False
         elif self.overhead > 0:
             rem = ja.remaining[jobs]
-            start = np.where(plan.renewed if len(e) == plan.num_entries else plan.renewed[e], 0.0,
-                             min(self.overhead, L))
+            renewed = plan.renewed if len(e) == plan.num_entries else plan.renewed[e]
+            start = np.where(renewed, 0.0, min(self.overhead, L))
             rate = thr
             run = L - start
             from_start = False
@@ -333,6 +355,8 @@ class SimExecutor:
             self.busy += np.bincount(plan.types, weights=gpu_seconds, minlength=self.J)
             charge = gpu_seconds * self.prices[plan.types] / 3600.0
         self._charge(plan, charge, gpu_seconds)
+        if self.restarts is not None:
+            self.restarts.end_round()
         if any_done or as_run is not None:
             result = self._settle(occupied, jobs[done], used[done])   # a job runs at most once a round
         else:
@@ -432,6 +456,8 @@ class SimExecutor:
         start = np.where(plan.renewed, 0.0, min(self.overhead, L))
         used, steps, done = np.full(E, L), np.zeros(E), np.zeros(E, bool)
         f = np.flatnonzero(~ad)
+        if len(f) and self.restarts is not None:
+            start[f] = self._restarts(plan, f)
         if len(f):
             rate = self._throughputs(plan)[0][f]
             rem = ja.remaining[jobs[f]]
@@ -445,6 +471,8 @@ class SimExecutor:
             ja.remaining[jobs[f]] = rem - steps[f]
         a = np.flatnonzero(ad)
         start[a], used[a], done[a] = self.adaptive.run(plan, a, now)
+        if self.restarts is not None:
+            self.restarts.end_round()
         self.run_seconds += float((used - start).sum())
         if self.on_round is not None:
             self.on_round(plan, steps, start, used)
@@ -452,6 +480,20 @@ class SimExecutor:
         self.busy += np.bincount(plan.types, weights=gpu_seconds, minlength=self.J)
         self._charge(plan, gpu_seconds * self.prices[plan.types] / 3600.0, gpu_seconds)
         return self._settle(used, jobs[done], used[done])
+
+    def _restarts(self, plan: RoundPlan, members: np.ndarray, room: float | None = None) -> np.ndarray:
+        """Start-up seconds of these members where the trace's jobs carry their set's restart delays
+        (`restarts.RestartLedger`): a job that starts or changes placement owes its delay (the run's flat
+        overhead where it has none) and counts a re-allocation. `room`: seconds left in the round (an
+        entry backfilled mid-round); what it cannot hold is owed next round."""
+        ja, ledger = self.jobs, self.restarts
+        out = np.zeros(len(members))
+        for i, k in enumerate(np.asarray(members, np.int64).tolist()):
+            m, e = int(plan.member_job[k]), int(plan.member_entry[k])
+            delay = float(ja.restart[m]) if ja.restart[m] == ja.restart[m] else self.overhead
+            out[i], fresh = ledger.start(m, ledger.shape(int(plan.types[e]), plan.gpus[e]), delay, room)
+            ja.reallocations[m] += fresh and delay > 0
+        return out
 
     def _charge(self, plan: RoundPlan, charge: np.ndarray, gpu_seconds: np.ndarray) -> None:
         """Each entry's $ and GPU-seconds split equally over its members."""
@@ -523,13 +565,17 @@ class SimExecutor:
 
 
 class IdealPlanner:
-    """Paper Fig 15b's baseline: every row gets exactly its allocated time fractions each round."""
+    """Paper Fig 15b's baseline: every row gets exactly its allocated time fractions each round. The
+    policy's constraints are measured as the mechanism measures them (`meter`), on those fractions."""
 
-    def __init__(self, num_types: int):
+    def __init__(self, num_types: int, round_seconds: float):
         self.J = num_types
+        self.L = float(round_seconds)
+        self.meter = Meter()
         self.reset(AllocationRows([], np.zeros((0, num_types)), np.zeros(0)))
 
     def reset(self, alloc: AllocationRows) -> None:
+        self.limits = alloc.limits
         self.rows = [tuple(int(m) for m in r) for r in alloc.rows]
         self.X = np.asarray(alloc.X, dtype=float).reshape(len(self.rows), self.J)
         self.row_sf = np.asarray(alloc.row_sf, dtype=np.int64)
@@ -551,7 +597,10 @@ class IdealPlanner:
                          np.ones(E, bool), np.ones(E, bool), share=self.X[live])
 
     def record(self, plan: RoundPlan, occupied: np.ndarray) -> None:
-        pass
+        if self.limits is not None and plan.num_entries:
+            y = np.zeros((len(self.rows), self.J))
+            y[plan.rows] = plan.share * (np.asarray(occupied, dtype=float) / self.L)[:, None]
+            self.meter.observe(self.limits, y.ravel())
 
 
 def isolated_throughput(T: np.ndarray, sf: np.ndarray, capacity: np.ndarray, n_active: np.ndarray) -> np.ndarray:

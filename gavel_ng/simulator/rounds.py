@@ -29,7 +29,7 @@ def adaptive_models(spec: PolicySpec, etrace, num_jobs: int) -> AdaptiveModels |
     if etrace is None:
         return None
     adapt = has if spec.is_round and spec.jobs in (ADAPTIVE, BOTH) else np.zeros(num_jobs, bool)
-    return AdaptiveModels(specs, np.asarray(etrace.work, float), adapt)
+    return AdaptiveModels(specs, np.asarray(etrace.work, float), adapt, etrace.restart_seconds)
 
 
 def check_adaptive_fits(models: AdaptiveModels | None, cluster, gpu_counts) -> None:
@@ -74,9 +74,11 @@ def check_round_config(spec: PolicySpec, config, crules: ClusterRules, job_rules
 
 
 def round_planner(spec: PolicySpec, config, jobs, topology: Topology, clock, crules: ClusterRules,
-                  ruled: bool) -> RoundPlanner:
-    """The policy's planner over the job arrays; placement rules (labels, affinity, quotas) apply."""
-    source = ArraysSource(jobs, list(topology.worker_types))
+                  ruled: bool, learned=None, restarts=None) -> RoundPlanner:
+    """The policy's planner over the job arrays; placement rules (labels, affinity, quotas) apply. `learned`:
+    the policy reads adaptive jobs' learned models (simulator.learned) instead of the exact ones; `restarts`:
+    the executor's RestartLedger, whose jobs still paying a restart keep their configuration."""
+    source = ArraysSource(jobs, list(topology.worker_types), learned=learned, restarts=restarts)
     planner = RoundPlanner(spec.name, spec.decider(config.options), source, topology, clock,
                            realloc_delay=config.realloc_delay, gpu_counts=spec.gpu_counts or config.gpu_counts,
                            seed=config.seed)

@@ -51,10 +51,15 @@ SPECS = [AdaptiveSpec("cifar10", 128, 4096, profiles="sia"), AdaptiveSpec("bert"
 
 def _jobs(rng: np.random.Generator, n: int) -> SimpleNamespace:
     """The fields of the simulator's job arrays that adaptive entries read and write."""
-    return SimpleNamespace(specs=[SPECS[i] for i in rng.integers(0, len(SPECS), n)],
+    specs = [SPECS[i] for i in rng.integers(0, len(SPECS), n)]
+    return SimpleNamespace(specs=specs,
                            progress=rng.uniform(0.0, 0.95, n) * (rng.uniform(size=n) < 0.7),
                            work=rng.uniform(1e5, 1e8, n), adaptive=np.ones(n, bool), rules=[],
-                           reallocations=np.zeros(n, np.int64))
+                           reallocations=np.zeros(n, np.int64),
+                           # the total batch each ran at last round (0: not yet run)
+                           batch=np.array([float(rng.choice([0, s.init_batch, 2 * s.init_batch, s.max_batch]))
+                                           for s in specs]),
+                           restart=np.full(n, np.nan))
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -67,18 +72,21 @@ def test_batched_runner_matches_one_entry_at_a_time(seed):
     ks = rng.integers(1, 9, len(jobs))
     servers = np.minimum(ks, rng.integers(1, 3, len(jobs)))
     seconds = rng.uniform(-10.0, 400.0, len(jobs))
-    before = ja.progress.copy()
+    before, ran_at = ja.progress.copy(), ja.batch.copy()
     runner = AdaptiveRunner(ja, None, names, 360.0, 30.0)
     used, done = runner._progress(jobs, types, ks, servers, seconds)
     for i, m in enumerate(jobs.tolist()):   # the per-entry computation the batch replaces
         spec, p, w = ja.specs[m], float(before[m]), names[types[i]]
-        g, mb, s = best_goodput(spec, w, int(ks[i]), int(servers[i]), p, runner.network)
+        g, mb, s = best_goodput(spec, w, int(ks[i]), int(servers[i]), p, runner.network,
+                                batch=ran_at[m] if ran_at[m] > 0 else None)
         if g <= 0 or seconds[i] <= 0:
             assert (used[i], done[i], ja.progress[m]) == (max(seconds[i], 0.0), False, p)
             continue
         x = float(throughput_params(spec.family, w, runner.network, profiles=spec.profiles)
                   .throughput(mb, s, int(ks[i]), int(servers[i])))
-        batch, curve = int(ks[i]) * mb * (s + 1), phi_curve(spec)
+        batch = int(ks[i]) * mb * (s + 1)
+        curve = phi_curve(spec, batch)   # the measured set's noise scale at the batch the job picked
+        assert ja.batch[m] == batch
         need = float(seconds_to_progress(curve, spec.init_batch, batch, x, float(ja.work[m]), p, 1.0))
         if need <= seconds[i]:
             assert (used[i], done[i], ja.progress[m]) == (need, True, 1.0)
@@ -100,6 +108,7 @@ def test_cached_goodput_rows_match_a_fresh_search():
         rows = rng.permutation(25)[:18].tolist()
         got = src.goodput(rows, "a100", k, n)
         for i, m in enumerate(rows):
-            g, _, _ = best_goodput_many(ja.specs[m], "a100", k, n, float(ja.progress[m]), src.network)
+            g, _, _ = best_goodput_many(ja.specs[m], "a100", k, n, float(ja.progress[m]), src.network,
+                                        batch=ja.batch[m] if ja.batch[m] > 0 else None)
             assert np.array_equal(got[i], g)
         ja.progress[rows[:5]] += 0.01               # some run, the others wait

@@ -46,13 +46,13 @@ def write_profiles(folder, theta=THETA, suffix="aws"):
         k, n = sum(map(int, placement)), len(placement)
         for m in (32, 64, 128, 256, 512):
             t, tg = t_iter(theta, k, n, m)
-            lines.append(f"{placement},{m},{tg!r},{t - tg!r}")
+            lines.append(f"{placement},{m},{t!r},{t - tg!r}")   # the step holds the sync, as the artifact's
     (folder / f"placements-{suffix}.csv").write_text("\n".join(lines) + "\n")
     lines = ["local_bsz,step_time,sync_time,num_nodes,num_replicas"]  # columns in another order
     for n, k in ((3, 12), (4, 16), (2, 8)):
         for m in (32, 128, 1024):
             t, tg = t_iter(theta, k, n, m)
-            lines.append(f"{m},{tg!r},{t - tg!r},{n},{k}")
+            lines.append(f"{m},{t!r},{t - tg!r},{n},{k}")
     (folder / f"scalability-{suffix}.csv").write_text("\n".join(lines) + "\n")
 
 
@@ -126,9 +126,11 @@ def test_a_fitted_directory_is_a_loadable_profile_set(tmp_path):
     assert set(data["fits"]["cifar10"]) == {"t4", "v100"}
     ms = parse_set(json.loads(json.dumps(data)), "fixture")
     assert ms.entries[("cifar10", "v100")].theta[6] == pytest.approx(1.0)
-    table = ms.phi["cifar10"]
-    assert table.progress == pytest.approx((0.25, 0.5, 1.0))
+    table = ms.phi["cifar10"]   # the M0 run's noise scale, constant within each epoch
+    assert table.ends == pytest.approx((0.25, 0.5, 1.0))
     assert table.phi == pytest.approx((128 * 2.0, 128 * 4.0, 128 * 6.0), rel=1e-5)
+    assert table(0.1) == table(0.25) == pytest.approx(256.0, rel=1e-5) and table(0.26) == pytest.approx(512.0, rel=1e-5)
+    assert ms.restart["cifar10"] == 50.0 and ms.calibration["cifar10"] == 1.8   # the artifact's figures
     assert {"source", "files", "fitted", "method", "notice"} <= set(ms.provenance)
     assert "cifar10/validation-128.csv" in data["files"]
     with pytest.raises(InputError, match="directory"):
@@ -145,7 +147,11 @@ def test_the_shipped_sia_set_loads_with_positive_parameters_and_errors():
         assert e.max_local_batch >= get_family(app).min_local_batch and e.rows > 0
         assert 0 <= e.median_error <= e.max_error and math.isfinite(e.max_error), (app, gpu)
     for app in APPS:
-        assert min(ms.phi[app].phi) > 0
+        fam = get_family(app)
+        assert min(ms.phi[app].phi) >= 0 and len(ms.phi[app].ends) == fam.epochs
+        stats = ms.stats[app]   # one run per batch size from M0 to the largest the artifact validated
+        assert stats.batches[0] == fam.init_batch and stats.batches[-1] == fam.max_batch
+        assert ms.restart[app] > 0 and ms.calibration[app] >= 1.2
     assert {"source", "files", "fitted", "method", "notice"} <= set(ms.provenance)
 
 
@@ -153,8 +159,11 @@ def test_the_shipped_sia_set_loads_with_positive_parameters_and_errors():
 def test_measured_parameters_are_the_set_and_differ_from_the_model(gpu):
     for app in APPS:
         e = measured_set("sia").entries[(app, gpu)]
+        slow = measured_set("sia").calibration[app]   # every measured time, slowed as the artifact's jobs are
         p = throughput_params(app, gpu, profiles="sia")
-        assert (p.alpha_grad, p.beta_grad, p.alpha_node, p.gamma) == (e.theta[0], e.theta[1], e.theta[4], e.theta[6])
+        assert (p.alpha_grad, p.beta_grad, p.alpha_node) == pytest.approx((e.theta[0] * slow, e.theta[1] * slow,
+                                                                           e.theta[4] * slow), rel=1e-12)
+        assert p.gamma == e.theta[6]
         assert p.max_local_batch == e.max_local_batch and p.kappa_local == 0
         assert throughput_params(app, gpu, network_gbps=1.0, profiles="sia") == p  # the network is measured
         g, m, _ = best_goodput(get_family(app).spec(profiles="sia"), gpu, 4, 1, 0.5)
@@ -169,7 +178,8 @@ def test_an_unmeasured_type_is_bootstrapped_from_the_nearest_measured_one():
     t4 = measured_set("sia").entries[("cifar10", "t4")]   # the k80's nearest on the datasheet
     m0 = get_family("cifar10").init_batch
     ratio = throughput_params("cifar10", k80.name).t_grad(m0) / throughput_params("cifar10", "t4").t_grad(m0)
-    assert (p.alpha_grad, p.beta_grad, p.alpha_local) == pytest.approx(tuple(v * ratio for v in t4.theta[:3]))
+    slow = measured_set("sia").calibration["cifar10"]
+    assert (p.alpha_grad, p.beta_grad, p.alpha_local) == pytest.approx(tuple(v * ratio * slow for v in t4.theta[:3]))
     assert p.gamma == t4.theta[6] and 1 <= p.max_local_batch <= t4.max_local_batch
 
 
