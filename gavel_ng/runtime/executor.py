@@ -35,10 +35,11 @@ from ..mechanism import JobView, RoundPlan, RoundResult
 from ..protocol.client import placement_label
 from ..protocol.leasefile import lease_mac
 from ..protocol.protos import gavel_pb2 as pb
-from ..protocol.rpc import job_token
+from ..protocol.rpc import derive, job_token
 from .adaptive import AdaptiveReport
 from .jobs import FINISHED, Attempt, DoneReport, JobState
 from .launcher import RPC_TIMEOUT, Assignment, Launcher
+from .records import job_dir
 from .state import ClusterState
 from .store import StoreError
 from .workers import Kill, WorkerState
@@ -66,8 +67,11 @@ class Lease:
 
 class DeployExecutor:
     def __init__(self, state: ClusterState, placement: Callable[[RoundPlan, int], list[tuple[str, int]]],
-                 checkpoint_root: Path, stop: threading.Event, on_topology_change: Callable[[], None]):
+                 checkpoint_root: Path, stop: threading.Event, on_topology_change: Callable[[], None],
+                 state_id: str = ""):
         self.state = state
+        self.state_id = state_id              # job directories and checkpoints carry it (records.job_dir)
+        self.lease_key = derive(state.secret, "lease")   # workers check the lease ends jobs write with it
         self.placement = placement            # (worker id, local GPU) of each GPU of a planned entry
         self.checkpoint_root = Path(checkpoint_root)
         self.stop = stop
@@ -113,7 +117,10 @@ class DeployExecutor:
         st = self.state
         with st.lock:
             present = [m for m in jobs if m in st.jobs]
-            return JobView(present, [st.jobs[m].spec.scale_factor for m in present], st.believed_isolated(present))
+            T = np.asarray(st.believed_isolated(present), float).reshape(len(present), len(st.worker_types))
+            # the arrivals' backfill places by these rates: a job's rules keep it off the types they do not allow
+            return JobView(present, [st.jobs[m].spec.scale_factor for m in present],
+                           np.where(st.allowed(present), T, 0.0))
 
     def execute(self, plan: RoundPlan) -> RoundResult:
         desired = self.publish(plan)
@@ -240,7 +247,10 @@ class DeployExecutor:
         """The RunJob call for each worker of a live attempt, in rank order."""
         st = self.state
         workers = att.workers
-        ckpt = self.checkpoint_root / f"job-{job.job_id}"
+        ckpt = job_dir(self.checkpoint_root, job.job_id, self.state_id)
+        # a user's job runs as that user where workers run as root; an admin's as the worker's account
+        run_as = job.actor.removeprefix("user:") if job.actor.startswith("user:") else ""
+        identity = f"{self.state_id}:{job.job_id}" if self.state_id else ""
         dist_init = f"file://{ckpt}/rendezvous-{att.attempt}" if len(workers) > 1 else ""
         spec, token = job.spec.to_proto(), job_token(st.secret, job.job_id, att.attempt)
         out, rank = [], 0
@@ -250,7 +260,7 @@ class DeployExecutor:
                 job_id=job.job_id, attempt=att.attempt, spec=spec, gpus=gpus, rank_offset=rank,
                 world_size=len(att.placement), dist_init=dist_init, lease_seconds=att.lease_end - time.time(),
                 checkpoint_dir=str(ckpt), job_token=token, share_with=att.partner or 0, servers=len(workers),
-                checkpoint_every_rounds=self.checkpoint_every)))
+                checkpoint_every_rounds=self.checkpoint_every, run_as=run_as, identity=identity)))
             rank += len(gpus)
         return out
 
@@ -379,7 +389,7 @@ class DeployExecutor:
             renew_in = retry
         return Lease(steps_total=job.spec.steps, seconds_left=max(att.lease_end - now, 0.0), renew_in=renew_in,
                      renewed=renewed, round_seconds=self.L, lease_end=att.lease_end,
-                     lease_mac=lease_mac(self.state.secret, job.job_id, att.attempt, att.lease_end))
+                     lease_mac=lease_mac(self.lease_key, job.job_id, att.attempt, att.lease_end))
 
     def round_ends_in(self) -> float:
         return max(0.0, self.round_end - time.time()) if self.round_end is not None else 0.0

@@ -24,7 +24,7 @@ from typing import Protocol
 
 from ..protocol.jobspec import JobSpec
 from .live import LiveIndex
-from .store import Store, StoreError
+from .store import Store, StoreError, acting
 
 log = logging.getLogger(__name__)
 FINISHED = ("done", "cancelled", "failed")
@@ -124,6 +124,7 @@ class JobState:
     gpu_seconds: dict[str, float] = field(default_factory=dict)   # GPU-seconds of its ended attempts, by type
     error: str = ""                     # why its last attempt failed ("" once one ran without failing)
     retry_at: float = 0.0               # after a failure: no relaunch before this (time.time(), backoff)
+    actor: str = ""                     # who submitted it (admin, user:NAME): a user's job runs as that user
     # `status` (queued, running or one of FINISHED), `live` (the attempt running now) and `fence` (a lost
     # attempt not yet known dead: no relaunch meanwhile) are properties: setting one keeps the book's
     # LiveIndex (runtime.live) current
@@ -209,7 +210,7 @@ class JobBook:
             job = JobState(row.job_id, row.spec, row.submitted, row.steps_done, max(row.steps_live, row.steps_done),
                            row.finished, row.attempts, row.failures, row.renewals, reason=row.reason,
                            first_start=row.first_start, preemptions=row.preemptions,
-                           gpu_seconds=dict(row.gpu_seconds), error=row.error)
+                           gpu_seconds=dict(row.gpu_seconds), error=row.error, actor=row.actor)
             job.status = status
             self._track(job)
 
@@ -233,9 +234,10 @@ class JobBook:
         return ids
 
     def add_stored(self, ids: list[int], specs: list[JobSpec], now: float) -> None:
-        """Jobs the store already holds (Store.add_jobs) join the book."""
+        """Jobs the store already holds (Store.add_jobs) join the book, submitted by the caller (`acting`)."""
+        actor = acting()
         for i, spec in zip(ids, specs):
-            self._track(JobState(i, spec, now))
+            self._track(JobState(i, spec, now, actor=actor))
             self.measurements.add_job(self.jobs[i])
 
     def _track(self, job: JobState) -> None:

@@ -6,7 +6,7 @@ import threading
 import time
 
 from gavel_ng.protocol.protos import gavel_pb2 as pb
-from gavel_ng.protocol.rpc import Security, make_server
+from gavel_ng.protocol.rpc import SCHEDULER, Security, make_server, token_authenticator
 from gavel_ng.runtime.service import SchedulerService
 
 
@@ -36,8 +36,15 @@ class FakeWorker:
 
     def serve(self, secret: str):
         """(server, address) of this service on loopback (a real gRPC server)."""
-        server, port = make_server("127.0.0.1", 0, {"Worker": self}, Security(secret), max_workers=4)
-        return server, f"127.0.0.1:{port}"
+        return serve_worker(self, secret)
+
+
+def serve_worker(service, secret: str, max_workers: int = 4):
+    """(server, address): a Worker service on loopback that takes the scheduler's calls (the cluster token:
+    what a worker that registered without a call token of its own expects)."""
+    server, port = make_server("127.0.0.1", 0, {"Worker": service}, Security(secret), max_workers=max_workers,
+                               authenticate=token_authenticator(secret, SCHEDULER))
+    return server, f"127.0.0.1:{port}"
 
 
 def wait_for(cond, what: str, timeout: float = 60.0) -> None:

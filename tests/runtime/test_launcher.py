@@ -9,7 +9,6 @@ import time
 from service_helpers import FakeWorker, register, wait_for
 
 from gavel_ng.protocol.jobspec import JobSpec
-from gavel_ng.protocol.rpc import Security, make_server
 from gavel_ng.runtime.state import Registration
 
 JOB = JobSpec("ResNet-18 (batch size 32)", steps=100_000, size="tiny")
@@ -19,9 +18,9 @@ def test_a_rounds_launches_go_out_in_batches_and_each_reaches_its_worker(service
     fakes, servers = [FakeWorker() for _ in range(4)], []
     try:
         for k, fake in enumerate(fakes):
-            server, port = make_server("127.0.0.1", 0, {"Worker": fake}, Security(service.secret), max_workers=4)
+            server, address = fake.serve(service.secret)
             servers.append(server)
-            service.state.register(Registration(f"w{k}", f"127.0.0.1:{port}", "v100", 128), service.worker_stub)
+            service.state.register(Registration(f"w{k}", address, "v100", 128), service.worker_stub)
         ids = service.state.submit([JOB] * 450)
         wait_for(lambda: sum(len(f.runs) for f in fakes) >= 450, "not every job reached a worker")
         runs = [r for f in fakes for r in f.runs]
@@ -74,9 +73,9 @@ class Refusing(FakeWorker):
 
 
 def test_a_refused_runjob_ends_its_attempt_as_a_failed_start(service):
-    server, port = make_server("127.0.0.1", 0, {"Worker": Refusing()}, Security(service.secret), max_workers=2)
+    server, address = Refusing().serve(service.secret)
     try:
-        service.state.register(Registration("w0", f"127.0.0.1:{port}", "v100", 1), service.worker_stub)
+        service.state.register(Registration("w0", address, "v100", 1), service.worker_stub)
         [m] = service.state.submit([JOB])
         wait_for(lambda: service.state.jobs[m].failures >= 1, "the refusal was not counted as a failure")
         job = service.state.jobs[m]
