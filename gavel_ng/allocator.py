@@ -204,7 +204,11 @@ class PolicyAllocator:
         a = sol.allocation
         singles = len(a.rows) == len(ids) and max(map(len, a.rows), default=1) == 1
         rows = list(zip(ids)) if singles else [tuple(int(m) for m in r) for r in a.rows]
-        out = AllocationRows(rows, np.asarray(a.values, dtype=float), np.asarray(a.scale_factors, dtype=float))
+        # where each job can run at all (what a work-conserving mechanism may give the GPUs the allocation leaves)
+        runnable = (T > 0) & (np.asarray(data.scale_factors, dtype=float)[:, None] <= cap[None, :]) if singles \
+            else None
+        out = AllocationRows(rows, np.asarray(a.values, dtype=float), np.asarray(a.scale_factors, dtype=float),
+                             runnable)
         if self.on_solve is not None:
             self.on_solve(ids, cap, out, time.perf_counter() - start)
         return out

@@ -147,3 +147,11 @@ def test_sia_rounding_option_is_checked():
     for bad in (-1, 1.5, True, "2"):
         with pytest.raises(InputError, match="sia.decimals"):
             Sia(decimals=bad)
+
+
+def test_gavel_sia_gives_identical_jobs_equal_shares():
+    """Four identical jobs, two GPUs: the optimum is a face; the interior point (the artifact's ECOS) shares it
+    equally, where a simplex vertex would give two jobs everything and two nothing."""
+    inp = SchedulingProblem.build([f"j{i}" for i in range(4)], ["t4"], [2], np.full((4, 1), 5.0))
+    x = np.asarray(g.solve(inp, "gavel_sia").allocation.values, float)
+    np.testing.assert_allclose(x, 0.5, atol=1e-4)
