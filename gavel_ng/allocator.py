@@ -14,8 +14,9 @@
 - the declared entities (`entities`, name -> policies.Entity: weight and inner policy), which
   the hierarchical policy shares the cluster across and quotas are keyed by;
 
-and solves it in a PolicySession. Jobs that can run nowhere (no positive throughput on a
-column whose type has enough GPUs) are left out of the problem.
+and solves it in a PolicySession; the constraints the policy added go with the allocation to
+the mechanism, as rows over its entries (mechanism.limits). Jobs that can run nowhere (no
+positive throughput on a column whose type has enough GPUs) are left out of the problem.
 
 Space sharing (`space_sharing`, a `NAME_packed` policy, or one declared with pairs such as
 gandiva): the source's pair table goes with the problem. Placement-sensitive (`placement_sensitive`): every
@@ -38,6 +39,7 @@ from .cluster import price_vector
 from .columns import Columns
 from .errors import PolicyError
 from .mechanism import AllocationRows
+from .mechanism.limits import Limits
 from .pairs import PairTable
 from .policies import Entity, SchedulingProblem
 from .policies.registry import needs_pairs, space_sharing_name
@@ -204,11 +206,13 @@ class PolicyAllocator:
         a = sol.allocation
         singles = len(a.rows) == len(ids) and max(map(len, a.rows), default=1) == 1
         rows = list(zip(ids)) if singles else [tuple(int(m) for m in r) for r in a.rows]
+        er = sol.entry_rows   # the policy's own constraints, for the mechanism to keep in what runs
+        own = None if er is None else Limits.from_bounds(er.C, er.lo, er.hi, er.names, rows, self.columns.num)
         # where each job can run at all (what a work-conserving mechanism may give the GPUs the allocation leaves)
         runnable = (T > 0) & (np.asarray(data.scale_factors, dtype=float)[:, None] <= cap[None, :]) if singles \
             else None
-        out = AllocationRows(rows, np.asarray(a.values, dtype=float), np.asarray(a.scale_factors, dtype=float),
-                             runnable)
+        out = AllocationRows(rows, np.asarray(a.values, dtype=float), np.asarray(a.scale_factors, dtype=float), own,
+                             runnable=runnable)
         if self.on_solve is not None:
             self.on_solve(ids, cap, out, time.perf_counter() - start)
         return out

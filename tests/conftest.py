@@ -3,7 +3,9 @@ the built-in table "gavel-osdi20": tests need nothing beside the repository."""
 
 from __future__ import annotations
 
+import contextlib
 import gzip
+import sys
 from importlib import resources
 from pathlib import Path
 
@@ -38,11 +40,9 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.slow)
 
 
-@pytest.fixture
-def clean_registry():
-    """The policies a test registers (a plugin, a decorator) leave with it: the registry is global."""
-    import sys
-
+@contextlib.contextmanager
+def registry_kept():
+    """The policies registered inside (a plugin, a decorator) leave at its end: the registry is global."""
     from gavel_ng.policies import plugins, registry
 
     registry.ensure_loaded()
@@ -53,3 +53,17 @@ def clean_registry():
         live.update(old)
     for name in [m for m in sys.modules if m.startswith(("gavel_ng_plugin_", "gng_test_"))]:
         del sys.modules[name]
+
+
+@pytest.fixture
+def clean_registry():
+    """The policies a test registers (a plugin, a decorator) leave with it."""
+    with registry_kept():
+        yield
+
+
+@pytest.fixture(scope="module")
+def module_registry():
+    """The policies a test module registers leave with it."""
+    with registry_kept():
+        yield

@@ -397,6 +397,9 @@ def _text(s: dict) -> str:
     if s.get("backfill"):   # mid-round backfill (gavel_ng.mechanism.backfill)
         lines.insert(-3, f"mid-round backfill {s['backfilled_entries']} entries, "
                          f"{s['backfill_gpu_hours']:.1f} GPU hours")
+    for name, c in s.get("constraints", {}).items():   # the policy's own, measured on what ran (mechanism.limits)
+        lines.insert(-3, f"constraint         {name}: enforced {c['enforced']}, largest excess "
+                         f"{c['max_round_excess']:g} in a round, {c['run_excess']:g} over the run")
     if s["unstable"]:
         lines.append(f"UNSTABLE: {s['unstable_reason']}")
     if s.get("warnings"):

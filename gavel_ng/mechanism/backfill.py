@@ -24,12 +24,17 @@ Server rules, as placement applies them:
 * with server rules (gavel_ng.rules) an entry the rules concern (labels, (anti-)affinity, one
   split job per server) waits for the next round, whose placement sees every entry at once;
   per-round quotas count the entries holding GPUs at that moment.
+
+The policy's packing rows (a budget, a cap: gavel_ng.mechanism.limits) are counted the same
+way: an entry is taken only if, with every entry holding GPUs at that moment, it keeps them.
+A caller passes those holders (`choose`'s `holding`) whenever the waitlist `watches_holders`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -63,6 +68,24 @@ class Candidates:
         return len(self.keys)
 
 
+class Holder(NamedTuple):
+    """An entry holding GPUs at some moment of a round: its jobs, worker type, GPU count, and its
+    allocation row (-1: a job the allocation does not know) and column."""
+
+    key: tuple[int, ...]
+    type: int
+    sf: int
+    row: int
+    col: int
+
+
+def holders(plan) -> list[Holder]:
+    """A plan's entries as Holders (a RoundPlan: columns are its types unless it has `cols`)."""
+    cols = plan.types if plan.cols is None else plan.cols
+    return [Holder(k, t, s, r, c) for k, t, s, r, c in zip(plan.keys, plan.types.tolist(), plan.sfs.tolist(),
+                                                             plan.rows.tolist(), cols.tolist())]
+
+
 @dataclass(frozen=True)
 class Backfilled:
     """One chosen candidate and the GPUs it gets for the rest of the round."""
@@ -75,22 +98,35 @@ class Backfilled:
     gpus: tuple[int, ...]
     consolidated: bool
 
+    @property
+    def holder(self) -> Holder:
+        return Holder(self.key, self.type, self.sf, self.row, self.col)
+
 
 class Waitlist:
     """A plan's waiting entries (built by `build()` when first needed) and the choice over them.
 
     `consolidate`: multi-GPU entries of non-spread columns need one server. `rules`: the placer's
     ServerRules or None. `remember(key, type, gpus)`: called for each chosen entry, so that the
-    next round's placement renews it where it runs (the placer's memory)."""
+    next round's placement renews it where it runs (the placer's memory). `limits()`: a fresh
+    mechanism.limits.Tally of the policy's packing rows as they were when the plan was made, or
+    None where there are none."""
 
     def __init__(self, build: Callable[[], Candidates], topology: Topology, consolidate: bool, rules=None,
-                 remember: Callable[[tuple[int, ...], int, tuple[int, ...]], None] | None = None):
+                 remember: Callable[[tuple[int, ...], int, tuple[int, ...]], None] | None = None,
+                 limits: Callable[[], object] | None = None):
         self._build = build
         self._candidates: Candidates | None = None
         self.topo = topology
         self.consolidate = consolidate
         self.rules = rules
         self.remember = remember
+        self.limits = limits
+
+    @property
+    def watches_holders(self) -> bool:
+        """Whether `choose` needs the entries holding GPUs (rules or the policy's packing rows)."""
+        return self.rules is not None or self.limits is not None
 
     @property
     def candidates(self) -> Candidates:
@@ -103,11 +139,10 @@ class Waitlist:
             self._build = None
         return self._candidates
 
-    def choose(self, free: np.ndarray, busy: set[int], holding: list[tuple[tuple[int, ...], int, int]] = ()
-               ) -> list[Backfilled]:
+    def choose(self, free: np.ndarray, busy: set[int], holding: list[Holder] = ()) -> list[Backfilled]:
         """Entries for the GPUs `free` (bool per GPU) marks, down the order: none with a job in `busy`
-        (updated in place with the chosen entries' jobs). `holding`: (key, type, GPUs) of the entries
-        that hold GPUs now, for quotas and rules. Nothing when nothing fits."""
+        (updated in place with the chosen entries' jobs). `holding`: the entries that hold GPUs now
+        (`holders`), for quotas, rules and the policy's packing rows. Nothing when nothing fits."""
         topo = self.topo
         free = np.array(free, dtype=bool)
         left = np.bincount(topo.gpu_type[free], minlength=len(topo.worker_types))
@@ -126,22 +161,31 @@ class Waitlist:
         if not len(idx):
             return []
         rules, tally = self.rules, None
-        hold_keys = [k for k, _, _ in holding]
-        hold_sfs = [s for _, _, s in holding]
+        hold_keys = [h.key for h in holding]
+        hold_sfs = [h.sf for h in holding]
         if rules is not None and rules.rules.quotas:
             tally = rules.quota_tally(list(topo.worker_types))
-            for key, t, sf in holding:
-                tally(key, t, sf)
+            for h in holding:
+                tally(h.key, h.type, h.sf)
+        limit = self.limits() if self.limits is not None else None
+        if limit is not None:
+            for h in holding:
+                if h.row >= 0:
+                    limit.take(h.row, h.col)
         out: list[Backfilled] = []
         for i in idx.tolist():
             key, t, sf = c.keys[i], int(c.types[i]), int(c.sfs[i])
             if left[t] < sf or any(m in busy for m in key):
+                continue
+            if limit is not None and not limit.fits(int(c.rows[i]), int(c.cols[i])):
                 continue
             if rules is not None and rules.involved(hold_keys + [key], hold_sfs + [sf])[-1]:
                 continue
             gpus = self._fit(t, sf, bool(c.spread[i]) or not self.consolidate, free)
             if gpus is None or (tally is not None and not tally(key, t, sf)):
                 continue
+            if limit is not None:
+                limit.take(int(c.rows[i]), int(c.cols[i]))
             free[list(gpus)] = False
             left[t] -= sf
             busy.update(key)

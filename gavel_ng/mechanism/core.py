@@ -5,6 +5,10 @@ and knows nothing of how allocations are computed or how rounds are executed: th
 object serves the simulator and a real-cluster runtime. A runtime whose workers come and
 go moves it onto the new GPUs (`set_topology`) and saves and restores its memory
 (`ledger`, `restore_ledger`) across restarts.
+
+Constraints the policy added come with the allocation (`AllocationRows.limits`): every step
+here that hands out GPUs keeps their packing rows as it keeps capacity, and `record` measures
+them all on the rounds as they ran (`meter`; gavel_ng.mechanism.limits).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import numpy as np
 from ..columns import Columns
 from ..topology import Topology
 from .backfill import Waitlist, no_candidates, remember_in, waiting_candidates
+from .limits import Limits, Meter, round_shares
 from .placement import Placer
 from .priorities import eligible_rank, per_type_order, priorities
 from .refill import Entries, place_with_refill
@@ -46,6 +51,8 @@ class MechanismConfig:
     ties_by_type: bool = False
     sequential_placement: bool = False
     seed: int = 0
+    round_seconds: float | None = None     # a round's length, for measuring the policy's constraints per round
+                                           # (None: the longest an entry held its GPUs that round)
 
     @classmethod
     def gavel_compat(cls, agnostic: bool, seed: int = 0) -> MechanismConfig:
@@ -96,6 +103,7 @@ class AllocationRows:
     rows: list[tuple[int, ...]]
     X: np.ndarray          # (K, J) time fractions
     row_sf: np.ndarray     # (K,) GPUs a row needs
+    limits: Limits | None = None   # the policy's own constraints over these entries (mechanism.limits)
     runnable: np.ndarray | None = None   # (K, J) the row can run there (throughput > 0); None: wherever it fits
 
 
@@ -183,6 +191,7 @@ class RoundMechanism:
         self._fresh_row = np.full((1, self.J), self.cfg.initial_received)   # a new row's time received
         self._row_of_job = np.full(64, -1, np.int64)   # per job id, its row while every row is one job
         self._no_waiting: Waitlist | None = None   # the waitlist of rounds where nothing waits
+        self.meter = Meter()   # the policy's constraints measured on every round as it ran
         self.reset(AllocationRows([], np.zeros((0, self.J)), np.zeros(0)))
 
     def _use_topology(self, topology: Topology) -> None:
@@ -268,6 +277,11 @@ class RoundMechanism:
             self._job_row(self._single_np)   # (room for the new jobs)
             self._row_of_job[self._single_np] = np.arange(K)
         self.X = np.asarray(alloc.X, dtype=float).reshape(K, self.J)
+        limits = alloc.limits
+        if limits is not None and limits.A.shape[1] != K * self.J:
+            raise ValueError(f"reset: the allocation's limits are over {limits.A.shape[1]} entries, not {K * self.J}")
+        self.limits = limits
+        self._packing = limits is not None and limits.keeps_per_round   # rounds check entries against them
         self.row_sf = np.asarray(alloc.row_sf, dtype=np.int64)
         self._row_sf_list = self.row_sf.tolist()
         sfs = set(self._row_sf_list)
@@ -407,7 +421,7 @@ class RoundMechanism:
             total = np.add.reduce(received, 0) if totals is None else totals   # (received.sum(axis=0))
             rank = eligible_rank(None, neg_x, received.take(flat), total.take(col_flat), cfg.never_served_factor,
                                  min(total.tolist()) > 0, by_x=True)
-            if self._plain_ones and self.placer.rules is None and not (
+            if self._plain_ones and self.placer.rules is None and not self._packing and not (
                     cfg.backfill_new_jobs and new_jobs is not None and new_jobs.jobs):
                 return self._plan_ones(flat, rank, row_flat[rank].tolist(), col_flat[rank].tolist())
             order = flat[rank] if rest is None else np.concatenate((flat[rank], rest))
@@ -422,7 +436,7 @@ class RoundMechanism:
         busy: set[int] = set()
         rules = self.placer.rules
         admit = self._quota_tally()
-        ent = self._select(order, free, busy, admit, new_jobs)
+        ent = self._select(order, free, busy, admit, new_jobs, self._limit_tally())
         member = None
         if rules is None:
             placed = self.placer.place(ent.keys, ent.types, ent.sfs, self._spread(ent.cols))
@@ -477,8 +491,11 @@ class RoundMechanism:
 
     def _waitlist(self, order, plan: RoundPlan, new_jobs: JobView | None, everyone: bool) -> Waitlist:
         """The round's waiting entries in its order (`order()`), built only if some entry ends early
-        (`everyone`: every row runs, so only new jobs can wait, and an empty list serves all rounds)."""
-        new = new_jobs if self.cfg.backfill_new_jobs and new_jobs is not None and new_jobs.jobs else None
+        (`everyone`: every row runs, so only new jobs can wait, and an empty list serves all rounds).
+        Jobs the allocation does not know wait for the next solve while the policy's packing rows
+        apply (they have no coefficients in them: mechanism.limits)."""
+        new = new_jobs if self.cfg.backfill_new_jobs and new_jobs is not None and new_jobs.jobs \
+            and not self._packing else None
         rules = self.placer.rules
         if everyone and new is None:
             empty = self._no_waiting
@@ -490,12 +507,19 @@ class RoundMechanism:
         pool, spread, home = self.col_pool, self.col_spread, self._home_col
         build = lambda: waiting_candidates(order(), J, rows, single, sfs, pool, spread,   # noqa: E731
                                            plan.member_job, new, home)
-        return Waitlist(build, self.topo, self.cfg.consolidate, rules, remember_in(self.placer))
+        limit = None
+        if self._packing:   # the rows and credit of this plan, whenever the waitlist is asked
+            limits, credit = self.limits, self.meter.credit(self.limits)
+            limit = lambda: limits.tally(credit)   # noqa: E731
+        return Waitlist(build, self.topo, self.cfg.consolidate, rules, remember_in(self.placer), limit)
 
     def arrivals(self, new_jobs: JobView, plan: RoundPlan) -> Waitlist:
         """The waiting entries of jobs that arrived after `plan` was made (in no allocation yet), each on
         the types it runs on, fastest first, as a plan's own waitlist lists new jobs: what the runtime
-        offers GPUs that idle mid-round when a job arrives (runtime.backfill)."""
+        offers GPUs that idle mid-round when a job arrives (runtime.backfill). Empty while the policy's
+        packing rows apply: such a job has no coefficients in them and waits for the next solve."""
+        if self._packing:
+            return Waitlist(no_candidates, self.topo, self.cfg.consolidate, self.placer.rules)
         rows, single, sfs, J = self.rows, self._single, self._row_sf_list, self.J
         pool, spread, home = self.col_pool, self.col_spread, self._home_col
         build = lambda: waiting_candidates(np.zeros(0, np.int64), J, rows, single, sfs, pool, spread,   # noqa: E731
@@ -506,17 +530,24 @@ class RoundMechanism:
         rules = self.placer.rules
         return rules.quota_tally(list(self.topo.worker_types)) if rules is not None and rules.rules.quotas else None
 
-    def _select(self, order: np.ndarray, free: list[int], busy: set[int], admit, new_jobs: JobView | None) -> Entries:
+    def _limit_tally(self):
+        """A fresh round's tally of the policy's packing rows (None: it has none), with what earlier
+        rounds left unused of them (mechanism.limits: an entry over a row by itself runs on that)."""
+        return self.limits.tally(self.meter.credit(self.limits)) if self._packing else None
+
+    def _select(self, order: np.ndarray, free: list[int], busy: set[int], admit, new_jobs: JobView | None,
+                limit=None) -> Entries:
         """Greedy selection down `order`, then (when configured) free GPUs to jobs the allocation does
-        not know yet; `free` and `busy` are updated in place."""
+        not know yet (not while the policy's packing rows apply: `limit`, module docstring); `free`,
+        `busy` and `limit` are updated in place."""
         rows, cols = greedy_columns(order, self.J, self.rows, self._row_sf_list, free, busy, self._single,
-                                    self.col_pool, admit, self._all_single, self._smallest)
+                                    self.col_pool, admit, self._all_single, self._smallest, limit)
         self._taken = len(rows)
         pool = self.col_pool
         sfs = list(map(self._row_sf_list.__getitem__, rows))
         types = list(cols) if pool is None else pool[np.asarray(cols, dtype=np.int64)].tolist()
         ent = Entries(list(map(self.rows.__getitem__, rows)), rows, cols, types, sfs)
-        if self.cfg.backfill_new_jobs and new_jobs is not None and new_jobs.jobs and sum(free) > 0:
+        if self.cfg.backfill_new_jobs and new_jobs is not None and new_jobs.jobs and sum(free) > 0 and limit is None:
             for i, t in place_new_jobs(new_jobs.jobs, new_jobs.sfs, new_jobs.throughputs, free, busy, admit):
                 ent.add((new_jobs.jobs[i],), -1, t if pool is None else int(self._home_col[t]), t, new_jobs.sfs[i])
         return ent
@@ -527,19 +558,28 @@ class RoundMechanism:
         free = list(self._capacity)
         busy = set(skip_jobs)
         admit = self._quota_tally()
-        for key, t, sf in zip(kept.keys, kept.types, kept.sfs):
+        limit = self._limit_tally()
+        for key, r, j, t, sf in zip(kept.keys, kept.rows, kept.cols, kept.types, kept.sfs):
             free[t] -= sf
             busy.update(key)
             if admit is not None:
                 admit(key, t, sf)
+            if limit is not None and r >= 0:
+                limit.take(r, j)
         if sum(free) <= 0:
             return Entries()
         gone = np.fromiter((r * self.J + j for r, j in skip), dtype=np.int64, count=len(skip))
         rest = order[~np.isin(order, gone)] if len(gone) else order
-        return self._select(rest, free, busy, admit, new_jobs)
+        return self._select(rest, free, busy, admit, new_jobs, limit)
 
     def _spread(self, cols: list[int]) -> list[bool] | None:
         return None if self.col_pool is None else self.col_spread[np.asarray(cols, dtype=np.int64)].tolist()
+
+    def idle(self, rounds: float) -> None:
+        """Nothing ran for `rounds` of a round while jobs of the allocation waited: the policy's rows were
+        left unused that long (mechanism.limits.Meter.idle: an entry over a row by itself runs on that)."""
+        if self.limits is not None and not self._dead.all():
+            self.meter.idle(self.limits, rounds)
 
     def record(self, plan: RoundPlan, occupied: np.ndarray) -> None:
         """Credit each running (row, type) with the seconds it held its GPUs."""
@@ -551,11 +591,17 @@ class RoundMechanism:
                 self.totals *= decay
         occupied = np.asarray(occupied, dtype=float)
         if not len(occupied):
+            self.idle(1.0)   # a round with nothing running (jobs waited for it)
             return
         self.elapsed += float(np.maximum.reduce(occupied))   # (occupied.max())
         if plan.share is not None:
             return
         cols = plan.types if plan.cols is None else plan.cols
+        if self.limits is not None:   # the policy's constraints on the round as it ran
+            held = self.cfg.round_seconds or float(np.maximum.reduce(occupied))
+            if held > 0:
+                cells = np.where(plan.rows >= 0, plan.rows * self.J + cols, -1)
+                self.meter.observe(self.limits, round_shares(self.limits, cells, occupied, held))
         cells = plan.cells
         if cells is not None and len(cells) == len(occupied) and self.received.flags.c_contiguous:
             self.received.reshape(-1)[cells] += occupied   # (a view: the same cells as below, one index)

@@ -33,10 +33,12 @@ def greedy_select(order: np.ndarray, num_types: int, row_members: list[tuple[int
 def greedy_columns(order: np.ndarray, num_types: int, row_members: list[tuple[int, ...]], row_sf: list[int],
                    free: list[int], busy: set[int], row_single: list[int] | None = None,
                    col_pool: np.ndarray | None = None, admit: Callable[[tuple[int, ...], int, int], bool] | None = None,
-                   singles: bool | None = None, smallest: int | None = None) -> tuple[list[int], list[int]]:
+                   singles: bool | None = None, smallest: int | None = None,
+                   limit=None) -> tuple[list[int], list[int]]:
     """greedy_select's choice as two lists, taken rows and their columns (what the mechanism builds its
     entries from). `singles` (every row one job) and `smallest` (min of row_sf) may be given by a
-    caller that keeps them, instead of being found again from the lists each round."""
+    caller that keeps them, instead of being found again from the lists each round. `limit`: a
+    mechanism.limits.Tally of the policy's packing rows, checked like free GPUs (None: none)."""
     if row_single is None:
         row_single = [r[0] if len(r) == 1 else -1 for r in row_members]
     left = sum(free)
@@ -47,7 +49,7 @@ def greedy_columns(order: np.ndarray, num_types: int, row_members: list[tuple[in
     types = cols.tolist()
     if singles is None:
         singles = min(row_single, default=0) >= 0
-    if col_pool is None and admit is None and singles:
+    if col_pool is None and admit is None and limit is None and singles:
         return _select_singles(rows, types, row_sf, row_single, free, busy, left, smallest)
     pools = types if col_pool is None else np.asarray(col_pool)[cols].tolist()
     taken_rows: list[int] = []
@@ -63,8 +65,12 @@ def greedy_columns(order: np.ndarray, num_types: int, row_members: list[tuple[in
                 continue
         elif any(x in busy for x in members):
             continue
+        if limit is not None and not limit.fits(r, j):
+            continue
         if admit is not None and not admit(members, q, s):
             continue
+        if limit is not None:
+            limit.take(r, j)
         busy.update(members)
         free[q] -= s
         left -= s

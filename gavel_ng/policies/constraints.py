@@ -7,6 +7,17 @@ second phase all see it; only a constraint that is not affine in the allocation
 variable (e.g. `cp.log(...) >= ...`, or one over variables of the policy's own) stays a
 cvxpy constraint, and its problem is solved through cvxpy. `violations` checks a final
 allocation against all of them, so that nothing a policy asked for is lost unnoticed.
+
+The rows also go past the solve, to the schedule that runs (docs/policies.md, "What holds"):
+`entry_rows` writes them over the allocation's (row, column) entries for the mechanism. A
+*packing* side of a row (a bound above on coefficients that are all >= 0, or below on ones that
+are all <= 0) is kept in every round there, like a capacity (gavel_ng.mechanism.limits). An
+entry that alone breaks one cannot run in a round that keeps it; so where its row (its job)
+has another column that fits, the LP gives it no time (`UserRows.alone_over`), and the job runs
+where it fits in every round. That is done only where every constraint of the policy holds with
+no time at all (x = 0: budgets, caps, quotas), so that it can never leave the LP without a
+solution. Elsewhere, and where no column fits (a cap below what the job does on any type), the
+entry stays, and the mechanism runs it only on what the row left unused before.
 """
 
 from __future__ import annotations
@@ -31,14 +42,28 @@ class UserRows:
     hi: np.ndarray
     origin: list[int]         # per row: index of the constraint in p.constraints it came from
     nonlinear: list           # cvxpy constraints that are not affine in x
+    alone_over: np.ndarray | None = None   # (n,) bool: the variable alone breaks a packing side; None: none does
 
     @property
     def num_rows(self) -> int:
         return self.A.shape[0]
 
 
-def compile_constraints(constraints: list, x, n: int) -> UserRows:
-    """Rows for every linear constraint (LinearConstraint or affine cvxpy), the rest kept aside."""
+@dataclass
+class EntryRows:
+    """The policy's linear constraints over its allocation's entries, `lo <= C y <= hi`, where y is
+    the allocation's values row-major (row k, column j at k * J + j): what the mechanism checks on
+    the entries that run (gavel_ng.mechanism.limits). `names[r]`: the constraint row r came from."""
+
+    C: sp.csr_matrix
+    lo: np.ndarray
+    hi: np.ndarray
+    names: list[str]
+
+
+def compile_constraints(constraints: list, x, n: int, var_row: np.ndarray | None = None) -> UserRows:
+    """Rows for every linear constraint (LinearConstraint or affine cvxpy), the rest kept aside.
+    `var_row`: each variable's LP row (its job, or combination), for `UserRows.alone_over`."""
     blocks, lo, hi, origin, nonlinear = [], [], [], [], []
     for i, c in enumerate(constraints):
         rows = _linear_rows(c, x, n)
@@ -51,7 +76,46 @@ def compile_constraints(constraints: list, x, n: int) -> UserRows:
         origin.extend([i] * rows[0].shape[0])
     if not blocks:
         return UserRows(sp.csr_matrix((0, n)), np.zeros(0), np.zeros(0), [], nonlinear)
-    return UserRows(sp.vstack(blocks, format="csr"), np.concatenate(lo), np.concatenate(hi), origin, nonlinear)
+    A, lo, hi = sp.vstack(blocks, format="csr"), np.concatenate(lo), np.concatenate(hi)
+    origin_holds = not nonlinear and not (lo > ROW_TOL).any() and not (hi < -ROW_TOL).any()   # x = 0 is feasible
+    alone = _alone_over(A, lo, hi, var_row) if var_row is not None and origin_holds else None
+    return UserRows(A, lo, hi, origin, nonlinear, alone)
+
+
+def packing_sides(A: sp.csr_matrix, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row: whether its upper side (hi finite, every coefficient >= 0) and its lower side (lo
+    finite, every coefficient <= 0) are packing, i.e. bound what running entries use up."""
+    A = sp.csr_matrix(A)
+    rows = np.repeat(np.arange(A.shape[0]), np.diff(A.indptr))
+    neg = np.bincount(rows, weights=A.data < 0, minlength=A.shape[0]) > 0
+    pos = np.bincount(rows, weights=A.data > 0, minlength=A.shape[0]) > 0
+    return np.isfinite(hi) & ~neg, np.isfinite(lo) & ~pos
+
+
+def _alone_over(A: sp.csr_matrix, lo: np.ndarray, hi: np.ndarray, var_row: np.ndarray) -> np.ndarray | None:
+    """Variables that break a packing side at x_v = 1 with every other at 0 (the entry running a round
+    alone already uses more than the bound allows, so no round that keeps it can run the entry),
+    where their LP row has another variable that breaks none: there the job can run within it."""
+    up, down = packing_sides(A, lo, hi)
+    if not (up.any() or down.any()):
+        return None
+    coo = A.tocoo()
+    limit_up = np.where(up, hi, np.inf)[coo.row]
+    limit_down = np.where(down, lo, -np.inf)[coo.row]
+    over = (coo.data > limit_up + _slack(limit_up)) | (coo.data < limit_down - _slack(limit_down))
+    out = np.zeros(A.shape[1], bool)
+    out[coo.col[over]] = True
+    if not out.any():
+        return None
+    fits_somewhere = np.bincount(var_row, weights=~out, minlength=int(var_row.max()) + 1) > 0
+    out &= fits_somewhere[var_row]
+    return out if out.any() else None
+
+
+def _slack(bound: np.ndarray) -> np.ndarray:
+    """The LP's own tolerance on a bound (ROW_TOL, relative to max(1, |bound|)); inf stays inf."""
+    with np.errstate(invalid="ignore"):
+        return np.where(np.isfinite(bound), ROW_TOL * np.maximum(1.0, np.abs(bound)), 0.0)
 
 
 def _linear_rows(c, x, n: int):

@@ -164,7 +164,7 @@ def min_cost_slo(p: Problem):
     rate, dropped = slo_constraints(p)
     keep = rate > 0
     if keep.any():
-        p.add_constraint(p.thr[keep] >= rate[keep])
+        p.add_constraint(p.thr[keep] >= rate[keep], name="SLO rates")
     sol = p.solve(p.maximize(work_per_dollar(p, prices)))
     if dropped.any():
         names = [p.input.job_ids[i] for i in np.flatnonzero(dropped)]

@@ -22,7 +22,7 @@ from ..allocation import Allocation
 from ..rules.limits import limit_rows
 from . import packing
 from .affine import Affine
-from .constraints import UserRows, compile_constraints
+from .constraints import EntryRows, UserRows, compile_constraints
 from .csr import csr
 from .scheduling_problem import SchedulingProblem
 
@@ -69,6 +69,7 @@ class Vars:
     var_job: np.ndarray | None   # None: rows of several jobs
     num_vars: int
     constraints: tuple | list = ()   # the policy's own (a Layout's list)
+    constraint_names: tuple | list = ()   # each one's name (add_constraint's, else "constraint i")
     limit_block = None               # quota rows (a Layout's, with input.limits)
     packing = None                   # partner classes (a Layout's, with input.pairs)
 
@@ -132,6 +133,7 @@ class Layout(Vars):
         self.extra_rows: list = []   # structural (A, lo, hi) rows, e.g. pair balance
         self.packing = None
         self.constraints: list = []
+        self.constraint_names: list[str] = []
         self._user_rows: UserRows | None = None
         self._cvx_variable = None
         if inp.pairs is not None:
@@ -259,12 +261,15 @@ class Layout(Vars):
             self._cvx_variable = cp.Variable(self.num_vars, name="X")
         return self._cvx_variable
 
-    def add_constraint(self, constraint) -> None:
-        """A linear constraint built from `p.thr` etc., or any cvxpy constraint.
+    def add_constraint(self, constraint, name: str | None = None) -> None:
+        """A linear constraint built from `p.thr` etc., or any cvxpy constraint; `name` is what reports
+        call it (the simulator's summary: "constraint i" unless named).
 
         Whatever is added holds in the returned allocation on every solver path: a
         constraint affine in the allocation becomes LP rows (HiGHS, the leftover fill and
-        the second phase see it), any other sends the problem to cvxpy (constraints.py)."""
+        the second phase see it), any other sends the problem to cvxpy (constraints.py).
+        Its rows also bound the schedule that runs (constraints.entry_rows)."""
+        self.constraint_names.append(str(name) if name is not None else f"constraint {len(self.constraints)}")
         self.constraints.append(constraint)
         self._user_rows = None
 
@@ -272,7 +277,7 @@ class Layout(Vars):
     def user_rows(self) -> UserRows:
         """The policy's constraints compiled to LP rows, plus those that are not linear."""
         if self._user_rows is None:   # a cvxpy constraint over x exists only if x was created
-            self._user_rows = compile_constraints(self.constraints, self._cvx_variable, self.num_vars)
+            self._user_rows = compile_constraints(self.constraints, self._cvx_variable, self.num_vars, self.var_row)
         return self._user_rows
 
     def validity_rows(self, user: bool = True) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray]:
@@ -282,10 +287,58 @@ class Layout(Vars):
         if user and self.constraints:
             u = self.user_rows
             rows.append((u.A, u.lo, u.hi))
+            if u.alone_over is not None:   # entries no round that keeps a packing side can run: no time
+                rows.append((sp.csr_matrix(u.alone_over[None, :].astype(float)), np.full(1, -np.inf), np.zeros(1)))
         blocks = [self.job_rows, self.capacity_rows] + [a for a, _, _ in rows]
         lo = [np.full(self.num_jobs, -np.inf), np.full(len(self.capacity), -np.inf)] + [b for _, b, _ in rows]
         hi = [np.ones(self.num_jobs), self.capacity.astype(float)] + [b for _, _, b in rows]
         return sp.vstack(blocks, format="csr"), np.concatenate(lo), np.concatenate(hi)
+
+    def entry_rows(self, allocation) -> EntryRows | None:
+        """The policy's linear rows over `allocation`'s entries (its rows and columns), or None when it
+        added none. A single job's entry has its variable's coefficients; a concrete pair of jobs (space
+        sharing by partner classes, packing.py) has the sum of its two members' partner variables, each
+        of which the pair's time counts in. Constraints that are not linear have no rows here."""
+        if not self.constraints:
+            return None
+        rows = self.user_rows
+        if not rows.num_rows:
+            return None
+        J = len(self.input.worker_types)
+        K = len(allocation.rows)
+        if self.packing is None:   # allocation rows are the LP's rows, in order
+            cell = self.var_row * J + self.var_col
+            C = sp.csr_matrix((rows.A.data, cell[rows.A.indices], rows.A.indptr), shape=(rows.num_rows, K * J))
+        else:
+            C = rows.A @ self._pair_map(allocation, K, J)
+        C = sp.csr_matrix(C)
+        C.sum_duplicates()
+        names = self.constraint_names
+        return EntryRows(C, rows.lo.copy(), rows.hi.copy(), [names[i] for i in rows.origin])
+
+    def _pair_map(self, allocation, K: int, J: int) -> sp.csr_matrix:
+        """(variables x entries): 1 where an entry's time counts in a variable (a single job's own, or
+        each member's partner variable of a concrete pair)."""
+        codes = var_codes(self)
+        order = np.argsort(codes)
+        index = {j: m for m, j in enumerate(self.input.job_ids)}
+        cls = self.input.pairs.job_class
+        C1 = self.input.pairs.num_classes + 1
+        var, entry = [], []
+        for k, row in enumerate(allocation.rows):
+            members = [index[j] for j in row]
+            if len(members) == 1:
+                own = [(members[0], -1)]
+            else:
+                a, b = members
+                own = [(a, int(cls[b])), (b, int(cls[a]))]
+            for m, partner in own:
+                want = (m * C1 + partner + 1) * J + np.arange(J)
+                pos = np.clip(np.searchsorted(codes[order], want), 0, max(len(codes) - 1, 0))
+                hit = codes[order][pos] == want if len(codes) else np.zeros(J, bool)
+                var.extend(order[pos[hit]].tolist())
+                entry.extend((k * J + np.flatnonzero(hit)).tolist())
+        return sp.csr_matrix((np.ones(len(var)), (var, entry)), shape=(self.num_vars, K * J))
 
     def fallback_x(self) -> np.ndarray:
         """The isolated allocation (1/n of every type): always valid."""

@@ -9,6 +9,7 @@ import numpy as np
 
 from ..allocation import Allocation
 from .affine import Affine
+from .constraints import EntryRows
 from .layout import Layout
 
 
@@ -59,6 +60,7 @@ class Solution:
     solve_seconds: float
     warnings: list[str] = field(default_factory=list)
     ok: bool = True
+    entry_rows: EntryRows | None = None   # the policy's linear constraints over the allocation's entries
 
     def defer_objective(self, evaluate: Callable[[], float | None]) -> None:
         """Compute the objective on first read: an agnostic variant reports it under the true

@@ -61,6 +61,12 @@ class Problem(Layout, Fields):
         """max sum(num) / sum(den), a linear-fractional program (Charnes-Cooper)."""
         return Objective("ratio", num, den)
 
+    @cached_property
+    def gpus(self) -> Affine:
+        """GPUs the allocation uses of each capacity pool (each worker type; a `_unconsolidated` twin
+        draws on its type's): `p.gpus[j] <= 4` caps a type at 4 GPUs."""
+        return Affine(self, self.capacity_rows)
+
     def cost_per_hour(self, prices: np.ndarray) -> Affine:
         """$/h of the allocation: each row pays for its GPUs once, shared or not."""
         coef = prices[self.var_col] * self.row_scale[self.var_row] * self.var_share

@@ -340,18 +340,23 @@ def solve(inp: SchedulingProblem, name: str, solver: str | None = None, partitio
 
     `partitions=k > 1` splits jobs and GPUs into k random sub-problems solved in parallel
     (POP, SOSP'21) and merges them; see partition.py. Whatever the policy, the allocation
-    keeps the problem's limits (quotas, labelled servers: gavel_ng.rules)."""
-    sol = _solve(inp, name, solver, partitions, seed, options)
+    keeps the problem's limits (quotas, labelled servers: gavel_ng.rules). The constraints the
+    policy added come back as rows over the allocation's entries (`Solution.entry_rows`), for the
+    mechanism to keep in what runs (a partitioned solve's sub-problems keep their own: none come back)."""
+    sol, seen = _solve(inp, name, solver, partitions, seed, options)
     if inp.limits is not None:
         real = Problem(inp)
         x = enforce(real, sol.x)
         if not np.array_equal(x, sol.x):
             sol.x, sol.allocation = x, real.allocation(x)
+    if seen is not None and seen.constraints:
+        sol.entry_rows = seen.entry_rows(sol.allocation)
     return sol
 
 
 def _solve(inp: SchedulingProblem, name: str, solver: str | None, partitions: int, seed: int,
-           options: dict | None) -> Solution:
+           options: dict | None) -> tuple[Solution, Problem | None]:
+    """The solution, and the Problem the policy stated its constraints on (None: none to pass on)."""
     spec = get_policy(name)
     if spec.is_round:
         raise InputError("policy", name, "is a round policy: it decides round by round, with no one-shot "
@@ -362,17 +367,17 @@ def _solve(inp: SchedulingProblem, name: str, solver: str | None, partitions: in
         sol.warnings.append(f"{name}: the problem has no pair throughputs (build it with space_sharing=True); "
                             "solved without space sharing")
         log.warning(sol.warnings[-1], extra={"kind": "packed policy without pair throughputs"})
-        return sol
+        return sol, None
     if partitions > 1:
-        return solve_partitioned(inp, name, partitions, solver=solver, seed=seed, options=options)
+        return solve_partitioned(inp, name, partitions, solver=solver, seed=seed, options=options), None
     if spec.symmetric and inp.combinations is None and inp.counts is None and inp.num_jobs > 1:
         classes, inverse = inp.job_classes()
         if classes.num_jobs < inp.num_jobs:
             sol, seen = _solve_on(spec, classes, solver)
             if not seen.constraints:
-                return _expand(sol, classes, inp, inverse)
+                return _expand(sol, classes, inp, inverse), None
             # constraints of the policy's own may name single jobs: solve every job on its own
-    return _solve_on(spec, inp, solver)[0]
+    return _solve_on(spec, inp, solver)
 
 
 def _solve_on(spec: PolicySpec, inp: SchedulingProblem, solver: str | None) -> tuple[Solution, Problem]:

@@ -321,6 +321,9 @@ def _solve_cvxpy(p: Layout, objective: Objective, solver: str | None):
                 cons.append(a[~eq] @ x <= hi[~eq])
     for c in p.constraints:
         cons.append(c.cvx if isinstance(c, LinearConstraint) else c)
+    alone = p.user_rows.alone_over if p.constraints else None
+    if alone is not None:   # entries that alone break a packing side (constraints.py): no time
+        cons.append(x[np.flatnonzero(alone)] == 0)
     cvx_obj = objective.cvx if objective.kind == "cvxpy" else _as_cvxpy(objective)
     prob = cp.Problem(cvx_obj, cons)
     name = (solver or "CLARABEL").upper()

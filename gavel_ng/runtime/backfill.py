@@ -30,6 +30,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..mechanism import Backfilled, RoundPlan, RoundResult, worth_starting
+from ..mechanism.backfill import Holder, holders
 from ..mechanism.core import with_backfilled
 from .jobs import FINISHED
 from .store import StoreError
@@ -77,7 +78,7 @@ class LiveBackfill:
         if not free.any():
             return
         busy = set(ex.current) | {m for m, j in st.jobs.items() if j.live is not None}
-        holding = self._holding(plan, ended) if plan.waiting.rules is not None else ()
+        holding = self._holding(plan, ended) if plan.waiting.watches_holders else ()
         chosen = plan.waiting.choose(free, busy, holding)
         for b in chosen:
             if not self._assign(b, gmap, now):
@@ -113,14 +114,14 @@ class LiveBackfill:
             return
         busy = set(ex.current) | {m for m, j in st.jobs.items() if j.live is not None}
         waiting = self.arrivals(ex.job_view(new), plan)
-        holding = self._holding(plan, ended) if waiting.rules is not None else ()
+        holding = self._holding(plan, ended) if waiting.watches_holders else ()
         for b in waiting.choose(free, busy, holding):
             if not self._assign(b, gmap, now, "arrival"):
                 break
 
-    def _holding(self, plan: RoundPlan, ended: set[int]) -> list[tuple[tuple[int, ...], int, int]]:
-        out = [(k, int(t), int(sf)) for k, t, sf in zip(plan.keys, plan.types, plan.sfs) if not ended.issuperset(k)]
-        return out + [(b.key, b.type, b.sf) for b, _ in self.entries if not ended.issuperset(b.key)]
+    def _holding(self, plan: RoundPlan, ended: set[int]) -> list[Holder]:
+        out = [h for h in holders(plan) if not ended.issuperset(h.key)]
+        return out + [b.holder for b, _ in self.entries if not ended.issuperset(b.key)]
 
     def _assign(self, b: Backfilled, gmap, now: float, why: str = "freed") -> bool:
         """The chosen entry joins the current round (recorded first: a refused write assigns nothing)."""

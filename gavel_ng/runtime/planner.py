@@ -15,6 +15,7 @@ after a scheduler restart. A round policy's is runtime.rounds.ClusterRounds.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 
 import numpy as np
@@ -87,6 +88,7 @@ class DynamicPlanner(LivePlanner):
         self.config = config or MechanismConfig()
         super().__init__(state, lambda topo: RoundMechanism(topo, self.config))
         self.mech = self.inner
+        self._recorded = time.monotonic()   # when the loop last reported a round or an idle wait
 
     # ----- restart ---------------------------------------------------------------------------
     def restore(self) -> None:
@@ -122,9 +124,14 @@ class DynamicPlanner(LivePlanner):
         self._save_ledger()
 
     def record(self, plan: RoundPlan, occupied: np.ndarray) -> None:
+        now = time.monotonic()
         if plan.num_entries:
             super().record(plan, occupied)
             self._save_ledger()
+        elif self.mech.cfg.round_seconds:   # an idle wait, no round: only the policy's own rows see the time
+            L = self.mech.cfg.round_seconds  # pass unused (mechanism.limits)
+            self.mech.idle(min(now - self._recorded, L) / L)
+        self._recorded = now
 
     # ----- persistence ---------------------------------------------------------------------------
     def _save_ledger(self) -> None:

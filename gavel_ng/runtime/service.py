@@ -250,7 +250,8 @@ class SchedulerService:
                                              policy_errors="fallback", options=config.policy_options)
             self.policy_name = self.allocator.spec.name
             # the mechanism as the simulator builds it for this policy (a cost policy's is idle-aware)
-            self.planner = DynamicPlanner(self.state, MechanismConfig(mid_round_backfill=config.backfill)
+            self.planner = DynamicPlanner(self.state, MechanismConfig(mid_round_backfill=config.backfill,
+                                                                      round_seconds=config.round_seconds)
                                           .for_policy(self.allocator.spec))
             placer = self.planner.mech.placer
         placer.rules = ServerRules(crules, self._job_rules, self._job_tags)

@@ -22,6 +22,7 @@ from itertools import chain
 import numpy as np
 
 from ..mechanism import RoundPlan, make_plan, worth_starting
+from ..mechanism.backfill import holders
 from ..mechanism.core import with_backfilled
 
 EPS = 1e-9
@@ -40,8 +41,8 @@ def backfill_round(ex, plan: RoundPlan, steps: np.ndarray, start: np.ndarray, us
     sizes = np.fromiter(map(len, plan.gpus), np.int64, plan.num_entries)
     end[np.fromiter(chain.from_iterable(plan.gpus), np.int64, int(sizes.sum()))] = np.repeat(occupied, sizes)
     busy = set(plan.member_job.tolist())
-    holders = list(zip(plan.keys, plan.types.tolist(), plan.sfs.tolist(), occupied.tolist())) \
-        if wl.rules is not None else []
+    watch = wl.watches_holders   # (rules, or the policy's packing rows: who holds GPUs when)
+    holding = list(zip(holders(plan), occupied.tolist())) if watch else []
     parts = []
     while times:
         t = heapq.heappop(times)
@@ -49,8 +50,8 @@ def backfill_round(ex, plan: RoundPlan, steps: np.ndarray, start: np.ndarray, us
             heapq.heappop(times)
         if not worth_starting(L - t, overhead, L):
             break                               # later moments leave even less of the round
-        holding = [(k, ty, sf) for k, ty, sf, e in holders if e > t + EPS] if wl.rules is not None else ()
-        chosen = wl.choose(end <= t + EPS, busy, holding)
+        now = [h for h, e in holding if e > t + EPS] if watch else ()
+        chosen = wl.choose(end <= t + EPS, busy, now)
         if not chosen:
             continue
         sub = make_plan([b.key for b in chosen], [b.row for b in chosen], [b.type for b in chosen],
@@ -76,8 +77,8 @@ def backfill_round(ex, plan: RoundPlan, steps: np.ndarray, start: np.ndarray, us
         ex.paired_seconds += float((u - s0)[pairs].sum())
         for b, s in zip(chosen, stop.tolist()):
             end[list(b.gpus)] = s
-            if wl.rules is not None:
-                holders.append((b.key, b.type, b.sf, s))
+            if watch:
+                holding.append((b.holder, s))
             if s < L - EPS:
                 heapq.heappush(times, s)
         parts.append((chosen, st, s0, u, d, stop - t))

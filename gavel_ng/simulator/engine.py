@@ -294,6 +294,9 @@ def _simulate(cluster: Cluster, table: ThroughputTable | None, trace, config: Si
     summary["placement_sensitive"] = bool(config.placement_sensitive)
     summary["backfill"] = bool(config.backfill and not config.gavel_compat and not config.ideal
                                and allocator is not None)   # round policies do not backfill
+    # the policy's own constraints, measured on what ran (mechanism.limits); {}: it added none
+    meter = getattr(planner, "meter", None)
+    summary["constraints"] = meter.report() if meter is not None else {}
     summary["backfilled_entries"] = ex.backfilled
     summary["backfill_gpu_hours"] = round(ex.backfill_gpu_seconds / 3600, 3)
     summary["paired_fraction"] = round(ex.paired_seconds / ex.run_seconds, 6) if ex.run_seconds else 0.0
@@ -308,13 +311,14 @@ def _mechanism(config: SimConfig, allocator: PolicyAllocator, topology: Topology
                jobs: JobArrays, ruled: bool):
     """Gavel's round mechanism for an allocation policy (or the ideal time-sharing baseline)."""
     if config.ideal:
-        return IdealPlanner(allocator.columns.num)
+        return IdealPlanner(allocator.columns.num, config.round_seconds)
     mcfg = MechanismConfig.gavel_compat(allocator.is_agnostic, config.seed) if config.gavel_compat \
         else MechanismConfig.since_reset(config.seed) if config.reset_ledger else MechanismConfig(seed=config.seed)
     if not config.gavel_compat:
         mcfg = mcfg.for_policy(allocator.spec)   # deliver the types a cost policy paid for (issue 17)
     if not config.backfill:
         mcfg = replace(mcfg, mid_round_backfill=False)
+    mcfg = replace(mcfg, round_seconds=config.round_seconds)   # (measures the policy's constraints per round)
     planner = RoundMechanism(topology, mcfg, allocator.columns)
     if ruled:
         planner.placer.rules = ServerRules(crules, jobs.rules_of)

@@ -25,6 +25,7 @@ import numpy as np
 
 from ..allocator import PolicyJobs
 from ..mechanism import AllocationRows, JobView, RoundPlan, RoundResult, make_plan
+from ..mechanism.limits import Meter
 from ..rules.model import entities_of
 from ..throughputs import UNCONSOLIDATED, ThroughputTable
 from ..traces import Trace
@@ -564,13 +565,17 @@ class SimExecutor:
 
 
 class IdealPlanner:
-    """Paper Fig 15b's baseline: every row gets exactly its allocated time fractions each round."""
+    """Paper Fig 15b's baseline: every row gets exactly its allocated time fractions each round. The
+    policy's constraints are measured as the mechanism measures them (`meter`), on those fractions."""
 
-    def __init__(self, num_types: int):
+    def __init__(self, num_types: int, round_seconds: float):
         self.J = num_types
+        self.L = float(round_seconds)
+        self.meter = Meter()
         self.reset(AllocationRows([], np.zeros((0, num_types)), np.zeros(0)))
 
     def reset(self, alloc: AllocationRows) -> None:
+        self.limits = alloc.limits
         self.rows = [tuple(int(m) for m in r) for r in alloc.rows]
         self.X = np.asarray(alloc.X, dtype=float).reshape(len(self.rows), self.J)
         self.row_sf = np.asarray(alloc.row_sf, dtype=np.int64)
@@ -592,7 +597,10 @@ class IdealPlanner:
                          np.ones(E, bool), np.ones(E, bool), share=self.X[live])
 
     def record(self, plan: RoundPlan, occupied: np.ndarray) -> None:
-        pass
+        if self.limits is not None and plan.num_entries:
+            y = np.zeros((len(self.rows), self.J))
+            y[plan.rows] = plan.share * (np.asarray(occupied, dtype=float) / self.L)[:, None]
+            self.meter.observe(self.limits, y.ravel())
 
 
 def isolated_throughput(T: np.ndarray, sf: np.ndarray, capacity: np.ndarray, n_active: np.ndarray) -> np.ndarray:

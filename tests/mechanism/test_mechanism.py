@@ -195,7 +195,7 @@ def test_sia_gavel_preset_fills_what_the_allocation_leaves_and_places_in_order()
     plain.reset(AllocationRows(rows, X, np.ones(2)))
     assert plain.plan().num_entries == 1
     sia = RoundMechanism(t, MechanismConfig(**PRESETS["sia_gavel"]))
-    sia.reset(AllocationRows(rows, X, np.ones(2), np.ones((2, 1), bool)))
+    sia.reset(AllocationRows(rows, X, np.ones(2), runnable=np.ones((2, 1), bool)))
     assert sorted(k[0] for k in sia.plan().keys) == [0, 1]
     p = Placer(t, consolidate=False, sequential=True)
     assert p.place([(0,)], [0], [1]).gpus == [(0,)]
