@@ -20,12 +20,14 @@ demo: $(STAMP)
 	@echo "plot: out/demo/allocation.png"
 	$(BIN)/gavel-ng simulate --policy las,las_agnostic $(DEMO_ARGS) --out out/demo
 
+# two test processes (pytest-xdist): most slow tests wait on real processes' rounds, so the
+# 2-core CI runs two at once; tests marked xdist_group(...) run one at a time.
 test: $(STAMP)
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2 --dist loadgroup
 
 # the edit-test loop: everything but the loopback clusters and long runs (make test runs all)
 test-fast: $(STAMP)
-	$(BIN)/pytest -m "not slow"
+	$(BIN)/pytest -n 2 -m "not slow"
 
 # deploy/slurm/ end to end on a private one-node Slurm of this machine (not part of `make test`):
 # installs slurm-wlm with apt-get if missing (root or sudo -n), runs the sbatch scripts and a tiny

@@ -69,6 +69,7 @@ def isolated_rates(path: Path | None, job_types: list[str], size: str) -> dict[s
 
 def run(args, root: Path, alone: dict[str, float]) -> tuple[list[dict], list[dict], dict]:
     from gavel_ng.protocol.client import SchedulerClient
+    from gavel_ng.runtime.records import job_dir
 
     types = args.gpu_types.split(",")
     (root / "cluster.json").write_text(json.dumps({
@@ -98,6 +99,7 @@ def run(args, root: Path, alone: dict[str, float]) -> tuple[list[dict], list[dic
     att = db.execute("SELECT job_id, attempt, worker_type, launched, ended, steps_run, compute_seconds, renewals, "
                      "placement FROM attempts ORDER BY launched").fetchall()
     table = db.execute("SELECT job_type, worker_type, consolidated, steps_per_s, samples FROM throughputs").fetchall()
+    state_id = (db.execute("SELECT value FROM meta WHERE key = 'state_id'").fetchone() or [""])[0]
     db.close()
     attempts = []
     for j, a, wt, launched, ended, steps, compute, renewals, placement in att:
@@ -111,7 +113,7 @@ def run(args, root: Path, alone: dict[str, float]) -> tuple[list[dict], list[dic
                          "gpu_shared": overlap, "vs_alone": round(rate / alone[job_type], 3)})
     jobs = []
     for j, (spec, sub, fin) in sorted(jobs_db.items()):
-        path = root / "state" / "checkpoints" / f"job-{j}" / "train.jsonl"
+        path = job_dir(root / "state" / "checkpoints", j, state_id) / "train.jsonl"
         lines = [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
         devices = sorted({f"{e['device']} ({e['name']})" for e in lines if e.get("event") == "device"})
         mine = [a for a in attempts if a["job_id"] == j]

@@ -20,6 +20,7 @@ from . import (
     status_cmd,
     submit_cmd,
     sweep_cmd,
+    user_cmd,
     worker_cmd,
 )
 
@@ -29,7 +30,7 @@ EXTRAS = {"grpc": "worker", "grpc_tools": "worker", "grpc_health": "worker", "go
 
 SERVICES = ("scheduler", "worker")     # their log lines carry timestamps
 COMMANDS = (solve_cmd, policies_cmd, profiles_cmd, simulate_cmd, scheduler_cmd, worker_cmd, submit_cmd, status_cmd,
-            logs_cmd, report_cmd, sweep_cmd, plot_cmd)
+            logs_cmd, report_cmd, user_cmd, sweep_cmd, plot_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -34,11 +34,14 @@ def add_parser(sub) -> None:
     p.add_argument("--by", choices=BY, default="job", help="one row per job (default), user or entity")
     p.add_argument("--format", choices=("table", "csv"), default="table", help="table (default) or CSV")
     p.add_argument("--plot", metavar="FILE.png", help="also draw the JCT CDF of the jobs done (as `simulate` does)")
+    p.add_argument("--audit", action="store_true",
+                   help="instead: who did what, one line per submission, cancellation, credential change and worker "
+                        "registration in the window, with its actor (admin, user:NAME, worker:NAME)")
     p.set_defaults(run=run)
 
 
 def run(args) -> int:
-    from ..runtime.records import NotAStateDir
+    from ..runtime.records import NotAStateDir, StateDamaged
     from ..runtime.report import read_report
 
     since, until = _time("--since", args.since), _time("--until", args.until)
@@ -46,11 +49,13 @@ def run(args) -> int:
         raise InputError("--until", args.until, f"must be after --since ({args.since})")
     if not Path(args.state).is_dir():
         raise InputError("--state", args.state, "no such directory")
+    if args.audit:
+        return _audit(args, since, until)
     try:
         rep = read_report(args.state, since, until)
     except NotAStateDir as exc:
         raise InputError("--state", args.state, f"not a scheduler state directory: {exc}") from None
-    except sqlite3.Error as exc:
+    except (sqlite3.Error, StateDamaged) as exc:
         raise InputError("--state", args.state, f"cannot read the scheduler state ({exc})") from None
     header, rows = job_rows(rep) if args.by == "job" else group_rows(rep, args.by)
     if args.format == "csv":
@@ -70,6 +75,28 @@ def run(args) -> int:
         png = plot_jct_cdf({rep.policy: jct / HOUR}, args.plot,
                            title=f"job completion times, {len(jct)} jobs done ({_window(rep)})")
         print(f"JCT CDF: {png}", file=sys.stderr)
+    return 0
+
+
+def _audit(args, since, until) -> int:
+    from ..runtime.records import NotAStateDir
+    from ..runtime.report import read_audit
+
+    try:
+        entries = read_audit(args.state, since, until)
+    except NotAStateDir as exc:
+        raise InputError("--state", args.state, f"not a scheduler state directory: {exc}") from None
+    except sqlite3.Error as exc:
+        raise InputError("--state", args.state, f"cannot read the scheduler state ({exc})") from None
+    header = ["time", "actor", "action", "job_id", "worker_id", "detail"]
+    rows = [[_iso(e.ts), e.actor or "-", e.action, "" if e.job_id is None else e.job_id, e.worker_id or "",
+             " ".join(f"{k}={v}" for k, v in sorted(e.detail.items()))] for e in entries]
+    if args.format == "csv":
+        w = csv.writer(sys.stdout)
+        w.writerow(header)
+        w.writerows(rows)
+    else:
+        print(table(header, [[str(c) if c != "" else "-" for c in row] for row in rows]))
     return 0
 
 

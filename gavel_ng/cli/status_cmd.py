@@ -62,7 +62,7 @@ def run(args) -> int:
 
 def read_state(state_dir: str, job_limit: int | None = None):
     """The status recorded under a state directory; InputError (exit 2) naming --state if it is none."""
-    from ..runtime.records import NotAStateDir
+    from ..runtime.records import NotAStateDir, StateDamaged
     from ..runtime.status import read_state_dir
 
     path = Path(state_dir)
@@ -74,7 +74,7 @@ def read_state(state_dir: str, job_limit: int | None = None):
         return read_state_dir(path, job_limit=job_limit)
     except NotAStateDir as exc:
         raise InputError("--state", state_dir, f"not a scheduler state directory: {exc}") from None
-    except sqlite3.Error as exc:
+    except (sqlite3.Error, StateDamaged) as exc:
         raise InputError("--state", state_dir, f"cannot read the scheduler state ({exc})") from None
 
 

@@ -13,7 +13,8 @@ def add_connection_args(p) -> None:
     p.add_argument("--scheduler", default=os.environ.get("GAVEL_NG_SCHEDULER", "127.0.0.1:50060"),
                    metavar="HOST:PORT", help="scheduler address (default: $GAVEL_NG_SCHEDULER or 127.0.0.1:50060)")
     p.add_argument("--token-file", metavar="FILE",
-                   help="file holding the cluster token (default: $GAVEL_NG_TOKEN; the scheduler writes STATE/token)")
+                   help="file holding your credential (`gavel-ng user add`), or the cluster's admin token the "
+                        "scheduler writes to STATE/token (default: $GAVEL_NG_TOKEN)")
     p.add_argument("--tls-ca", metavar="PEM", help="CA certificate when the scheduler uses TLS")
 
 

@@ -33,7 +33,12 @@ def add_parser(sub) -> None:
     p.add_argument("--bind", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
     p.add_argument("--advertise", metavar="HOST", help="host the scheduler reaches this worker at "
                                                        "(default: the host name)")
-    p.add_argument("--token-file", metavar="FILE", help="cluster token (default: $GAVEL_NG_TOKEN)")
+    p.add_argument("--token-file", metavar="FILE",
+                   help="this worker's credential (gavel-ng user add NAME --role worker), readable by the worker's "
+                        "account only (default: $GAVEL_NG_TOKEN)")
+    p.add_argument("--job-env", action="append", default=[], metavar="NAME",
+                   help="a variable of the worker's environment jobs may inherit, besides the built-in allowlist "
+                        "(repeatable; NAME* matches a prefix)")
     p.add_argument("--tls-cert", metavar="PEM", help="this worker's TLS certificate (with --tls-key)")
     p.add_argument("--tls-key", metavar="PEM", help="private key of --tls-cert")
     p.add_argument("--tls-ca", metavar="PEM", help="CA of the scheduler's certificate")
@@ -70,7 +75,7 @@ def run(args) -> int:
     daemon = WorkerDaemon(args.scheduler, choice.gpu_type, len(gpu_ids), security, bind=args.bind, port=args.port,
                           advertise=args.advertise, gpu_ids=gpu_ids, work_dir=args.work_dir,
                           standby=args.standby, labels=args.label,
-                          token_source=args.token_file or "$GAVEL_NG_TOKEN")
+                          token_source=args.token_file or "$GAVEL_NG_TOKEN", job_env=args.job_env)
     daemon.start()
     announce(f"worker {daemon.worker_id} listening on {args.bind}:{daemon.port}")
     seen = _stop_on_signals(daemon.stop_event)

@@ -9,6 +9,11 @@ Each attempt commits under its own name, `ckpt-{step:012d}-a{attempt}`, so two a
 of a job (a written-off one still running beside its relaunch) never write the same
 files; the newest committed one wins (highest step, ties: highest attempt). Directories
 named `ckpt-{step:012d}` (attempt 0: standalone runs, older versions) are read alike.
+
+Under a worker a job has an identity (its scheduler state's id and its job id) and every
+checkpoint it commits records it; it restores only checkpoints that carry it. One that does
+not (another job's, planted, or left by a job of a lost state that had the same number) is
+refused and said in the job's log.
 """
 
 from __future__ import annotations
@@ -48,10 +53,27 @@ def committed(root: Path | None) -> list[tuple[int, int, Path]]:
     return sorted(out, key=lambda x: x[:2])
 
 
-def latest(root: Path | None) -> tuple[int, Path] | None:
-    """(step, path) of the newest committed checkpoint under root, or None."""
-    found = committed(root)
-    return (found[-1][0], found[-1][2]) if found else None
+def latest(root: Path | None, identity: str = "") -> tuple[int, Path] | None:
+    """(step, path) of the newest committed checkpoint under root that is this job's (`identity`: its
+    identity, which the checkpoint must record; "" : any), or None."""
+    for step, _, path in reversed(committed(root)):
+        if not identity:
+            return step, path
+        theirs = identity_of(path)
+        if theirs == identity:
+            return step, path
+        log.warning("refused checkpoint %s: it belongs to %s, not to this job (%s)", path,
+                    f"job {theirs}" if theirs else "no job (it records no identity)", identity)
+    return None
+
+
+def identity_of(path: Path) -> str:
+    """The identity a committed checkpoint records ("" : none)."""
+    try:
+        value = json.loads((Path(path) / META).read_text()).get("identity", "")
+    except (OSError, ValueError, AttributeError):
+        return ""
+    return value if isinstance(value, str) else ""
 
 
 def step_of(path: Path) -> int:
@@ -72,22 +94,25 @@ def begin(root: Path, step: int, attempt: int = 0) -> Path:
     return tmp
 
 
-def commit(root: Path, tmp: Path, step: int, extra: dict | None = None, attempt: int = 0) -> Path:
+def commit(root: Path, tmp: Path, step: int, extra: dict | None = None, attempt: int = 0, identity: str = "") -> Path:
     """Make `tmp` this attempt's checkpoint of `step` in one rename; prune old ones."""
-    (tmp / META).write_text(json.dumps({"step": step, "attempt": attempt, "time": time.time(), **(extra or {})}))
+    meta = {"step": step, "attempt": attempt, "time": time.time(), **({"identity": identity} if identity else {}),
+            **(extra or {})}
+    (tmp / META).write_text(json.dumps(meta))
     final = checkpoint_path(root, step, attempt)
     if final.exists():                      # this attempt re-ran the same step (e.g. after a lost report)
         shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
     _fsync_dir(root)
-    prune(root, keep=KEEP)
+    prune(root, keep=KEEP, identity=identity)
     return final
 
 
-def prune(root: Path, keep: int = KEEP) -> None:
-    """Remove all but the `keep` newest committed checkpoints. Only committed directories and
-    temporary ones untouched for an hour go: another attempt's save in progress is neither."""
-    done = committed(root)
+def prune(root: Path, keep: int = KEEP, identity: str = "") -> None:
+    """Remove all but the `keep` newest committed checkpoints (of this job's, with `identity`). Only
+    committed directories and temporary ones untouched for an hour go: another attempt's save in
+    progress is neither."""
+    done = [c for c in committed(root) if not identity or identity_of(c[2]) == identity]
     for _, _, p in done[:-max(keep, 1)]:
         shutil.rmtree(p, ignore_errors=True)
     for p in root.iterdir():

@@ -93,6 +93,7 @@ class GavelIterator:
         self.lease: LeaseClient | None = None
         self._started = self._finished = False
         self._attempt = self.env.attempt if self.env is not None else 0
+        self._identity = self.env.identity if self.env is not None else ""
         self._terminated = False     # SIGTERM seen: checkpoint and stop at the next step
         self._old_handler = None
         self._committed = -1         # newest step this run committed
@@ -110,7 +111,7 @@ class GavelIterator:
     def _start(self) -> None:
         self._started = True
         self._sync = _Sync()
-        found = ckpt.latest(self.checkpoint_dir) if self._sync.rank == 0 else None
+        found = ckpt.latest(self.checkpoint_dir, self._identity) if self._sync.rank == 0 else None
         step, attempt = self._sync.broadcast(found[0] if found else -1, ckpt.attempt_of(found[1]) if found else 0)
         if step >= 0:
             path = ckpt.checkpoint_path(self.checkpoint_dir, step, attempt)
@@ -215,6 +216,8 @@ class GavelIterator:
         if self._committed >= 0:
             committed = self._committed
         self._sync.barrier()
+        if self.lease is not None and commit:      # the job's own word on its progress, before its worker's
+            self.lease.final(self.step, compute, max(committed, 0))
         why = "done" if done else "terminated" if self._terminated else "lease ended" if commit else "stale"
         log.info("stopping at step %d (%s)", self.step, why)
         if self.env is not None and self.env.result_file is not None:
@@ -250,7 +253,7 @@ class GavelIterator:
 
             shutil.rmtree(tmp, ignore_errors=True)
             return False
-        ckpt.commit(self.checkpoint_dir, tmp, self.step, attempt=self._attempt)
+        ckpt.commit(self.checkpoint_dir, tmp, self.step, attempt=self._attempt, identity=self._identity)
         if self.lease is not None:
             self.lease.checkpoint_step = self.step
         return True
@@ -285,4 +288,5 @@ class GavelIterator:
             self._old_handler = None
 
     def _has_checkpoint(self) -> bool:
-        return ckpt.latest(self.checkpoint_dir) is not None if self.checkpoint_dir is not None else False
+        return ckpt.latest(self.checkpoint_dir, self._identity) is not None if self.checkpoint_dir is not None \
+            else False

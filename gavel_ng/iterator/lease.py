@@ -41,6 +41,7 @@ class JobEnv:
     grace: float = 0.0             # the worker kills the job this long after its lease (0: unknown)
     checkpoint_every_rounds: int = 0   # with renewals: checkpoint at least this often (0: only at the end)
     lease_file: Path | None = None  # where rank 0 writes the signed lease ends it is granted, for the worker
+    identity: str = ""             # its state's id and job id: the checkpoints it restores must carry it
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> JobEnv | None:
@@ -55,7 +56,7 @@ class JobEnv:
                    env.get("GAVEL_NG_TLS_CA") or None, int(env.get("RANK", "0")), int(env.get("WORLD_SIZE", "1")),
                    env.get("GAVEL_NG_ADAPTIVE", ""), int(env.get("GAVEL_NG_SERVERS", "1")),
                    float(env.get("GAVEL_NG_GRACE_SECONDS") or 0), int(env.get("GAVEL_NG_CHECKPOINT_EVERY_ROUNDS") or 0),
-                   Path(env[leasefile.ENV]) if env.get(leasefile.ENV) else None)
+                   Path(env[leasefile.ENV]) if env.get(leasefile.ENV) else None, env.get("GAVEL_NG_JOB_IDENTITY", ""))
 
 
 class LeaseClient:
@@ -182,6 +183,20 @@ class LeaseClient:
                 self.renew_at = None
             time.sleep(max(0.0, at - time.monotonic()))
             self._ask(self._last_req)
+
+    def final(self, steps: int, compute_seconds: float, checkpoint_step: int, timeout: float = 5.0) -> None:
+        """The attempt's last report, as it exits: its step and newest checkpoint. The scheduler believes a
+        worker's end-of-attempt report only as far as the job's own reports go (runtime.checks), so this is
+        what records the final checkpoint; if it is lost, the next attempt's InitJob tells it instead."""
+        if self.stale:
+            return
+        req = self.pb.UpdateLeaseRequest(job_id=self.env.job_id, attempt=self.env.attempt, steps=steps,
+                                         compute_seconds=compute_seconds, checkpoint_step=checkpoint_step,
+                                         progress_only=True)
+        try:
+            self._busy_retried(self.stub.UpdateLease, req, timeout, time.monotonic() + timeout)
+        except Exception as exc:
+            log.info("final progress report failed (%s): the next attempt reports its checkpoint", exc)
 
     def may_commit(self) -> bool:
         """A checkpoint may be committed only within the lease plus grace: past that the

@@ -185,6 +185,22 @@ class ClusterStatus:
                             for c in m.classes], now=m.now or time.time())
 
 
+@dataclass(frozen=True)
+class UserInfo:
+    """A credential as the scheduler lists it (never its token, which only the add that made it answers)."""
+
+    name: str
+    role: str
+    entities: tuple[str, ...]
+    manages: tuple[str, ...]
+    created: float
+    revoked: float | None
+
+    @classmethod
+    def from_proto(cls, m: pb.UserInfo) -> UserInfo:
+        return cls(m.name, m.role, tuple(m.entities), tuple(m.manages), m.created, m.revoked or None)
+
+
 def placement_label(worker_type: str, placement: list[tuple[str, int]]) -> str:
     """'v100 w1:0,1 w2:0': the worker type, then each worker's GPUs (the scheduler's JobInfo form)."""
     gpus: dict[str, list[str]] = {}
@@ -258,6 +274,25 @@ class SchedulerClient:
 
     def cancel(self, job_id: int) -> str:
         return self._call("CancelJob", pb.CancelJobRequest(job_id=job_id)).status
+
+    # ----- credentials (admin) -------------------------------------------------------------------
+    def add_user(self, name: str, role: str = "user", entities=(), manages=()) -> tuple[UserInfo, str]:
+        """Issue a credential; returns it and its token (shown this once: the scheduler keeps only its hash)."""
+        reply = self._call("ManageUsers", pb.UserRequest(action="add", name=name, role=role, entities=list(entities),
+                                                         manages=list(manages)))
+        return UserInfo.from_proto(reply.users[0]), reply.token
+
+    def grant(self, name: str, entities=(), manages=()) -> UserInfo:
+        reply = self._call("ManageUsers", pb.UserRequest(action="grant", name=name, entities=list(entities),
+                                                         manages=list(manages)))
+        return UserInfo.from_proto(reply.users[0])
+
+    def revoke(self, name: str) -> UserInfo:
+        """Refused from the scheduler's next call on."""
+        return UserInfo.from_proto(self._call("ManageUsers", pb.UserRequest(action="revoke", name=name)).users[0])
+
+    def users(self) -> list[UserInfo]:
+        return [UserInfo.from_proto(u) for u in self._call("ManageUsers", pb.UserRequest(action="list")).users]
 
     def jobs(self, include_finished: bool = True, ids: list[int] | None = None) -> list[JobStatus]:
         """Every job (or those of `ids`), fetched page by page (ListJobs)."""

@@ -20,6 +20,7 @@ from ..elastic.families import parse_adaptive
 from ..errors import InputError, read_json, require
 from ..rules.model import JobRules, parse_job_rules
 from .protos import gavel_pb2 as pb
+from .text import bad_character, unrunnable
 
 SIZES = ("tiny", "full")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -103,6 +104,7 @@ class JobSpec:
         if self.slo_s is not None:
             require(is_number(self.slo_s) and self.slo_s > 0, f"{where}.slo_s", self.slo_s, "must be positive seconds")
         self._check_sizes(where)
+        self._check_characters(where)
         require(not self.working_dir or self.working_dir.startswith("/"), f"{where}.working_dir", self.working_dir,
                 "must be an absolute path (on the workers): a relative one would resolve against each worker's "
                 "own directory")
@@ -112,6 +114,19 @@ class JobSpec:
             require(bool(_ENV_NAME.match(key)), f"{where}.env", key, "not an environment variable name")
             require(key not in RESERVED_ENV and not key.startswith("GAVEL_NG_"), f"{where}.env", key,
                     "reserved: the worker sets it")
+
+    def _check_characters(self, where: str) -> None:
+        """Nothing that cannot run (a NUL byte) or that would reach a terminal (protocol.text)."""
+        rules = self.rules.to_dict() if self.rules is not None else {}
+        names = [("job_type", self.job_type), ("name", self.name), ("size", self.size),
+                 *((f"throughputs.{w!r}", w) for w in self.throughputs),
+                 *((k, v) for k, v in rules.items() if isinstance(v, str)),
+                 *((k, x) for k, v in rules.items() if isinstance(v, list) for x in v)]
+        for field_name, value in names:
+            why = bad_character(value)
+            require(not why, f"{where}.{field_name}", _clip(value), why)
+        field_name, value, why = unrunnable(self.command, self.env, self.working_dir)
+        require(not why, f"{where}.{field_name}", _clip(value), why)
 
     def _check_declared(self, where: str) -> None:
         """Declared rates: worker type -> steps/s, finite, in [MIN_RATE, MAX_RATE] or 0 (cannot run there)."""

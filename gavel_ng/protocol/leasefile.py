@@ -1,9 +1,10 @@
 """How a renewed lease reaches the worker when heartbeats do not: through the job.
 
 The scheduler answers a job's InitJob/UpdateLease with `lease_end` and a MAC over
-(job, attempt, lease_end) keyed by the cluster token. The job's iterator writes both to
+(job, attempt, lease_end) keyed by a key derived from the cluster token, which workers get
+when they register. The job's iterator writes both to
 the file its worker named (GAVEL_NG_LEASE_FILE); the worker's monitor reads it and moves
-the attempt's kill deadline. The job never holds the token, so it cannot forge a later
+the attempt's kill deadline. The job never holds the key, so it cannot forge a later
 end; replaying an older one of its own gains nothing, as deadlines only move forward.
 """
 
@@ -45,10 +46,11 @@ def write(path: Path, rec: LeaseRecord) -> None:
     os.replace(tmp, path)
 
 
-def read(path: Path) -> LeaseRecord | None:
-    """None when missing or malformed (the job wrote it: trust nothing until the MAC checks)."""
+def parse(text: bytes | str | None) -> LeaseRecord | None:
+    """None when missing or malformed (the job wrote it: trust nothing until the MAC checks). The worker
+    reads the file itself, as a file of the job's (worker.isolation)."""
     try:
-        d = json.loads(path.read_text())
+        d = json.loads(text)
         return LeaseRecord(int(d["job_id"]), int(d["attempt"]), float(d["lease_end"]), str(d["mac"]))
-    except (OSError, ValueError, TypeError, KeyError):
+    except (ValueError, TypeError, KeyError, OverflowError):
         return None

@@ -1,10 +1,22 @@
 """gRPC plumbing shared by the scheduler, the workers, the iterator and the client.
 
 Stubs and server handlers are built from gavel.proto's descriptor, so only the message
-module is generated. Authentication: every call carries `authorization: Bearer TOKEN`;
-a server interceptor refuses anything else with UNAUTHENTICATED before a handler runs.
-A job process gets a token derived from the shared one (HMAC over its job and attempt)
-that is good only for the iterator's calls, so user code never holds the cluster token.
+module is generated. Every call carries `authorization: Bearer TOKEN`; the server turns the
+token into a `Principal` (who is calling, in which role) with the `authenticate` function
+it was given, and lets the call through only if that role may call the method (`ALLOWED`):
+
+- admin: the cluster token (STATE/token); may do anything, and is what every client of a
+  cluster that predates per-user credentials holds;
+- user: a credential an admin issued (`gavel-ng user add`); submits, lists, cancels;
+- worker: a worker credential; registers, heartbeats and reports, nothing else;
+- job: a token derived from the cluster token for one attempt (HMAC over job and attempt),
+  good only for that attempt's own lease calls;
+- scheduler: what a worker's own service accepts (RunJob, KillJob), with the token the worker
+  gave the scheduler when it registered.
+
+A handler reads its caller with `caller()`. Malformed requests, refused tokens and handler
+errors are answered with a status, never a traceback, and said in the log in one line with
+the caller's address, at most once a minute per kind and address (`SayOnce`).
 """
 
 from __future__ import annotations
@@ -13,9 +25,13 @@ import hashlib
 import hmac
 import logging
 import os
+import re
 import secrets
+import threading
+import time
 from collections.abc import Callable
 from concurrent import futures
+from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -24,20 +40,69 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from ..errors import InputError
-from .limits import JOB_METHODS, CallLimiter, Caps  # JOB_METHODS: what a job-scoped token may call
+from .limits import CallLimiter, Caps
 from .protos import gavel_pb2 as pb
 
 log = logging.getLogger(__name__)
 # probes (Kubernetes' native gRPC probes send no token) may Check health unauthenticated; Watch holds a
-# handler thread for as long as it streams, so it needs the token like any other call
+# handler thread for as long as it streams, so it needs a credential like any other call
 OPEN_METHODS = frozenset({"/grpc.health.v1.Health/Check"})
 TOKEN_ENV = "GAVEL_NG_TOKEN"
 _JOB_PREFIX = "job:"
+# who may call what (method names are unique across the Scheduler and Worker services)
+ALLOWED: dict[str, frozenset[str]] = {
+    **dict.fromkeys(("RegisterWorker", "Heartbeat", "ReportDone"), frozenset({"worker", "admin"})),
+    **dict.fromkeys(("InitJob", "UpdateLease"), frozenset({"job", "admin"})),
+    **dict.fromkeys(("SubmitJobs", "CancelJob", "ListJobs", "GetStatus"), frozenset({"user", "admin"})),
+    "ManageUsers": frozenset({"admin"}),
+    **dict.fromkeys(("RunJob", "KillJob"), frozenset({"scheduler"})),
+    "Watch": frozenset({"admin", "user", "worker"}),
+}
+SAY_EVERY_S = 60.0        # a refusal of the same kind from the same address is logged at most this often
+# a credential's name: a POSIX account name, since a user's jobs run as the account of that name where workers
+# run as root (runtime.credentials issues them, worker.isolation looks them up)
+ACCOUNT_NAME = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling: a role, and the credential's name (users, workers) or the job attempt (jobs)."""
+
+    role: str                            # admin | user | worker | job | scheduler
+    name: str = ""
+    job: tuple[int, int] | None = None   # (job_id, attempt) for a job token
+
+    @property
+    def actor(self) -> str:
+        """How events and logs name it: admin, user:alice, worker:node3, job:7.2, scheduler."""
+        if self.job is not None:
+            return f"job:{self.job[0]}.{self.job[1]}"
+        return f"{self.role}:{self.name}" if self.name else self.role
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role == "admin"
+
+
+ADMIN = Principal("admin")
+SCHEDULER = Principal("scheduler")
+_CALLER: ContextVar[Principal | None] = ContextVar("gavel_ng_caller", default=None)
+
+
+def caller() -> Principal | None:
+    """The principal of the call this handler serves (None outside a call: the round loop, tests)."""
+    return _CALLER.get()
+
+
+def bearer(metadata) -> str:
+    """The token of `authorization: Bearer TOKEN` among a call's metadata ("" when none)."""
+    value = next((v for k, v in metadata or () if k == "authorization"), "")
+    return value[len("Bearer "):] if isinstance(value, str) and value.startswith("Bearer ") else ""
 
 
 @dataclass(frozen=True)
 class Security:
-    """Shared token plus optional TLS files (PEM paths)."""
+    """The token this process presents, plus optional TLS files (PEM paths)."""
 
     token: str
     tls_cert: str | None = None   # this process's certificate (servers)
@@ -46,7 +111,7 @@ class Security:
 
     def __post_init__(self) -> None:
         if not self.token:
-            raise InputError("token", "", "a shared token is required (--token-file or $GAVEL_NG_TOKEN)")
+            raise InputError("token", "", "a token is required (--token-file or $GAVEL_NG_TOKEN)")
         if (self.tls_cert is None) != (self.tls_key is None):
             raise InputError("--tls-cert/--tls-key", self.tls_cert or self.tls_key, "give both or neither")
         for name in ("tls_cert", "tls_key", "tls_ca"):
@@ -67,7 +132,7 @@ class Security:
 
 
 def read_token(path: str | None = None) -> str:
-    """The shared token from a file, else from $GAVEL_NG_TOKEN, else ''."""
+    """A token from a file, else from $GAVEL_NG_TOKEN, else ''."""
     if path:
         try:
             return Path(path).read_text().strip()
@@ -80,47 +145,98 @@ def new_token() -> str:
     return secrets.token_urlsafe(24)
 
 
+def same(a: str, b: str) -> bool:
+    return hmac.compare_digest(a.encode(), b.encode())
+
+
+def derive(secret: str, purpose: str) -> str:
+    """A key for one purpose derived from the cluster token: holding it tells nothing of the token."""
+    return hmac.new(secret.encode(), f"gavel-ng:{purpose}".encode(), hashlib.sha256).hexdigest()
+
+
 def job_token(secret: str, job_id: int, attempt: int) -> str:
     mac = hmac.new(secret.encode(), f"{job_id}:{attempt}".encode(), hashlib.sha256).hexdigest()
     return f"{_JOB_PREFIX}{job_id}:{attempt}:{mac}"
 
 
-@dataclass(frozen=True)
-class Principal:
-    """Who is calling: the cluster (shared token) or one job attempt."""
-
-    job: tuple[int, int] | None = None   # (job_id, attempt) for a job token
-
-    @property
-    def is_cluster(self) -> bool:
-        return self.job is None
-
-
-def authenticate(secret: str, metadata, method: str) -> Principal | None:
-    """The caller behind `metadata`, or None when the token is missing, wrong or not allowed here."""
-    value = next((v for k, v in metadata or () if k == "authorization"), "")
-    if not isinstance(value, str) or not value.startswith("Bearer "):
+def job_principal(secret: str, token: str) -> Principal | None:
+    """The job attempt a job token was made for, or None when it is not one (or forged)."""
+    if not token.startswith(_JOB_PREFIX):
         return None
-    token = value[len("Bearer "):]
-    if hmac.compare_digest(token.encode(), secret.encode()):
-        return Principal()
-    if token.startswith(_JOB_PREFIX) and method in JOB_METHODS:
-        try:
-            job_s, attempt_s, _ = token[len(_JOB_PREFIX):].split(":")
-            job, attempt = int(job_s), int(attempt_s)
-        except ValueError:
-            return None
-        if hmac.compare_digest(token.encode(), job_token(secret, job, attempt).encode()):
-            return Principal((job, attempt))
+    try:
+        job_s, attempt_s, _ = token[len(_JOB_PREFIX):].split(":")
+        job, attempt = int(job_s), int(attempt_s)
+    except ValueError:
+        return None
+    if same(token, job_token(secret, job, attempt)):
+        return Principal("job", job=(job, attempt))
     return None
 
 
-class _AuthInterceptor(grpc.ServerInterceptor):
-    """Refuses unauthenticated calls, and calls over the caller's share of handler threads (limits.py)."""
+def token_authenticator(token: str, principal: Principal = ADMIN) -> Callable[[str], Principal | None]:
+    """Who holds exactly `token` is `principal` (a worker's service: the scheduler; a bare server: the admin)."""
+    return lambda presented: principal if presented and same(presented, token) else None
 
-    def __init__(self, secret: str, limiter: CallLimiter):
-        self.secret = secret
+
+class SayOnce:
+    """Refusals said in one line each, at most once every `every` seconds per (kind, caller address),
+    with the count of those held back since: a hostile client cannot fill the log."""
+
+    def __init__(self, every: float = SAY_EVERY_S, clock=time.monotonic):
+        self.every, self.clock = every, clock
+        self._last: dict[tuple[str, str], tuple[float, int]] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, kind: str, peer: str, text: str) -> None:
+        """Say `text` (its "{host}" replaced by the caller's address) unless said for (kind, host) lately."""
+        host = _host(peer)
+        now = self.clock()
+        with self._lock:
+            last, held = self._last.get((kind, host), (-float("inf"), 0))
+            if now - last < self.every:
+                self._last[(kind, host)] = (last, held + 1)
+                return
+            self._last[(kind, host)] = (now, 0)
+            if len(self._last) > 10_000:        # many addresses: forget the oldest half
+                for key in sorted(self._last, key=lambda k: self._last[k][0])[:5_000]:
+                    del self._last[key]
+        more = f" ({held} more like it since)" if held else ""
+        log.warning("%s%s", text.replace("{host}", host), more, extra={"kind": f"rpc {kind} {host}"})
+
+
+def _host(peer: str) -> str:
+    """'ipv4:10.0.0.7:51234' -> '10.0.0.7' (the port changes with every connection)."""
+    kind, _, rest = (peer or "unknown").partition(":")
+    if kind == "ipv6":
+        return rest.rsplit(":", 1)[0].strip("[]")
+    return rest.rsplit(":", 1)[0] if kind == "ipv4" else peer or "unknown"
+
+
+@dataclass(frozen=True)
+class Malformed:
+    """A request that did not parse as its message type (what the deserializer hands the handler)."""
+
+    reason: str
+
+
+def _parser(cls):
+    def parse(data: bytes):
+        try:
+            return cls.FromString(data)
+        except Exception as exc:        # DecodeError, invalid UTF-8, recursion: all are the caller's fault
+            return Malformed(str(exc)[:200] or type(exc).__name__)
+
+    return parse
+
+
+class _AuthInterceptor(grpc.ServerInterceptor):
+    """Authenticates and authorizes every call, refuses malformed ones and calls over the caller's share
+    of handler threads (limits.py), and turns any handler exception into one line and a status."""
+
+    def __init__(self, authenticate: Callable[[str], Principal | None], limiter: CallLimiter):
+        self.authenticate = authenticate
         self.limiter = limiter
+        self.say = SayOnce()
 
         def deny(request, context):
             context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or invalid token")
@@ -131,28 +247,50 @@ class _AuthInterceptor(grpc.ServerInterceptor):
         if details.method in OPEN_METHODS:
             return continuation(details)
         method = details.method.rsplit("/", 1)[-1]
-        who = authenticate(self.secret, details.invocation_metadata, method)
-        if who is None:
-            log.warning("refused %s: missing or invalid token", details.method)
-            return self._deny
         handler = continuation(details)
-        if handler is None or handler.unary_unary is None:
-            return handler
+        if handler is None:
+            return None
+        if handler.unary_unary is None:    # a stream (health Watch): no context here, so refused before it runs
+            who = self.authenticate(bearer(details.invocation_metadata))
+            return handler if who is not None and who.role in ALLOWED.get(method, ()) else self._deny
         return grpc.unary_unary_rpc_method_handler(
-            partial(self._limited, handler.unary_unary, method, who.job),
+            partial(self._guarded, handler.unary_unary, method),
             request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer)
 
-    def _limited(self, behaviour, method: str, job, request, context):
-        """Run the handler while holding one of the caller's slots; RESOURCE_EXHAUSTED when it has none."""
-        cls, caller = self.limiter.classify(method, job, context.peer())
-        refusal = self.limiter.enter(cls, caller)
+    def _guarded(self, behaviour, method: str, request, context):
+        peer = context.peer()
+        who = self.authenticate(bearer(context.invocation_metadata()))
+        if who is None:
+            self.say("token", peer, f"refused {method} from {{host}}: missing or invalid token")
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or invalid token")
+        if isinstance(request, Malformed):
+            self.say("malformed", peer, f"refused {method} from {{host}} ({who.actor}): not a valid request "
+                                        f"({request.reason})")
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{method}: malformed request ({request.reason})")
+        if who.role not in ALLOWED.get(method, ()):
+            self.say(f"denied {who.actor}", peer, f"refused {method} from {{host}} ({who.actor}): a {who.role} may "
+                                                  "not call it")
+            roles = ", ".join(sorted(ALLOWED.get(method, ())))
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, f"{who.actor} may not call {method} (it is for: {roles})")
+        key = f"user:{who.name}" if who.role == "user" else peer      # a user's connections share one cap
+        cls, slot = self.limiter.classify(method, who.job, key)
+        refusal = self.limiter.enter(cls, slot)
         if refusal is not None:
-            log.debug("refused %s from %s: %s", method, caller, refusal)
+            log.debug("refused %s from %s: %s", method, slot, refusal)
             context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, f"{method}: {refusal}; retry later")
+        bound = _CALLER.set(who)
         try:
             return behaviour(request, context)
+        except Exception as exc:
+            if context.code() is not None:            # the handler's own abort: its status stands
+                raise
+            self.say(f"error {method}", peer, f"{method} from {{host}} ({who.actor}) failed: "
+                                              f"{type(exc).__name__}: {str(exc)[:200]}")
+            context.abort(grpc.StatusCode.INTERNAL, f"{method} failed ({type(exc).__name__}); the server's log says "
+                                                    "more")
         finally:
-            self.limiter.leave(cls, caller)
+            _CALLER.reset(bound)
+            self.limiter.leave(cls, slot)
 
 
 def _service(name: str):
@@ -160,13 +298,16 @@ def _service(name: str):
 
 
 def make_server(bind: str, port: int, services: dict[str, object], security: Security,
-                max_workers: int = 32, health_servicer: health.HealthServicer | None = None) -> tuple[grpc.Server, int]:
+                max_workers: int = 32, health_servicer: health.HealthServicer | None = None,
+                authenticate: Callable[[str], Principal | None] | None = None) -> tuple[grpc.Server, int]:
     """Start a server for `services` ({"Scheduler": impl}) and the standard gRPC health service
     (grpc.health.v1.Health: SERVING for "" and each service's full name unless the caller, passing
-    its own `health_servicer`, says otherwise); returns the server and the bound port."""
+    its own `health_servicer`, says otherwise); returns the server and the bound port. `authenticate`
+    turns a token into its principal (default: `security.token` is the admin's, nothing else is)."""
     limiter = CallLimiter(Caps(max_workers))
+    who = authenticate or token_authenticator(security.token)
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="grpc"),
-                         interceptors=[_AuthInterceptor(security.token, limiter)],
+                         interceptors=[_AuthInterceptor(who, limiter)],
                          options=[("grpc.so_reuseport", 0)])
     for name, impl in services.items():
         desc = _service(name)
@@ -174,7 +315,7 @@ def make_server(bind: str, port: int, services: dict[str, object], security: Sec
         for m in desc.methods:
             req, resp = getattr(pb, m.input_type.name), getattr(pb, m.output_type.name)
             methods[m.name] = grpc.unary_unary_rpc_method_handler(
-                getattr(impl, m.name), request_deserializer=req.FromString,
+                getattr(impl, m.name), request_deserializer=_parser(req),
                 response_serializer=resp.SerializeToString)
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(desc.full_name, methods),))
     own = health_servicer is None

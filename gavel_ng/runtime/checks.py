@@ -16,6 +16,11 @@ Bounds (README "Hostile numbers"):
   for the job type (what the lease could allow);
 - a checkpoint step in [0, total steps] and no more than the progress known so far plus what
   the job's earlier attempts could have run at that rate (a checkpoint is written by one of them).
+
+A worker's end-of-attempt report is believed only as far as the job's own calls support it: its
+checkpoint step no further than the newest checkpoint the job reported (InitJob, UpdateLease, and
+the report GavelIterator makes as it exits), and its steps run no more than the attempt reported
+(README "Security": a worker cannot mark a job done that did not run).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import json
 import logging
 import math
 import time
+from dataclasses import replace
 
 from ..errors import InputError
 from ..throughputs import UNCONSOLIDATED, ThroughputTable
@@ -141,9 +147,12 @@ class Checks:
                                                              f"{rep.attempt}")
             wall = _wall(launched, now)
             _number("exit_code", rep.exit_code, *EXIT_CODES)
-            _number("steps", rep.steps, -1, _total(job), " (-1: unknown, else at most the job's total)")
-            _number("steps_run", rep.steps_run, 0, min(_total(job), _fastest(self.base, job.key) * wall),
-                    " (the job's total, and what the lease allows)")
+            _number("steps", rep.steps, -1, job.steps_done, f" (-1: unknown, else at most the newest checkpoint job "
+                                                            f"{job.job_id} reported itself)")
+            att = job.live if job.live is not None and job.live.attempt == rep.attempt else None
+            ran = max(job.steps_live - att.steps_start, 0) if att is not None else _total(job)
+            _number("steps_run", rep.steps_run, 0, min(ran, _fastest(self.base, job.key) * wall),
+                    " (the steps the attempt reported itself, and what the lease allows)")
             _number("compute_seconds", rep.compute_seconds, 0.0, wall, " (the attempt's wall time since launch)")
             _number("wall_seconds", rep.wall_seconds, 0.0, wall, " (the attempt's wall time since launch)")
 
@@ -155,7 +164,11 @@ class Checks:
             try:
                 if rep.worker_id != worker_id:
                     raise InputError("pending.worker_id", rep.worker_id, f"not the registering worker {worker_id}")
-                self.report(rep)
+                try:
+                    self.report(rep)
+                except InputError:              # its numbers: the end is still news, without its progress
+                    rep = replace(rep, done=False, steps=-1, steps_run=0, compute_seconds=0.0, wall_seconds=0.0)
+                    self.report(rep)
                 kept.append(rep)
             except (InputError, KeyError) as exc:
                 log.warning("worker %s: dropped its report of job %d attempt %d: %s", worker_id, rep.job_id,

@@ -35,9 +35,10 @@ from ..mechanism import JobView, RoundPlan, RoundResult
 from ..protocol.client import placement_label
 from ..protocol.leasefile import lease_mac
 from ..protocol.protos import gavel_pb2 as pb
-from ..protocol.rpc import job_token
+from ..protocol.rpc import derive, job_token
 from .adaptive import AdaptiveReport, note_launch
 from .jobs import FINISHED, Attempt, DoneReport, JobState
+from .records import job_dir
 from .state import ClusterState
 from .store import StoreError
 from .workers import Kill, WorkerState
@@ -75,8 +76,11 @@ class Assignment:
 
 class DeployExecutor:
     def __init__(self, state: ClusterState, placement: Callable[[RoundPlan, int], list[tuple[str, int]]],
-                 checkpoint_root: Path, stop: threading.Event, on_topology_change: Callable[[], None]):
+                 checkpoint_root: Path, stop: threading.Event, on_topology_change: Callable[[], None],
+                 state_id: str = ""):
         self.state = state
+        self.state_id = state_id              # job directories and checkpoints carry it (records.job_dir)
+        self.lease_key = derive(state.secret, "lease")   # workers check the lease ends jobs write with it
         self.placement = placement            # (worker id, local GPU) of each GPU of a planned entry
         self.checkpoint_root = Path(checkpoint_root)
         self.stop = stop
@@ -120,7 +124,10 @@ class DeployExecutor:
         st = self.state
         with st.lock:
             present = [m for m in jobs if m in st.jobs]
-            return JobView(present, [st.jobs[m].spec.scale_factor for m in present], st.believed_isolated(present))
+            T = np.asarray(st.believed_isolated(present), float).reshape(len(present), len(st.worker_types))
+            # the arrivals' backfill places by these rates: a job's rules keep it off the types they do not allow
+            return JobView(present, [st.jobs[m].spec.scale_factor for m in present],
+                           np.where(st.allowed(present), T, 0.0))
 
     def execute(self, plan: RoundPlan) -> RoundResult:
         desired = self.publish(plan)
@@ -302,7 +309,10 @@ class DeployExecutor:
     def _launch(self, job: JobState, att: Attempt) -> None:
         st = self.state
         workers = att.workers
-        ckpt = self.checkpoint_root / f"job-{job.job_id}"
+        ckpt = job_dir(self.checkpoint_root, job.job_id, self.state_id)
+        # a user's job runs as that user where workers run as root; an admin's as the worker's account
+        run_as = job.actor.removeprefix("user:") if job.actor.startswith("user:") else ""
+        identity = f"{self.state_id}:{job.job_id}" if self.state_id else ""
         dist_init = f"file://{ckpt}/rendezvous-{att.attempt}" if len(workers) > 1 else ""
         rank = 0
         for wid in workers:
@@ -312,7 +322,7 @@ class DeployExecutor:
                                    lease_seconds=att.lease_end - time.time(), checkpoint_dir=str(ckpt),
                                    job_token=job_token(st.secret, job.job_id, att.attempt),
                                    share_with=att.partner or 0, servers=len(workers),
-                                   checkpoint_every_rounds=self.checkpoint_every)
+                                   checkpoint_every_rounds=self.checkpoint_every, run_as=run_as, identity=identity)
             rank += len(gpus)
             w = st.workers.get(wid)
             try:
@@ -438,7 +448,7 @@ class DeployExecutor:
             renew_in = retry
         return Lease(steps_total=job.spec.steps, seconds_left=max(att.lease_end - now, 0.0), renew_in=renew_in,
                      renewed=renewed, round_seconds=self.L, lease_end=att.lease_end,
-                     lease_mac=lease_mac(self.state.secret, job.job_id, att.attempt, att.lease_end))
+                     lease_mac=lease_mac(self.lease_key, job.job_id, att.attempt, att.lease_end))
 
     def round_ends_in(self) -> float:
         return max(0.0, self.round_end - time.time()) if self.round_end is not None else 0.0

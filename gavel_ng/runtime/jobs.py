@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..protocol.jobspec import JobSpec
-from .store import Store, StoreError
+from .store import Store, StoreError, acting
 
 log = logging.getLogger(__name__)
 FINISHED = ("done", "cancelled", "failed")
@@ -124,6 +124,7 @@ class JobState:
     gpu_seconds: dict[str, float] = field(default_factory=dict)   # GPU-seconds of its ended attempts, by type
     error: str = ""                     # why its last attempt failed ("" once one ran without failing)
     retry_at: float = 0.0               # after a failure: no relaunch before this (time.time(), backoff)
+    actor: str = ""                     # who submitted it (admin, user:NAME): a user's job runs as that user
 
     def fenced(self, now: float) -> bool:
         if self.fence is not None and (not self.fence.workers or now >= self.fence.until):
@@ -171,7 +172,7 @@ class JobBook:
                                              max(row.steps_live, row.steps_done), row.finished, row.attempts,
                                              row.failures, row.renewals, reason=row.reason,
                                              first_start=row.first_start, preemptions=row.preemptions,
-                                             gpu_seconds=dict(row.gpu_seconds), error=row.error)
+                                             gpu_seconds=dict(row.gpu_seconds), error=row.error, actor=row.actor)
 
     def restore_attempts(self) -> None:
         """Attempts the store says still run: live again until their workers claim them (or not)."""
@@ -189,8 +190,9 @@ class JobBook:
     def add(self, specs: list[JobSpec], now: float, key: str = "", digest: str = "") -> list[int]:
         """Jobs, submit events and idempotency key are stored in one transaction (Store.add_jobs)."""
         ids = self.store.add_jobs(specs, now, key, digest)
+        actor = acting()
         for i, spec in zip(ids, specs):
-            self.jobs[i] = JobState(i, spec, now)
+            self.jobs[i] = JobState(i, spec, now, actor=actor)
             self.measurements.add_job(self.jobs[i])
         return ids
 

@@ -16,6 +16,16 @@ an estimate from the reference jobs whose speeds across types are most like its 
 estimator's isolated model, gavel_ng.estimator.IsolatedModel: Gavel §4's similar jobs, with
 the measured and declared rates as the new job's profile). With nothing measured or declared,
 the reference jobs of its scale factor stand in on average.
+
+What a job reports about its speed is evidence, not truth: each (class, worker type) keeps one
+rate per source (a user, or a job that names none), and believes their consensus (`consensus`):
+the median of three or more sources; of two, the median of them and the table's rate (or the
+declared one); a single source of a table class only within SINGLE_SOURCE_BAND of the table's
+rate. So one source that lies, or is simply wrong, moves a table class at most 4x while it is
+alone, and not at all once two others agree (docs/deploy.md, Security). The cost: a class the
+table gets wrong by more than 4x is believed at 4x until a second user's job of it measured. A
+class of a user's own is that user's word either way (they declared its rates too): its single
+source is believed as measured.
 """
 
 from __future__ import annotations
@@ -30,6 +40,11 @@ from ..throughputs import JobKey, ThroughputTable
 
 log = logging.getLogger(__name__)
 MIN_WEIGHT = 0.3     # weight of a new sample once a few are in (exponential moving average)
+SINGLE_SOURCE_BAND = 4.0   # one source alone moves a class at most this factor from its table (or declared) rate
+SOURCES_KEPT = 16          # sources kept per (class, worker type): the most recently heard
+LEGACY_SOURCE = "stored"   # a state written before sources were kept: its rate counts as one source
+
+Key4 = tuple[str, int, str, bool]     # (job type, scale factor, worker type, consolidated)
 
 
 def sane(value) -> bool:
@@ -42,10 +57,13 @@ class MeasuredTable:
         self.base = base
         self.worker_types = list(worker_types)
         self.enabled = enabled
-        # (job type, sf, worker type, consolidated) -> (steps/s, samples)
-        self.values: dict[tuple[str, int, str, bool], tuple[float, int]] = {}
+        # (job type, sf, worker type, consolidated) -> (steps/s believed, samples): the sources' consensus
+        self.values: dict[Key4, tuple[float, int]] = {}
+        self.by_source: dict[Key4, dict[str, tuple[float, int]]] = {}  # ... -> source -> its own (rate, samples)
+        self.evicted: dict[Key4, list[str]] = {}     # sources dropped (SOURCES_KEPT), for the store to forget
         # (job key, partner key, worker type) -> (steps/s of the job while sharing, samples)
         self.pairs: dict[tuple[JobKey, JobKey, str], tuple[float, int]] = {}
+        self._pair_sources: dict[tuple[JobKey, JobKey, str], dict[str, tuple[float, int]]] = {}
         self._cache: dict[JobKey, np.ndarray] = {}
         self.refused = 0                 # samples that were not a sane rate (logged once, then counted)
         self.declared: dict[JobKey, dict[str, float]] = {}    # a new class's rates as its job file declared them
@@ -68,7 +86,9 @@ class MeasuredTable:
         bad = []
         for job_type, sf, w, cons, value, n in rows:
             if sane(value):
-                self.values[(job_type, sf, w, cons)] = (float(value), n)
+                key = (job_type, sf, w, cons)
+                self.by_source[key] = {LEGACY_SOURCE: (float(value), n)}
+                self.values[key] = self._consensus(key, self.by_source[key])
             else:
                 bad.append((job_type, sf, w, cons))
         if bad:
@@ -77,6 +97,17 @@ class MeasuredTable:
         self._cache.clear()
         return bad
 
+    def load_sources(self, rows: list[tuple[str, int, str, bool, str, float, int]]) -> None:
+        """The stored rates by source (they replace load()'s stand-in for the keys they cover)."""
+        fresh: dict[Key4, dict[str, tuple[float, int]]] = {}
+        for job_type, sf, w, cons, source, value, n in rows:
+            if sane(value):
+                fresh.setdefault((job_type, sf, w, cons), {})[source] = (float(value), int(n))
+        for key, srcs in fresh.items():
+            self.by_source[key] = srcs
+            self.values[key] = self._consensus(key, srcs)
+        self._cache.clear()
+
     def refuse(self, what: str, value) -> None:
         self.refused += 1
         if self.refused == 1:
@@ -84,25 +115,46 @@ class MeasuredTable:
                         "MeasuredTable.refused)", what, value)
 
     def record(self, job_type: str, sf: int, worker_type: str, consolidated: bool,
-               steps_per_s: float) -> tuple[float, int] | None:
-        """Fold in one measurement; returns the new (value, samples) to persist (None: not a sane rate)."""
+               steps_per_s: float, source: str = "") -> tuple[float, int] | None:
+        """Fold in one measurement from `source` (a user, or a job); returns the class's new (value, samples)
+        to persist (None: not a sane rate). The source's own (rate, samples) is by_source[key][source]."""
         if not sane(steps_per_s):
             self.refuse(f"{job_type}|{worker_type}", steps_per_s)
             return None
         key = (job_type, sf, worker_type, consolidated)
-        self.values[key] = _fold(self.values.get(key), steps_per_s)
+        srcs = self.by_source.setdefault(key, {})
+        _add(srcs, source, steps_per_s, self.evicted.setdefault(key, []))
+        self.values[key] = self._consensus(key, srcs)
         self._cache.pop((job_type, sf), None)
         return self.values[key]
 
     def record_pair(self, key: JobKey, partner: JobKey, worker_type: str,
-                    steps_per_s: float) -> tuple[float, int] | None:
-        """Fold in one in-pair rate of `key` while it shared a GPU with a job of `partner`."""
+                    steps_per_s: float, source: str = "") -> tuple[float, int] | None:
+        """Fold in one in-pair rate of `key` while it shared a GPU with a job of `partner` (no table prior:
+        the median of its sources, the geometric mean of two)."""
         if not sane(steps_per_s):
             self.refuse(f"{key[0]}|{worker_type}|with {partner[0]}", steps_per_s)
             return None
         k = (key, partner, worker_type)
-        self.pairs[k] = _fold(self.pairs.get(k), steps_per_s)
+        srcs = self._pair_sources.setdefault(k, {})
+        _add(srcs, source, steps_per_s, [])
+        self.pairs[k] = (consensus([v for v, _ in srcs.values()], None), sum(n for _, n in srcs.values()))
         return self.pairs[k]
+
+    def prior(self, key: Key4) -> tuple[float | None, bool]:
+        """What a class's rate on a worker type is believed to be before anyone measured it, and whether the
+        operator vouches for it: the table's (yes), or for a class of a user's own the declared one (no: the
+        user's word); None when neither says."""
+        job_type, sf, w, cons = key
+        if (job_type, sf) in self._known:
+            v = (None if cons else self.base.get_unconsolidated((job_type, sf), w)) or self.base.get((job_type, sf), w)
+            return (float(v), True) if sane(v) else (None, True)
+        v = self.declared.get((job_type, sf), {}).get(w)
+        return (float(v) if v is not None and sane(v) else None), False
+
+    def _consensus(self, key: Key4, srcs: dict[str, tuple[float, int]]) -> tuple[float, int]:
+        prior, vouched = self.prior(key)
+        return consensus([v for v, _ in srcs.values()], prior, vouched), sum(n for _, n in srcs.values())
 
     def row(self, key: JobKey) -> np.ndarray:
         """Steps/s of one (job type, scale factor) on each worker type (consolidated)."""
@@ -186,6 +238,33 @@ class MeasuredTable:
         for (key, partner, w), (v, _) in sorted(self.pairs.items()):
             out[f"{key[0]}|{key[1]}|{w}|with {partner[0]}"] = v
         return out
+
+
+def consensus(rates: list[float], prior: float | None, vouched: bool = True) -> float:
+    """The rate believed from the sources' `rates` (each one source's own average) and the `prior` (the
+    table's, `vouched` for by the operator, or a user's declaration): the median of three or more; of two,
+    the median of them and the prior (their geometric mean without one); one alone, within
+    SINGLE_SOURCE_BAND of a vouched prior (as measured otherwise). An even count's median is the geometric
+    mean of the middle two."""
+    values = sorted(rates)
+    if len(values) == 1:
+        if prior is None or not vouched:
+            return values[0]
+        return min(max(values[0], prior / SINGLE_SOURCE_BAND), prior * SINGLE_SOURCE_BAND)
+    if len(values) == 2 and prior is not None:
+        values = sorted(values + [prior])
+    n = len(values)
+    return values[n // 2] if n % 2 else math.sqrt(values[n // 2 - 1] * values[n // 2])
+
+
+def _add(srcs: dict[str, tuple[float, int]], source: str, rate: float, evicted: list[str]) -> None:
+    """Fold `rate` into `source`'s own average; keep the SOURCES_KEPT most recently heard sources."""
+    old = srcs.pop(source, None)
+    srcs[source] = _fold(old, rate)          # (re)inserted last: dict order is recency
+    while len(srcs) > SOURCES_KEPT:
+        gone = next(iter(srcs))
+        del srcs[gone]
+        evicted.append(gone)
 
 
 def _fold(old: tuple[float, int] | None, sample: float) -> tuple[float, int]:

@@ -58,20 +58,22 @@ class MeasuredThroughputs:
 
     # ----- measurements ----------------------------------------------------------------------
     def record(self, job_id: int, key: JobKey, worker_type: str, seconds: float, steps: float,
-               partner: tuple[int, JobKey] | None = None) -> tuple[float, int] | None:
+               partner: tuple[int, JobKey] | None = None, source: str = "") -> tuple[float, int] | None:
         """Fold in `steps` in `seconds` on `worker_type` (`_unconsolidated` when split), alone or
-        next to `partner` (job id, key). Returns the table's new isolated (value, samples) to
-        persist, or None when the table's isolated entries did not change (or the sample is not a sane rate)."""
+        next to `partner` (job id, key), as `source` reported it (measured.consensus). Returns the table's new
+        isolated (value, samples) to persist, or None when the table's isolated entries did not change (or the
+        sample is not a sane rate)."""
         rate = steps / seconds if sane(seconds) else math.nan
         if not (sane(steps) and sane(rate)):      # neither the table nor the estimator takes it
             self.table.refuse(f"{key[0]}|{worker_type}", rate)
             return None
         base, consolidated = worker_type.removesuffix(UNCONSOLIDATED), not worker_type.endswith(UNCONSOLIDATED)
         out = None
+        source = source or f"job:{job_id}"
         if partner is None:
-            out = self.table.record(key[0], key[1], base, consolidated, steps / seconds)
+            out = self.table.record(key[0], key[1], base, consolidated, steps / seconds, source)
         elif consolidated:
-            self.table.record_pair(key, partner[1], base, steps / seconds)
+            self.table.record_pair(key, partner[1], base, steps / seconds, source)
         est = self.estimator
         other = partner[0] if partner is not None else None
         if est is not None and job_id in est.jobs and worker_type in est.workers and (
@@ -79,9 +81,9 @@ class MeasuredThroughputs:
             est.record(Measurement(job_id, worker_type, seconds, steps, partner=other))
         return out
 
-    def replay(self, events: list[dict], keys: dict[int, JobKey]) -> int:
+    def replay(self, events: list[dict], keys: dict[int, JobKey], sources: dict[int, str] | None = None) -> int:
         """After a restart, from the "measure" events: pair rates, and every sample of the jobs the
-        estimator follows (isolated rates per job type are in the store's throughputs table)."""
+        estimator follows (isolated rates per job type and source are in the store's tables)."""
         n = 0
         for e in events:
             d, job_id = e["detail"], e["job_id"]
@@ -97,7 +99,7 @@ class MeasuredThroughputs:
                     self.estimator.record(Measurement(job_id, d["worker_type"], d["seconds"], d["steps"]))
             else:
                 self.record(job_id, keys[job_id], d["worker_type"], d["seconds"], d["steps"],
-                            (partner, keys[partner]))
+                            (partner, keys[partner]), (sources or {}).get(job_id, ""))
             n += 1
         if n:
             log.info("replayed %d throughput measurements", n)
@@ -139,6 +141,12 @@ class MeasuredThroughputs:
             raise ValueError(f"the runtime's throughputs have the worker types as columns, not {columns}")
 
 
+def source_of(job: JobState) -> str:
+    """Whose word a job's speed reports are: its user's (all their jobs count as one source), else its own."""
+    user = getattr(job.spec.rules, "user", None)
+    return f"user:{user}" if user else f"job:{job.job_id}"
+
+
 class Measurements:
     """The measurement bookkeeping of live attempts (called with ClusterState's lock held)."""
 
@@ -153,6 +161,7 @@ class Measurements:
         bad = self.throughputs.table.load(self.store.load_throughputs())
         if bad:
             self.store.delete_throughputs(bad)
+        self.throughputs.table.load_sources(self.store.load_rate_sources())
         for job in self.jobs.values():
             if job.status not in FINISHED:
                 self.throughputs.add_job(job.job_id, job.key, job.spec.throughputs)
@@ -160,7 +169,8 @@ class Measurements:
                 self.throughputs.keys[job.job_id] = job.key
                 if job.spec.throughputs:
                     self.throughputs.table.declare(job.key, job.spec.throughputs)
-        self.throughputs.replay(self.store.events("measure"), {m: j.key for m, j in self.jobs.items()})
+        self.throughputs.replay(self.store.events("measure"), {m: j.key for m, j in self.jobs.items()},
+                                {m: source_of(j) for m, j in self.jobs.items()})
 
     def add_job(self, job: JobState) -> None:
         self.throughputs.add_job(job.job_id, job.key, job.spec.throughputs)
@@ -230,9 +240,15 @@ class Measurements:
         partner = (with_, self.jobs[with_].key) if with_ is not None and with_ in self.jobs else None
         if with_ is not None and partner is None:
             return
-        saved = self.throughputs.record(job.job_id, job.key, worker_type, d_secs, d_steps, partner)
+        source = source_of(job)
+        saved = self.throughputs.record(job.job_id, job.key, worker_type, d_secs, d_steps, partner, source)
         if saved is not None:
             split = worker_type.endswith(UNCONSOLIDATED)
-            self.store.save_throughput(job.key[0], job.key[1], att.worker_type, not split, *saved)
+            key4 = (job.key[0], job.key[1], att.worker_type, not split)
+            table = self.throughputs.table
+            with self.store.transaction():
+                self.store.save_throughput(*key4, *saved)
+                self.store.save_rate_source(*key4, source, *table.by_source[key4][source])
+                self.store.delete_rate_sources(*key4, table.evicted.pop(key4, []))
         self.store.event("measure", job_id=job.job_id, worker_type=worker_type, seconds=d_secs, steps=d_steps,
                          partner=with_)

@@ -52,11 +52,22 @@ CREATE TABLE IF NOT EXISTS submissions (
     key TEXT PRIMARY KEY, digest TEXT NOT NULL, job_ids TEXT NOT NULL, submitted REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS adaptive (
     job_id INTEGER PRIMARY KEY, report TEXT, resizes INTEGER NOT NULL DEFAULT 0, last_type TEXT, last_gpus INTEGER);
+CREATE TABLE IF NOT EXISTS credentials (
+    name TEXT PRIMARY KEY, role TEXT NOT NULL, token_hash TEXT NOT NULL, entities TEXT NOT NULL,
+    manages TEXT NOT NULL, created REAL NOT NULL, revoked REAL);
+CREATE TABLE IF NOT EXISTS rate_sources (
+    job_type TEXT NOT NULL, scale_factor INTEGER NOT NULL, worker_type TEXT NOT NULL,
+    consolidated INTEGER NOT NULL, source TEXT NOT NULL, steps_per_s REAL NOT NULL, samples INTEGER NOT NULL,
+    updated REAL NOT NULL, PRIMARY KEY (job_type, scale_factor, worker_type, consolidated, source));
 """
 # columns added to `jobs` since its first version (name, SQL type, value in a row written before it);
 # a state directory written before gets them on open, and a reader of one reads the default
 ADDED_JOB_COLUMNS = (("steps_live", "INTEGER", 0), ("reason", "TEXT", ""), ("first_start", "REAL", None),
-                     ("preemptions", "INTEGER", 0), ("gpu_seconds", "TEXT", "{}"), ("error", "TEXT", ""))
+                     ("preemptions", "INTEGER", 0), ("gpu_seconds", "TEXT", "{}"), ("error", "TEXT", ""),
+                     ("actor", "TEXT", ""))
+# columns added to `events`: who caused each (runtime.store.acting; "" in a state written before)
+ADDED_EVENT_COLUMNS = (("actor", "TEXT", ""),)
+STATE_ID_KEY = "state_id"
 
 
 @dataclass
@@ -76,6 +87,7 @@ class JobRow:
     preemptions: int = 0       # attempts that stopped short of its end without failing
     gpu_seconds: dict[str, float] = field(default_factory=dict)   # GPU-seconds of its ended attempts, by type
     error: str = ""            # why its last attempt failed ("" : none failed since it last ran well)
+    actor: str = ""            # who submitted it (admin, user:NAME; "" in a state written before)
 
     @property
     def jct(self) -> float | None:
@@ -152,6 +164,25 @@ class RoundHistoryRecord:
     rng: dict | None = None
 
 
+@dataclass(frozen=True)
+class Credential:
+    """A credential an admin issued (runtime.credentials): only its token's SHA-256 is kept."""
+
+    name: str
+    role: str                           # user | worker | admin
+    token_hash: str
+    entities: tuple[str, ...] = ()      # may submit to (the first: a job's default entity)
+    manages: tuple[str, ...] = ()       # sees in full and cancels the jobs of
+    created: float = 0.0
+    revoked: float | None = None
+
+    @property
+    def principal(self):
+        from ..protocol.rpc import Principal
+
+        return Principal(self.role, self.name)
+
+
 @dataclass
 class ClassRecord:
     """A job class's steps/s per worker type as the policy believed them, and each one's source."""
@@ -172,6 +203,7 @@ class ClusterInfo:
     checkpoint_root: str | None = None     # where job checkpoints and logs live (`gavel-ng logs`)
     round_policy: bool = False             # the policy decides per round (RoundDecisionRecord, no allocation)
     prices: dict[str, float] | None = None   # $ per GPU-hour of the configured types (`gavel-ng report`'s cost)
+    state_id: str = ""                     # names job directories (records.job_dir); "": a state older than it
 
 
 class StateQueries:
@@ -192,9 +224,13 @@ class StateQueries:
         n = 9
         out = []
         for r in rows:
-            added = [default if v is None else v for v, (_, _, default) in zip(r[n:], ADDED_JOB_COLUMNS)]
-            added[4] = json.loads(added[4]) if isinstance(added[4], str) else {}
-            out.append(JobRow(r[0], JobSpec(**_spec_args(json.loads(r[1]))), *r[2:n], *added))
+            try:
+                added = [default if v is None else v for v, (_, _, default) in zip(r[n:], ADDED_JOB_COLUMNS)]
+                added[4] = json.loads(added[4]) if isinstance(added[4], str) else {}
+                out.append(JobRow(r[0], JobSpec(**_spec_args(json.loads(r[1]))), *r[2:n], *added))
+            except (ValueError, TypeError, KeyError, AttributeError) as exc:   # JSON, a spec field, InputError
+                raise StateDamaged(f"job {r[0]}'s stored row cannot be read ({type(exc).__name__}: "
+                                   f"{str(exc)[:120]})") from None
         return out
 
     def finished_among(self, job_ids: list[int]) -> set[int]:
@@ -239,6 +275,42 @@ class StateQueries:
         for e in out:
             e["detail"] = json.loads(e["detail"]) if e["detail"] else {}
         return out
+
+    def audit_events(self, kinds: tuple[str, ...], since: float | None, until: float | None) -> list[dict]:
+        """Events of `kinds` in [since, until), oldest first, with their actor ("" before actors were kept)."""
+        have = {r[1] for r in self._all("PRAGMA table_info(events)")}
+        actor = "actor" if "actor" in have else "'' AS actor"
+        rows = self._dicts(f"SELECT ts, kind, job_id, worker_id, detail, {actor} FROM events WHERE kind IN "
+                           f"(SELECT value FROM json_each(?)) AND ts >= ? AND ts < ? ORDER BY seq",
+                           (json.dumps(list(kinds)), -1e300 if since is None else since,
+                            1e300 if until is None else until))
+        for e in rows:
+            try:
+                e["detail"] = json.loads(e["detail"]) if e["detail"] else {}
+            except ValueError:
+                e["detail"] = {"unreadable": str(e["detail"])[:80]}
+        return rows
+
+    def load_credentials(self) -> list[Credential]:
+        """The credentials an admin issued (runtime.credentials), revoked ones included."""
+        try:
+            rows = self._all("SELECT name, role, token_hash, entities, manages, created, revoked FROM credentials")
+        except sqlite3.OperationalError:      # a state written before credentials existed
+            return []
+        try:
+            return [Credential(r[0], r[1], r[2], tuple(json.loads(r[3])), tuple(json.loads(r[4])), r[5], r[6])
+                    for r in rows]
+        except (ValueError, TypeError) as exc:
+            raise StateDamaged(f"a stored credential cannot be read ({exc})") from None
+
+    def load_rate_sources(self) -> list[tuple[str, int, str, bool, str, float, int]]:
+        """Measured rates by source (runtime.measured): (job type, sf, worker type, consolidated, source, rate, n)."""
+        try:
+            rows = self._all("SELECT job_type, scale_factor, worker_type, consolidated, source, steps_per_s, samples "
+                             "FROM rate_sources")
+        except sqlite3.OperationalError:
+            return []
+        return [(r[0], r[1], r[2], bool(r[3]), r[4], r[5], r[6]) for r in rows]
 
     def load_adaptive(self) -> list[tuple[int, dict | None, int, tuple[str, int] | None]]:
         """Adaptive jobs: (job id, last report as a dict, resizes, last (worker type, GPUs))."""
@@ -288,7 +360,8 @@ class StateQueries:
             root = data.get("checkpoint_root")
             prices = {str(w): float(v) for w, v in (data.get("prices") or {}).items()}
             return ClusterInfo(str(data["policy"]), float(data["round_seconds"]), types,
-                               str(root) if root is not None else None, bool(data.get("round_policy", False)), prices)
+                               str(root) if root is not None else None, bool(data.get("round_policy", False)), prices,
+                               str(data.get("state_id") or ""))
         except (KeyError, TypeError, ValueError):
             return None
 
@@ -343,6 +416,12 @@ class StateQueries:
         return data if isinstance(data, dict) else None
 
 
+def job_dir(root: str | Path, job_id: int, state_id: str = "") -> Path:
+    """A job's checkpoint and log directory: `job-N-STATEID`, so that a job of a new state (after the old one
+    was lost) never finds another job's checkpoints under the same number; `job-N` for states older than ids."""
+    return Path(root) / (f"job-{job_id}-{state_id}" if state_id else f"job-{job_id}")
+
+
 def _spec_args(d: dict) -> dict:
     from ..rules.model import JobRules, parse_job_rules
 
@@ -377,6 +456,11 @@ def open_readonly(state_dir: str | Path, timeout: float = 30.0) -> sqlite3.Conne
 
 class NotAStateDir(Exception):
     """The directory holds no scheduler state (no database, or not ours)."""
+
+
+class StateDamaged(Exception):
+    """The state file is not what the scheduler wrote (pages lost, a row that does not parse): the
+    text says what; the scheduler adds where the backup is (runtime.statedir)."""
 
 
 class StateReader(StateQueries):

@@ -7,6 +7,9 @@ per entity: counts, mean and median JCT and queueing delay of the jobs done, GPU
 cost. Jobs are selected as Slurm's sacct does with -S/-E: those whose life (submission to end,
 or to now) overlaps the window.
 
+`read_audit` lists who did what: every submission, cancellation, credential change and worker
+registration with its actor (admin, user:NAME, worker:NAME), from the events the scheduler keeps.
+
 Reads the state read-only (records.StateReader), so it works beside a running scheduler, after
 it stopped or crashed; a job still running counts its attempts' GPU time up to its last ended
 attempt (the running one is not in the state until it ends).
@@ -24,6 +27,18 @@ from .records import JobRow, StateReader
 
 FINISHED = ("done", "cancelled", "failed")
 HOUR = 3600.0
+# what a principal does (events of these kinds carry its actor); the rest is the scheduler's own doing
+AUDITED = ("submit", "cancelled", "user_add", "user_grant", "user_revoke", "worker_up")
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    ts: float
+    actor: str          # admin, user:NAME, worker:NAME ("" in a state written before actors were kept)
+    action: str         # an AUDITED event kind
+    job_id: int | None
+    worker_id: str | None
+    detail: dict
 
 
 @dataclass(frozen=True)
@@ -104,6 +119,14 @@ def read_report(state_dir: str | Path, since: float | None = None, until: float 
     types = list(info.worker_types) if info is not None else sorted({w for r in rows for w in r.gpu_seconds})
     return Report(info.policy if info is not None else "?", types, since, until,
                   [job_metrics(r, prices) for r in rows])
+
+
+def read_audit(state_dir: str | Path, since: float | None = None, until: float | None = None) -> list[AuditEntry]:
+    """Who did what in [since, until): the AUDITED events, oldest first."""
+    with StateReader(state_dir) as rd:
+        rows = rd.audit_events(AUDITED, since, until)
+    return [AuditEntry(e["ts"], e.get("actor") or "", e["kind"], e["job_id"], e["worker_id"], e["detail"])
+            for e in rows]
 
 
 def job_metrics(r: JobRow, prices: dict[str, float]) -> JobMetrics:

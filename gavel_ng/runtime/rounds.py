@@ -65,16 +65,14 @@ class ClusterSource:
 
     def _allowed(self, job) -> np.ndarray:
         """(types,) whether the job's rules let it run on each worker type."""
-        types = list(self.state.worker_types)
-        rules = job.spec.rules
-        return np.array(rules.allows(types) if rules is not None else [True] * len(types), bool)
+        return self.state.allowed([job.job_id])[0]
 
     def round_jobs(self, jobs: list[int]) -> RoundJobs:
         st = self.state
         with st.lock:
             js = [st.jobs[m] for m in jobs]
             T = np.asarray(st.believed_isolated(jobs), float).reshape(len(jobs), len(st.worker_types))
-            allowed = np.array([self._allowed(j) for j in js], bool).reshape(T.shape)
+            allowed = st.allowed(jobs)
             return RoundJobs(np.array([self.adapts and j.spec.adaptive is not None for j in js], bool),
                              np.array([j.spec.scale_factor for j in js], np.int64), np.where(allowed, T, 0.0),
                              np.array([j.submitted for j in js], float), np.array([j.resizes for j in js], np.int64))

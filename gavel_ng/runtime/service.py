@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import sqlite3
 import threading
 import time
 from dataclasses import replace
@@ -31,12 +32,24 @@ from ..policies.registry import ADAPTIVE
 from ..protocol.client import placement_label
 from ..protocol.jobspec import JobSpec
 from ..protocol.protos import gavel_pb2 as pb
-from ..protocol.rpc import Security, Stub, authenticate, make_server, new_token, open_channel
+from ..protocol.rpc import (
+    ADMIN,
+    Principal,
+    Security,
+    Stub,
+    caller,
+    job_principal,
+    make_server,
+    new_token,
+    open_channel,
+    same,
+)
 from ..rules import AdmissionControl, RuleCompiler, ServerRules, check_entity
 from .adaptive import AdaptiveReport
 from .backfill import LiveBackfill
 from .checks import Checks
 from .config import ClusterConfig, validate_submission
+from .credentials import Access, Credentials, PermissionDenied, UnknownWorker, check_user_request, redact
 from .executor import DeployExecutor, Lease
 from .jobs import FINISHED, MAX_DETAIL, AttemptRef, DoneReport, JobState
 from .listing import LimitReached, check_queue, check_submission, digest, list_page, slim, status_page
@@ -44,10 +57,11 @@ from .measured import MeasuredTable
 from .metrics import Metrics
 from .planner import DynamicPlanner
 from .probe import probe_policy
-from .records import ClusterInfo
+from .records import ClusterInfo, Credential, StateDamaged
 from .rounds import ClusterRounds
 from .state import ClusterState, Registration
-from .store import Store, StoreError
+from .statedir import BACKUP_NAME, StateLock, check_layout, damaged, secure, state_id
+from .store import Store, StoreError, private
 from .tables import cluster_table
 from .waiting import Waiting
 from .workers import WorkerConflict
@@ -71,6 +85,11 @@ def _rpc(method):
             context.abort(grpc.StatusCode.NOT_FOUND, f"unknown job {exc.args[0]}")
         except WorkerConflict as exc:
             context.abort(grpc.StatusCode.ALREADY_EXISTS, str(exc))
+        except PermissionDenied as exc:
+            log.warning("refused %s to %s: %s", method.__name__, _actor(), exc)
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
+        except UnknownWorker as exc:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"{exc}: register again")
         except StoreError as exc:       # disk full, I/O error: nothing changed, the caller may retry
             context.abort(grpc.StatusCode.UNAVAILABLE, f"{exc}; nothing was changed, try again later")
 
@@ -91,17 +110,25 @@ class SchedulerServicer:
             raise InputError("gpus", req.gpus, "must be between 1 and 1024")
         if not req.worker_id or not req.address:
             raise InputError("worker_id" if not req.worker_id else "address", "", "required")
+        who = caller()
+        self.svc.check_worker(req.worker_id, req.call_token, claim=True)
+        if who is not None and who.is_admin:
+            log.warning("worker %s registered with the cluster (admin) token: jobs that run as the worker's account "
+                        "can read it; give workers a credential of their own (gavel-ng user add NAME --role worker)",
+                        req.worker_id)
         labels = frozenset(list(req.labels) + list(self.state.config.worker_labels.get(req.worker_id, [])))
         reg = Registration(req.worker_id, req.address, req.gpu_type, req.gpus, [_ref(r) for r in req.running],
-                           self.svc.checks.pending(req.worker_id, [_done(r) for r in req.pending]), labels)
-        kills = self.state.register(reg, self.svc.worker_stub)
+                           self.svc.checks.pending(req.worker_id, [_done(r) for r in req.pending]), labels,
+                           req.call_token)
+        kills = self.state.register(reg, lambda address: self.svc.worker_stub(address, req.call_token))
         self.svc.executor.send_kills(kills)
         cfg = self.state.config
         return pb.RegisterWorkerReply(heartbeat_seconds=cfg.heartbeat_seconds, grace_seconds=cfg.grace,
-                                      round_seconds=cfg.round_seconds)
+                                      round_seconds=cfg.round_seconds, lease_key=self.svc.executor.lease_key)
 
     @_rpc
     def Heartbeat(self, req, context):
+        self.svc.check_worker(req.worker_id, req.call_token)
         answer = self.state.heartbeat(req.worker_id, [_ref(r) for r in req.running])
         if answer is None:
             context.abort(grpc.StatusCode.NOT_FOUND, "unknown worker: register again")
@@ -113,24 +140,27 @@ class SchedulerServicer:
     @_rpc
     def ReportDone(self, req, context):
         rep = _done(req)
+        self.svc.check_worker(rep.worker_id, req.call_token)
         self.svc.checks.report(rep)
         self.state.report(rep)
         return pb.Empty()
 
-    def _job_caller(self, context, method: str, job_id: int, attempt: int) -> None:
-        who = authenticate(self.state.secret, context.invocation_metadata(), method)
+    @staticmethod
+    def _job_caller(job_id: int, attempt: int) -> None:
+        who = caller()
         if who is not None and who.job is not None and who.job != (job_id, attempt):
-            context.abort(grpc.StatusCode.PERMISSION_DENIED, "token is for another job")
+            raise PermissionDenied(f"token is for job {who.job[0]} attempt {who.job[1]}, not job {job_id} attempt "
+                                   f"{attempt}")
 
     @_rpc
     def InitJob(self, req, context):
-        self._job_caller(context, "InitJob", req.job_id, req.attempt)
+        self._job_caller(req.job_id, req.attempt)
         self.svc.checks.checkpoint(req.job_id, req.attempt, req.checkpoint_step)
         return _lease(self.svc.executor.init_job(req.job_id, req.attempt, req.checkpoint_step))
 
     @_rpc
     def UpdateLease(self, req, context):
-        self._job_caller(context, "UpdateLease", req.job_id, req.attempt)
+        self._job_caller(req.job_id, req.attempt)
         report = AdaptiveReport.from_proto(req.report, "", time.time()) if req.HasField("report") else None
         self.svc.checks.progress(req.job_id, req.attempt, req.steps, req.compute_seconds, req.checkpoint_step)
         return _lease(self.svc.executor.update_lease(req.job_id, req.attempt, req.steps, req.compute_seconds, report,
@@ -139,10 +169,11 @@ class SchedulerServicer:
     @_rpc
     def SubmitJobs(self, req, context):
         check_submission(req)
+        who = caller() or ADMIN
         specs = []
         declared: dict[tuple[str, int], dict] = {}
         for i, m in enumerate(req.jobs):
-            spec = JobSpec.from_proto(m)
+            [spec] = self.svc.access.stamp(who, [JobSpec.from_proto(m)], first=i)
             validate_submission(spec, self.svc.table, self.state.worker_types, f"jobs[{i}]",
                                 estimated=self.state.throughputs.estimator is not None)
             self.svc.check_policy_jobs(spec, f"jobs[{i}]")
@@ -151,6 +182,8 @@ class SchedulerServicer:
                                  f"with other rates by an earlier job of this submission: {declared[spec.key]}")
             specs.append(spec)
         key = req.idempotency_key
+        if key and not who.is_admin:        # a user's keys are their own: another's cannot collide with them
+            key = f"{who.actor}/{key}"
         bound = digest(specs) if key else ""
         with self.state.lock:   # rules and admission: refused as a whole, naming the job and the rule
             done = self.svc.store.find_submission(key) if key else None
@@ -177,18 +210,38 @@ class SchedulerServicer:
 
     @_rpc
     def CancelJob(self, req, context):
+        with self.state.lock:
+            job = self.state.jobs.get(req.job_id)
+            if job is None:
+                raise KeyError(req.job_id)
+            self.svc.access.check_cancel(caller(), job)
         status, kills = self.state.cancel(req.job_id)
         self.svc.executor.send_kills(kills)
         return pb.CancelJobReply(status=status)
 
     @_rpc
     def ListJobs(self, req, context):
+        who, access = caller(), self.svc.access
         with self.state.lock:
-            return list_page(self.state.jobs, req, self.svc.job_info)
+            return list_page(self.state.jobs, req, lambda j: redact(self.svc.job_info(j), access.manages(who, j)))
 
     @_rpc
     def GetStatus(self, req, context):
-        return self.svc.status(req.job_limit)
+        return self.svc.status(req.job_limit, caller())
+
+    @_rpc
+    def ManageUsers(self, req, context):
+        """Credentials (admin only, protocol.rpc.ALLOWED): add (answers the token, once), list, grant, revoke."""
+        check_user_request(req)
+        creds, token = self.svc.credentials, ""
+        if req.action == "add":
+            cred, token = creds.add(req.name, req.role or "user", list(req.entities), list(req.manages))
+        elif req.action == "grant":
+            cred = creds.grant(req.name, list(req.entities), list(req.manages))
+        elif req.action == "revoke":
+            cred = creds.revoke(req.name)
+        users = creds.all() if req.action == "list" else [cred]
+        return pb.UserReply(users=[_user_info(c) for c in users], token=token)
 
 
 class SchedulerService:
@@ -208,20 +261,47 @@ class SchedulerService:
         # the policy's own errors found before any job is at stake: the scheduler refuses to start (probe.py)
         probe_policy(spec, list(config.worker_types), resolve_prices(config.worker_types, config.prices,
                                                                      list_prices=False), config.policy_options)
+        root = config.checkpoint_root
+        self.checkpoint_root = Path(root) if root else self.state_dir / "checkpoints"
+        check_layout(self.state_dir, self.checkpoint_root, config.token_file)
+        self.bind, self.port = bind, port
+        self.state_lock = StateLock(self.state_dir)      # one scheduler per state directory (statedir.py)
+        try:
+            self._open(config, base, spec, token)
+        except BaseException:
+            self.state_lock.release()
+            raise
+
+    def _open(self, config: ClusterConfig, base, spec, token: str | None) -> None:
         crules = config.cluster_rules
         entities = config.entity_specs          # what the hierarchical policy shares across, quotas are keyed by
-        self.store = Store(self.state_dir)
+        try:
+            self.store = Store(self.state_dir)
+            self.store.check()
+        except StateDamaged as exc:
+            raise damaged(self.state_dir, str(exc)) from None
         self.secret = token or self._token()
         self.security = Security(self.secret, config.tls_cert, config.tls_key, config.tls_ca)
+        self.state_id = state_id(self.store)
         self.table = MeasuredTable(base, list(config.worker_types), config.measured_throughputs)
         estimator = ThroughputEstimator(base) if config.estimator else None
         self.state = ClusterState(config, self.store, self.table, self.secret, estimator)
-        self.state.restore()
+        try:
+            self.credentials = Credentials(self.store, config.entities)
+            self.state.restore()
+        except (StateDamaged, sqlite3.DatabaseError, ValueError, TypeError, KeyError) as exc:
+            raise damaged(self.state_dir, _what(exc)) from None
+        self.access = Access(self.credentials)
+        if not self.credentials.any_active:
+            log.warning("a single-token cluster: no user or worker credentials are issued, so every client and worker "
+                        "holds the cluster token and acts as admin; issue credentials with `gavel-ng user add` "
+                        "(docs/deploy.md, Security)")
         self.checks = Checks(self.state, base)       # what jobs and workers report, before it is stored
         self.stop_event = threading.Event()
-        root = config.checkpoint_root
-        self.checkpoint_root = Path(root) if root else self.state_dir / "checkpoints"
-        self.checkpoint_root.mkdir(parents=True, exist_ok=True)
+        if not self.checkpoint_root.exists():
+            self.checkpoint_root.mkdir(parents=True)
+            self.checkpoint_root.chmod(0o755)        # jobs, as their users, reach their own directories in it
+        secure(self.state_dir, self.checkpoint_root)
         # placement rules and admission (gavel_ng.rules): the simulator's code, on the live workers
         self.rules = RuleCompiler(crules, self.state.registry.servers)
         self.admission = AdmissionControl(crules.admission)
@@ -257,11 +337,14 @@ class SchedulerService:
         placer.rules = ServerRules(crules, self._job_rules, self._job_tags)
         self.store.save_cluster_info(ClusterInfo(self.policy_name, config.round_seconds, list(config.worker_types),
                                                  str(self.checkpoint_root.resolve()), spec.is_round,
-                                                 dict(config.prices)))
-        self.planner.restore()
+                                                 dict(config.prices), self.state_id))
+        try:
+            self.planner.restore()
+        except (sqlite3.DatabaseError, ValueError, TypeError, KeyError) as exc:
+            raise damaged(self.state_dir, _what(exc)) from None
         self.loop: SchedulerLoop | None = None
         self.executor = DeployExecutor(self.state, self.planner.placement, self.checkpoint_root,
-                                       self.stop_event, self._topology_changed)
+                                       self.stop_event, self._topology_changed, self.state_id)
         self._saved_classes = None
         self.executor.on_publish = self._save_classes
         self.waiting = self.executor.waiting = Waiting(self.state, crules.quotas, self.policy_name)
@@ -270,7 +353,6 @@ class SchedulerService:
                                                   arrivals=self.planner.mech.arrivals)
         self.loop = SchedulerLoop(self.planner, self.allocator, self.executor, admission=self.admission,
                                   owner=self._owner)
-        self.bind, self.port = bind, port
         self.metrics = Metrics(self.state, self.policy_errors)
         self.metrics_port = config.metrics_port
         self.health = health.HealthServicer()     # readiness: NOT_SERVING while the store cannot be written
@@ -278,6 +360,24 @@ class SchedulerService:
         self.store.on_failing = self._set_health
         self.server: grpc.Server | None = None
         self._thread: threading.Thread | None = None
+        self._backup()
+
+    def _backup(self) -> None:
+        """The copy a damaged state is restored from (statedir.damaged), taken now that it opened cleanly."""
+        try:
+            self.store.backup(self.state_dir / BACKUP_NAME)
+        except (OSError, sqlite3.Error) as exc:
+            log.warning("no backup of the state written (%s): a damaged state could not be restored from one", exc)
+
+    def authenticate(self, token: str) -> Principal | None:
+        """Who holds `token`: the admin (the cluster token), a job attempt, or a credential an admin issued."""
+        if not token:
+            return None
+        if same(token, self.secret):
+            return ADMIN
+        if token.startswith("job:"):
+            return job_principal(self.secret, token)
+        return self.credentials.authenticate(token)
 
     def _job_rules(self, job: int):
         j = self.state.jobs.get(job)
@@ -380,6 +480,7 @@ class SchedulerService:
             with os.fdopen(fd, "w") as f:
                 f.write(new_token() + "\n")
             log.info("wrote a new cluster token to %s", path)
+        private(path)
         return path.read_text().strip()
 
     def _set_health(self, failing: bool) -> None:
@@ -399,16 +500,35 @@ class SchedulerService:
         if self.loop is not None:
             self.loop.reset_pending = True
 
-    def worker_stub(self, address: str):
+    def check_worker(self, worker_id: str, call_token: str, claim: bool = False) -> None:
+        """Heartbeats and reports for a worker come from its credential, and from the daemon that registered
+        it (it proves so with the token it gave then): another holder of a shared worker credential cannot
+        speak for it, nor (`claim`: a registration) take over its id while it lives."""
+        who = caller()
+        self.access.check_worker(who, worker_id, claim=claim)
+        w = self.state.workers.get(worker_id)
+        if who is None or who.is_admin or w is None or not w.call_token or same(w.call_token, call_token):
+            return
+        if not claim:
+            raise PermissionDenied(f"not the daemon that registered worker {worker_id!r}")
+        if w.alive:
+            raise WorkerConflict(f"worker_id {worker_id!r} is held by the live daemon at {w.address} (which "
+                                 "registered with another token); it is free again once that one is declared dead")
+
+    def worker_stub(self, address: str, call_token: str = ""):
+        """The link to a worker's service, with the token it gave at registration (a worker older than those
+        tokens accepts the cluster's)."""
         channel = open_channel(address, self.security)
-        return channel, Stub(channel, "Worker", self.secret)
+        return channel, Stub(channel, "Worker", call_token or self.secret)
 
     # ----- lifecycle -------------------------------------------------------------------------
     def start(self) -> int:
         if self.metrics_port:
             self.metrics.serve(self.bind, self.metrics_port)
         self.server, self.port = make_server(self.bind, self.port, {"Scheduler": SchedulerServicer(self)},
-                                             self.security, max_workers=64, health_servicer=self.health)
+                                             self.security, max_workers=64, health_servicer=self.health,
+                                             authenticate=self.authenticate)
+        self.state_lock.describe(self.bind, self.port)
         self._thread = threading.Thread(target=self._run_loop, name="rounds", daemon=True)
         self._thread.start()
         log.info("scheduler listening on %s:%d (policy %s, rounds of %gs, state %s)", self.bind, self.port,
@@ -463,6 +583,7 @@ class SchedulerService:
             if w.channel is not None:
                 w.channel.close()
         self.store.close()
+        self.state_lock.release()
 
     def wait(self) -> None:
         while not self.stop_event.wait(0.5):
@@ -507,7 +628,7 @@ class SchedulerService:
             return "planning the next round"
         return ""
 
-    def status(self, job_limit: int = 0) -> pb.StatusReply:
+    def status(self, job_limit: int = 0, who: Principal | None = None) -> pb.StatusReply:
         """Workers, allocation, job counts by status and a page of jobs (listing.status_page)."""
         st = self.state
         now = time.monotonic()
@@ -527,7 +648,7 @@ class SchedulerService:
                 reply.workers.add(worker_id=w.worker_id, address=w.address, gpu_type=w.gpu_type, gpus=w.gpus,
                                   alive=w.alive, last_seen_ago=now - w.last_seen,
                                   running_jobs=running.get(w.worker_id, []))
-            reply.jobs.extend(slim(self.job_info(j)) for j in page)
+            reply.jobs.extend(redact(slim(self.job_info(j)), self.access.manages(who, j)) for j in page)
             for key, rates, sources in self._class_rates([j for j in page if j.status not in FINISHED]):
                 reply.classes.add(job_type=key[0], scale_factor=key[1], rates=dict(zip(st.worker_types, rates)),
                                   sources=dict(zip(st.worker_types, sources)))
@@ -555,6 +676,21 @@ def _ref(m: pb.AttemptRef) -> AttemptRef:
 def _done(m: pb.DoneReport) -> DoneReport:
     return DoneReport(m.worker_id, m.job_id, m.attempt, m.exit_code, m.done, m.steps, m.steps_run, m.compute_seconds,
                       m.wall_seconds, m.reason[:40], m.detail[:MAX_DETAIL])
+
+
+def _user_info(c: Credential) -> pb.UserInfo:
+    return pb.UserInfo(name=c.name, role=c.role, entities=list(c.entities), manages=list(c.manages), created=c.created,
+                       revoked=c.revoked or 0.0)
+
+
+def _what(exc: BaseException) -> str:
+    """What is wrong with a damaged state, in a few words."""
+    return (str(exc) if isinstance(exc, StateDamaged) else f"{type(exc).__name__}: {exc}")[:300]
+
+
+def _actor() -> str:
+    who = caller()
+    return who.actor if who is not None else "scheduler"
 
 
 def _lease(lease: Lease) -> pb.Lease:

@@ -52,6 +52,7 @@ class Registration:
     running: list[AttemptRef] = field(default_factory=list)
     pending: list[DoneReport] = field(default_factory=list)
     labels: frozenset = frozenset()
+    call_token: str = ""            # what the scheduler presents to the worker's own service
 
 
 @dataclass(frozen=True)
@@ -144,7 +145,8 @@ class ClusterState:
         """A worker (re)joins: remember it, take its pending reports, stop attempts nobody owns.
         `make_stub(address)` gives the (channel, stub) that reaches a new worker."""
         with self.lock:
-            w = self.registry.join(reg.worker_id, reg.address, reg.gpu_type, reg.gpus, make_stub, reg.labels)
+            w = self.registry.join(reg.worker_id, reg.address, reg.gpu_type, reg.gpus, make_stub, reg.labels,
+                                   reg.call_token)
             for rep in reg.pending:
                 self.book.report(rep)
             kills = self._reconcile_running(w, reg.running, registering=True)
@@ -250,6 +252,17 @@ class ClusterState:
     def believed_isolated(self, ids: list[int]) -> np.ndarray:
         """(jobs, worker types) steps/s the policy should believe (lock held)."""
         return self.throughputs.isolated(ids, self.worker_types)
+
+    def allowed(self, ids: list[int]) -> np.ndarray:
+        """(jobs, worker types) whether each job's rules let it run on each type (lock held): where not, the
+        rates the policy and the arrivals' backfill see are 0."""
+        types = list(self.worker_types)
+        out = np.ones((len(ids), len(types)), bool)
+        for i, m in enumerate(ids):
+            rules = self.jobs[m].spec.rules
+            if rules is not None:
+                out[i] = rules.allows(types)
+        return out
 
     def believed_pairs(self, ids: list[int], T: np.ndarray) -> PairTable:
         return self.throughputs.pair_table(ids, self.worker_types, T)

@@ -16,6 +16,7 @@ import errno
 import json
 import logging
 import math
+import os
 import sqlite3
 import threading
 import time
@@ -25,7 +26,9 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ..protocol.jobspec import JobSpec
+from ..protocol.rpc import caller
 from .records import (
+    ADDED_EVENT_COLUMNS,
     ADDED_JOB_COLUMNS,
     ALLOCATION_KEY,
     CLASSES_KEY,
@@ -37,14 +40,33 @@ from .records import (
     SCHEMA,
     AllocationRecord,
     ClusterInfo,
+    Credential,
     LedgerRecord,
     RoundDecisionRecord,
     RoundHistoryRecord,
+    StateDamaged,
     StateQueries,
 )
 
 log = logging.getLogger(__name__)
 SAY_AGAIN_AFTER = 60.0      # seconds: a store failing again within this is not said again
+PRIVATE = 0o600             # the state holds every job's environment and the credentials' hashes
+
+
+def private(path: Path) -> None:
+    """Create `path` owner-only if it is missing, and make it so if it was not (a state written before)."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE))
+    except FileExistsError:
+        if path.stat().st_mode & 0o077:
+            os.chmod(path, PRIVATE)
+
+
+def acting() -> str:
+    """Who the change being recorded is for: the caller of the RPC this thread serves (admin, user:NAME,
+    worker:NAME, job:N.K), else the scheduler itself (its round loop)."""
+    who = caller()
+    return who.actor if who is not None else "scheduler"
 
 
 class StoreError(RuntimeError):
@@ -73,16 +95,26 @@ class Store(StateQueries):
         self.on_failing: Callable[[bool], None] | None = None   # told when writes start or stop failing
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
+            # owner-only from its creation (SQLite gives its -wal and -shm files the same mode)
+            private(self.path)
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
+        except (sqlite3.Error, OSError) as exc:
+            raise StoreError(self.path, exc) from None
+        try:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(SCHEMA)
-            have = {r[1] for r in self._db.execute("PRAGMA table_info(jobs)")}
-            for name, kind, _ in ADDED_JOB_COLUMNS:
-                if name not in have:
-                    self._db.execute(f"ALTER TABLE jobs ADD COLUMN {name} {kind}")
-        except (sqlite3.Error, OSError) as exc:
-            raise StoreError(self.path, exc) from None
+            for table, added in (("jobs", ADDED_JOB_COLUMNS), ("events", ADDED_EVENT_COLUMNS)):
+                have = {r[1] for r in self._db.execute(f"PRAGMA table_info({table})")}
+                for name, kind, _ in added:
+                    if name not in have:
+                        self._db.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
+        except sqlite3.DatabaseError as exc:
+            full = getattr(exc, "sqlite_errorcode", None) in (sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR)
+            self._db.close()
+            if full or isinstance(exc, sqlite3.OperationalError):   # disk full, read-only, locked: not damage
+                raise StoreError(self.path, exc) from None
+            raise StateDamaged(f"{exc}") from None
 
     def close(self) -> None:
         with self._lock:
@@ -176,14 +208,18 @@ class Store(StateQueries):
         transaction: a batch is all-or-nothing, and a retry after a crash finds either all of it or none."""
         ids = []
         with self.transaction():
+            actor = acting()
             for spec in specs:
-                cur = self._exec("INSERT INTO jobs (spec, status, steps_done, submitted) VALUES (?, 'queued', 0, ?)",
-                                 (json.dumps(spec.to_dict()), submitted))
+                cur = self._exec("INSERT INTO jobs (spec, status, steps_done, submitted, actor) "
+                                 "VALUES (?, 'queued', 0, ?, ?)", (json.dumps(spec.to_dict()), submitted, actor))
                 ids.append(int(cur.lastrowid))
             now = time.time()
             self._db.executemany(
-                "INSERT INTO events (ts, kind, job_id, detail) VALUES (?, 'submit', ?, ?)",
-                [(now, i, json.dumps({"job_type": s.job_type, "steps": s.steps, "scale_factor": s.scale_factor}))
+                "INSERT INTO events (ts, kind, job_id, detail, actor) VALUES (?, 'submit', ?, ?, ?)",
+                [(now, i, json.dumps({"job_type": s.job_type, "steps": s.steps, "scale_factor": s.scale_factor,
+                                      **({"user": s.rules.user} if s.rules is not None and s.rules.user else {}),
+                                      **({"entity": s.rules.entity} if s.rules is not None and s.rules.entity
+                                         else {})}), actor)
                  for i, s in zip(ids, specs)])
             if key:
                 self._exec("INSERT INTO submissions VALUES (?, ?, ?, ?)", (key, digest, json.dumps(ids), submitted))
@@ -249,8 +285,51 @@ class Store(StateQueries):
     # ----- events and counters -----------------------------------------------------------
     def event(self, kind: str, job_id: int | None = None, worker_id: str | None = None,
               round_no: int | None = None, **detail) -> None:
-        self._exec("INSERT INTO events (ts, round, kind, job_id, worker_id, detail) VALUES (?, ?, ?, ?, ?, ?)",
-                   (time.time(), round_no, kind, job_id, worker_id, json.dumps(detail) if detail else None))
+        """One event, with its actor (`acting()`: who asked for it)."""
+        self._exec("INSERT INTO events (ts, round, kind, job_id, worker_id, detail, actor) "
+                   "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                   (time.time(), round_no, kind, job_id, worker_id, json.dumps(detail) if detail else None, acting()))
+
+    # ----- credentials and what they measured --------------------------------------------------
+    def save_credential(self, c: Credential) -> None:
+        self._exec("INSERT OR REPLACE INTO credentials VALUES (?, ?, ?, ?, ?, ?, ?)",
+                   (c.name, c.role, c.token_hash, json.dumps(list(c.entities)), json.dumps(list(c.manages)), c.created,
+                    c.revoked))
+
+    def save_rate_source(self, job_type: str, sf: int, worker_type: str, consolidated: bool, source: str,
+                         value: float, samples: int) -> None:
+        self._exec("INSERT OR REPLACE INTO rate_sources VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                   (job_type, sf, worker_type, int(consolidated), source, value, samples, time.time()))
+
+    def delete_rate_sources(self, job_type: str, sf: int, worker_type: str, consolidated: bool,
+                            sources: list[str]) -> None:
+        """Drop the sources a class no longer keeps (runtime.measured keeps the most recent few)."""
+        for source in sources:
+            self._exec("DELETE FROM rate_sources WHERE job_type = ? AND scale_factor = ? AND worker_type = ? AND "
+                       "consolidated = ? AND source = ?", (job_type, sf, worker_type, int(consolidated), source))
+
+    # ----- damage and recovery -------------------------------------------------------------------
+    def check(self) -> None:
+        """StateDamaged unless SQLite's own quick check finds the file intact (pages, indexes)."""
+        try:
+            rows = self._all("PRAGMA quick_check(5)")
+        except sqlite3.DatabaseError as exc:
+            raise StateDamaged(str(exc)) from None
+        if [r[0] for r in rows] != ["ok"]:
+            raise StateDamaged("; ".join(str(r[0]) for r in rows)[:300])
+
+    def backup(self, path: Path) -> None:
+        """A consistent copy of the state (SQLite's online backup), owner-only, put in place atomically."""
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.unlink(missing_ok=True)
+        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE))
+        dst = sqlite3.connect(tmp)
+        try:
+            with self._lock:
+                self._db.backup(dst)
+        finally:
+            dst.close()
+        os.replace(tmp, path)
 
     def set_meta(self, key: str, value: object) -> None:
         self._exec("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, str(value)))

@@ -32,6 +32,7 @@ class WorkerState:
     stub: object | None = None     # the link to its daemon (protocol.rpc.Stub of service "Worker")
     channel: object | None = None
     labels: frozenset = frozenset()  # server labels (worker flags and cluster config), for gavel_ng.rules
+    call_token: str = ""           # the token its service accepts from the scheduler (given at registration)
 
 
 class WorkerConflict(Exception):
@@ -56,14 +57,15 @@ class WorkerRegistry:
         self._checked: float | None = None   # time.monotonic() of the last overdue() check
 
     def join(self, worker_id: str, address: str, gpu_type: str, gpus: int,
-             connect: Callable[[str], tuple[object, object]], labels: frozenset = frozenset()) -> WorkerState:
-        """A worker registers: new, back after it was declared dead, or at a new address (then
-        `connect(address)` gives the (channel, stub) to reach it); otherwise it is only seen."""
+             connect: Callable[[str], tuple[object, object]], labels: frozenset = frozenset(),
+             call_token: str = "") -> WorkerState:
+        """A worker registers: new, back after it was declared dead, at a new address or with a new call token
+        (then `connect(address)` gives the (channel, stub) to reach it); otherwise it is only seen."""
         w = self.workers.get(worker_id)
         if w is not None and w.alive and w.address != address:
             raise WorkerConflict(f"worker_id {worker_id!r} is held by the live worker at {w.address} "
                                  f"(not {address}); it is free again once that one is declared dead")
-        new = w is None or not w.alive or w.address != address or w.labels != labels
+        new = w is None or not w.alive or w.address != address or w.labels != labels or w.call_token != call_token
         with self.store.transaction():       # recorded first: StoreError changes nothing here
             if new:
                 self.store.event("worker_up", worker_id=worker_id, address=address, gpu_type=gpu_type, gpus=gpus)
@@ -72,7 +74,7 @@ class WorkerRegistry:
             order = w.order if w is not None else len(self.workers)
             channel, stub = connect(address)
             w = WorkerState(worker_id, address, gpu_type, gpus, order, time.monotonic(), stub=stub, channel=channel,
-                            labels=frozenset(labels))
+                            labels=frozenset(labels), call_token=call_token)
             self.workers[worker_id] = w
             self.version += 1
             log.info("worker %s registered: %d x %s at %s", worker_id, gpus, gpu_type, address)

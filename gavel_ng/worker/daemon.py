@@ -5,6 +5,11 @@ tasks once their GPUs are free, watches processes, enforces leases: their ends c
 heartbeats and, signed, in the lease files jobs write) and `reporter`
 (registers, heartbeats, delivers end-of-attempt reports, re-registers after a scheduler
 restart and keeps reports until the scheduler has taken them).
+
+Its own service (RunJob, KillJob) accepts only the scheduler: the token it gave the scheduler
+when it registered (`call_token`), which nothing else learns. Jobs run as their users where the
+worker runs as root, with an allowlisted environment, in directories of their own
+(worker.isolation).
 """
 
 from __future__ import annotations
@@ -27,8 +32,29 @@ import grpc
 from ..errors import InputError
 from ..protocol import leasefile
 from ..protocol.protos import gavel_pb2 as pb
-from ..protocol.rpc import Security, Stub, make_server, open_channel
+from ..protocol.rpc import (
+    ACCOUNT_NAME,
+    SCHEDULER,
+    Security,
+    Stub,
+    make_server,
+    new_token,
+    open_channel,
+    token_authenticator,
+)
+from ..protocol.text import unrunnable
 from .backoff import Backoff
+from .isolation import (
+    JOB_ENV_ALLOW,
+    Refused,
+    RunAs,
+    append_job_file,
+    job_environment,
+    open_job_file,
+    own_dir,
+    read_job_file,
+    run_as,
+)
 from .proc import (
     NOT_RUN,
     RankResult,
@@ -58,6 +84,8 @@ class Task:
     stop_reason: str | None = None       # killed | killed-lease | rank-exited (a rank failed: the others are stopped)
     launch_error: str = ""               # why it could not start (then it has no processes, or not all)
     logs: list[Path] = field(default_factory=list)   # each started rank's log file
+    who: RunAs | None = None             # the account its processes run as
+    scratch: Path | None = None          # its own directory under the worker's work dir (results, lease file)
     term_sent: float | None = None       # SIGTERM (the iterator checkpoints), SIGKILL a grace period later
     lease_file: Path | None = None       # where the job writes the renewals it was granted (leasefile)
     lease_seen: tuple = ()               # that file's (inode, mtime, size) when last read
@@ -92,7 +120,7 @@ class WorkerDaemon:
     def __init__(self, scheduler: str, gpu_type: str, gpus: int, security: Security, bind: str = "0.0.0.0",
                  port: int = 0, advertise: str | None = None, gpu_ids: list[int] | None = None,
                  work_dir: str | None = None, python: str = sys.executable, standby: int | None = None,
-                 labels: list[str] | None = None, token_source: str = "$GAVEL_NG_TOKEN"):
+                 labels: list[str] | None = None, token_source: str = "$GAVEL_NG_TOKEN", job_env=()):
         if gpus < 1:
             raise InputError("--gpus", gpus, "must be >= 1")
         self.gpu_ids = list(gpu_ids) if gpu_ids else list(range(gpus))
@@ -108,9 +136,15 @@ class WorkerDaemon:
         self._own_dir = work_dir is None
         self.work_dir = Path(work_dir or tempfile.mkdtemp(prefix="gavel-worker-"))
         self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.work_dir.chmod(0o711)               # jobs reach their own scratch directories in it, nothing else
         self.heartbeat_seconds, self.grace = 2.0, 30.0
         self.round_seconds = 0.0                 # from the scheduler; 0: lease files are not read
-        self.standby = StandbyPool(1 if standby is None else standby, python, self.work_dir)
+        self.job_env = (*JOB_ENV_ALLOW, *job_env)   # what jobs inherit of this process's environment
+        self.call_token = new_token()            # the scheduler's, given at registration: RunJob needs it
+        self.lease_key = security.token          # from the scheduler at registration (an old one: its token)
+        self._warned: set[str] = set()
+        self.standby = StandbyPool(1 if standby is None else standby, python, self.work_dir,
+                                   env=job_environment(os.environ, self.job_env))
         self.lock = threading.Lock()
         self.queued: list[Task] = []
         self.running: list[Task] = []
@@ -128,7 +162,8 @@ class WorkerDaemon:
 
     # ----- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
-        self.server, self.port = make_server(self.bind, self.port, {"Worker": self}, self.security, max_workers=8)
+        self.server, self.port = make_server(self.bind, self.port, {"Worker": self}, self.security, max_workers=8,
+                                             authenticate=token_authenticator(self.call_token, SCHEDULER))
         for name, target in (("monitor", self._monitor), ("reporter", self._reporter)):
             t = threading.Thread(target=target, name=name, daemon=True)
             t.start()
@@ -165,6 +200,9 @@ class WorkerDaemon:
         gpus = list(req.gpus)
         if not gpus or len(set(gpus)) != len(gpus) or not all(0 <= g < self.gpus for g in gpus):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"gpus: {gpus} not distinct GPUs of 0..{self.gpus - 1}")
+        problem = _unrunnable(req)
+        if problem:            # refused here, it never takes a GPU: the scheduler counts the attempt as failed
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
         with self.lock:
             if any(t.ref == (req.job_id, req.attempt) for t in self.queued + self.running):
                 return pb.Empty()                          # a retried call
@@ -239,15 +277,15 @@ class WorkerDaemon:
         if t.lease_file is None or self.round_seconds <= 0:
             return
         try:
-            st = t.lease_file.stat()
+            st = os.lstat(t.lease_file)
         except OSError:
             return
         key = (st.st_ino, st.st_mtime_ns, st.st_size)
         if key == t.lease_seen:
             return
         t.lease_seen = key
-        rec = leasefile.read(t.lease_file)
-        if rec is not None and (rec.job_id, rec.attempt) == t.ref and rec.valid(self.security.token) \
+        rec = leasefile.parse(read_job_file(t.lease_file, t.who or RunAs.own(), limit=4096))
+        if rec is not None and (rec.job_id, rec.attempt) == t.ref and rec.valid(self.lease_key) \
                 and rec.lease_end <= now + 2 * self.round_seconds + self.grace:
             t.deadline = max(t.deadline, rec.lease_end)
             return
@@ -257,13 +295,33 @@ class WorkerDaemon:
                         "too far ahead)", *t.ref)
 
     def _start(self, t: Task) -> None:
+        """Start t's processes (lock held). Whatever keeps it from starting ends the attempt as a failed
+        launch, said to the scheduler with the next report: its GPUs are never held for nothing."""
+        try:
+            self._spawn_ranks(t)
+        except Refused as exc:
+            self._not_started(t, str(exc), t.logs)
+        except Exception as exc:          # an OSError, a bad value: one line, the attempt fails, the worker goes on
+            self._not_started(t, f"cannot start: {type(exc).__name__}: {exc}", t.logs)
+            for p in t.procs:
+                signal_group(p, signal.SIGKILL)
+            t.stop_reason = "killed"             # the ranks already started: theirs is no run
+
+    def _spawn_ranks(self, t: Task) -> None:
         req = t.req
         spec = req.spec
         argv = list(spec.command) or builtin_command(spec.job_type, spec.size, self.python)
+        t.started = time.time()
+        who = t.who = run_as(req.run_as, self._warned)
         ckpt = Path(req.checkpoint_dir)
-        ckpt.mkdir(parents=True, exist_ok=True)
-        t.lease_file = self.work_dir / f"job{req.job_id}-a{req.attempt}.lease"
-        base = {**os.environ, **dict(spec.env)}
+        t.logs = [ckpt / "logs" / f"attempt{req.attempt}-rank{req.rank_offset + i}.log" for i in range(len(req.gpus))]
+        ckpt.parent.mkdir(parents=True, exist_ok=True)      # the shared checkpoint root
+        own_dir(ckpt, who)
+        t.scratch = self.work_dir / f"job{req.job_id}-a{req.attempt}"
+        shutil.rmtree(t.scratch, ignore_errors=True)         # a leftover of this attempt's earlier try
+        own_dir(t.scratch, who)
+        t.lease_file = t.scratch / "lease.json"
+        base = {**job_environment(os.environ, self.job_env, who), **dict(spec.env)}
         base.update({
             "GAVEL_NG_SCHEDULER": self.scheduler, "GAVEL_NG_JOB_ID": str(req.job_id),
             "GAVEL_NG_ATTEMPT": str(req.attempt), "GAVEL_NG_JOB_TOKEN": req.job_token,
@@ -274,8 +332,8 @@ class WorkerDaemon:
             "GAVEL_NG_GRACE_SECONDS": repr(self.grace),
             "GAVEL_NG_CHECKPOINT_EVERY_ROUNDS": str(req.checkpoint_every_rounds),
         })
-        base.pop("GAVEL_NG_TOKEN", None)                 # jobs get only their own token
-        base.pop("GAVEL_NG_ADAPTIVE", None)
+        if req.identity:                                 # checkpoints carry it; others' are refused on restore
+            base["GAVEL_NG_JOB_IDENTITY"] = req.identity
         if spec.adaptive:                                # adaptive mode: the spec the scheduler schedules by
             base.update({"GAVEL_NG_ADAPTIVE": spec.adaptive, "GAVEL_NG_SERVERS": str(max(req.servers, 1))})
         if self.security.tls_ca:
@@ -289,33 +347,28 @@ class WorkerDaemon:
             else:
                 base.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())})
                 base["GAVEL_NG_DIST_INIT"] = "env://"
-        t.started = time.time()
-        t.lease_file.unlink(missing_ok=True)
-        logs = [ckpt / "logs" / f"attempt{req.attempt}-rank{req.rank_offset + i}.log" for i in range(len(req.gpus))]
         problem = launch_problem(argv, spec.working_dir or None, base.get("PATH"))
         if problem:
-            self._not_started(t, problem, logs)
-            return
+            raise Refused(problem)
+        account = (who.uid, who.gid, who.groups) if who.switches else None
         for local, gpu in enumerate(req.gpus):
             rank = req.rank_offset + local
-            result = self.work_dir / f"job{req.job_id}-a{req.attempt}-r{rank}.json"
-            result.unlink(missing_ok=True)
+            result = t.scratch / f"result-r{rank}.json"
             env = {**base, "RANK": str(rank), "LOCAL_RANK": str(local), "GAVEL_NG_RESULT_FILE": str(result),
                    "CUDA_VISIBLE_DEVICES": str(self.gpu_ids[gpu])}
-            log_file = logs[local]
+            log_file = t.logs[local]
+            fd = open_job_file(log_file, who, write=True, base=ckpt)     # made the job's, no link followed
             try:
                 proc = None
                 if self.standby.eligible(argv, env.get("PATH")):
-                    proc = self.standby.run(argv, env, spec.working_dir, log_file)
-                t.procs.append(proc or spawn(argv, env, spec.working_dir, log_file))
-            except OSError as exc:
-                self._not_started(t, f"cannot start {argv[0]!r}: {exc.strerror or exc}", logs[local:])
-                t.stop_reason = "killed"             # the ranks already started: theirs is no run
-                return
+                    proc = self.standby.run(argv, env, spec.working_dir, log_file, account)
+                t.procs.append(proc or spawn(argv, env, spec.working_dir, fd, who.popen_args()))
+            finally:
+                os.close(fd)
             t.results.append(result)
-            t.logs.append(log_file)
         self.running.append(t)
-        log.info("job %d attempt %d started: %d process(es) on GPUs %s", *t.ref, len(t.procs), list(req.gpus))
+        log.info("job %d attempt %d started as %s: %d process(es) on GPUs %s", *t.ref, who.name, len(t.procs),
+                 list(req.gpus))
 
     def _not_started(self, t: Task, problem: str, logs: list[Path]) -> None:
         """The attempt cannot start here: said in each rank's log (`gavel-ng logs`) and, with the
@@ -326,40 +379,49 @@ class WorkerDaemon:
         self.running.append(t)
 
     def _note(self, t: Task, text: str, logs: list[Path]) -> None:
-        """A line from the worker at the end of each rank's log, where `gavel-ng logs` shows it."""
+        """A line from the worker at the end of each rank's log, where `gavel-ng logs` shows it (written
+        as the job's own file, no link followed: the job's directory is the job's)."""
         line = f"gavel-ng worker {self.worker_id}: job {t.req.job_id} attempt {t.req.attempt} {text}\n"
+        ckpt = Path(t.req.checkpoint_dir)
         for path in logs:
             try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                with open(path, "a") as f:
-                    f.write(line)
-            except OSError:
+                append_job_file(path, t.who or RunAs.own(), line, base=ckpt)
+            except (OSError, ValueError):
                 pass
 
     def _end(self, t: Task, codes: list[int], reason: str) -> None:
         """All processes of a task exited: queue its report (lock held)."""
-        results = [RankResult.read(p) for p in t.results]
+        who = t.who or RunAs.own()
+        results = [RankResult.parse(read_job_file(p, who)) for p in t.results]
         lead = next((r for r in results if r is not None), None)
         code = next((c for c in codes if c != 0), 0)
-        reason, code, detail = _how_it_ended(t, reason, code, results, codes)
+        reason, code, detail = _how_it_ended(t, reason, code, results, codes, self._log_tail)
         if detail and not t.launch_error:          # (a launch that failed said so already)
             self._note(t, f"ended: {detail}", t.logs)
-        rep = pb.DoneReport(worker_id=self.worker_id, job_id=t.req.job_id, attempt=t.req.attempt, exit_code=code,
+        rep = pb.DoneReport(worker_id=self.worker_id, call_token=self.call_token, job_id=t.req.job_id,
+                            attempt=t.req.attempt, exit_code=code,
                             done=bool(lead and lead.done and all(r is not None and r.done for r in results)),
                             steps=lead.step if lead else -1, steps_run=lead.steps_run if lead else 0,
                             compute_seconds=lead.compute_seconds if lead else 0.0,
                             wall_seconds=time.time() - t.started if t.started else 0.0,
                             reason=reason, detail=detail)
-        for p in t.results:
-            p.unlink(missing_ok=True)
-        if t.lease_file is not None:
-            t.lease_file.unlink(missing_ok=True)
+        if t.scratch is not None:
+            shutil.rmtree(t.scratch, ignore_errors=True)     # links in it are removed, never followed
         if t.bad_leases > 1:
             log.warning("job %d attempt %d: %d lease files ignored in all", *t.ref, t.bad_leases)
         self.pending.append(rep)
         self.report_event.set()
         log.info("job %d attempt %d ended (%s, exit %d) at step %d%s", rep.job_id, rep.attempt, rep.reason,
                  rep.exit_code, rep.steps, f": {detail}" if detail else "")
+
+    @staticmethod
+    def _log_tail(t: Task, rank: int) -> str:
+        """A crashed rank's last words: its log's last line, read as the job's file (never through a link)."""
+        if rank >= len(t.logs):
+            return ""
+        data = read_job_file(t.logs[rank], t.who or RunAs.own(), limit=4096, tail=True,
+                             base=Path(t.req.checkpoint_dir))
+        return log_tail(data)
 
     # ----- reporter -----------------------------------------------------------------------------------
     def _running_refs(self) -> list[pb.AttemptRef]:
@@ -396,9 +458,9 @@ class WorkerDaemon:
     def _refusal(self, exc: grpc.RpcError) -> InputError | None:
         """The error a permanent refusal is told as, else None (worth retrying)."""
         code, details = exc.code(), exc.details()
-        if code == grpc.StatusCode.UNAUTHENTICATED:
+        if code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
             return InputError("--token-file", self.token_source, f"scheduler {self.scheduler} refused the token "
-                                                                 f"(UNAUTHENTICATED: {details})")
+                                                                 f"({code.name}: {details})")
         if code == grpc.StatusCode.INVALID_ARGUMENT and not self.registered.is_set():
             return InputError("--scheduler", self.scheduler, f"refused this worker (INVALID_ARGUMENT: {details})")
         return None
@@ -408,9 +470,10 @@ class WorkerDaemon:
             pending = list(self.pending)
         req = pb.RegisterWorkerRequest(worker_id=self.worker_id, address=f"{self.advertise}:{self.port}",
                                        gpu_type=self.gpu_type, gpus=self.gpus, running=self._running_refs(),
-                                       pending=pending, labels=self.labels)
+                                       pending=pending, labels=self.labels, call_token=self.call_token)
         reply = self.stub.RegisterWorker(req)
         self.heartbeat_seconds, self.grace = reply.heartbeat_seconds or 2.0, reply.grace_seconds or 30.0
+        self.lease_key = reply.lease_key or self.security.token
         self.round_seconds = reply.round_seconds
         with self.lock:
             self.pending = [r for r in self.pending if r not in pending]
@@ -440,7 +503,8 @@ class WorkerDaemon:
                 # attempt restores the newest checkpoint and InitJob tells its step)
                 log.error("scheduler refused the end of job %d attempt %d (%s): reporting it without progress",
                           rep.job_id, rep.attempt, exc.details())
-                bare = pb.DoneReport(worker_id=rep.worker_id, job_id=rep.job_id, attempt=rep.attempt,
+                bare = pb.DoneReport(worker_id=rep.worker_id, call_token=rep.call_token, job_id=rep.job_id,
+                                     attempt=rep.attempt,
                                      exit_code=max(-255, min(255, rep.exit_code)), steps=-1, reason=rep.reason)
                 with self.lock:
                     self.pending[self.pending.index(rep)] = bare
@@ -449,7 +513,8 @@ class WorkerDaemon:
                 self.pending.remove(rep)
 
     def _heartbeat(self) -> None:
-        reply = self.stub.Heartbeat(pb.HeartbeatRequest(worker_id=self.worker_id, running=self._running_refs()))
+        reply = self.stub.Heartbeat(pb.HeartbeatRequest(worker_id=self.worker_id, running=self._running_refs(),
+                                                        call_token=self.call_token))
         now = time.time()
         with self.lock:
             tasks = {t.ref: t for t in self.running + self.queued}
@@ -464,7 +529,7 @@ class WorkerDaemon:
                     t.stop_reason = "killed"
 
 
-def _how_it_ended(t: Task, reason: str, code: int, results: list, codes: list[int]) -> tuple[str, int, str]:
+def _how_it_ended(t: Task, reason: str, code: int, results: list, codes: list[int], tail) -> tuple[str, int, str]:
     """(reason, exit status, what went wrong) of a task whose processes all ended. A launch that never
     ran, a crash, and an exit 0 without GavelIterator's report are failures the scheduler counts."""
     if t.launch_error:
@@ -476,12 +541,28 @@ def _how_it_ended(t: Task, reason: str, code: int, results: list, codes: list[in
     if code != 0:
         rank = next((i for i, c in enumerate(codes) if c != 0), 0)
         how = f"killed by signal {_signal_name(-code)}" if code < 0 else f"exit status {code}"
-        tail = log_tail(t.logs[rank]) if rank < len(t.logs) else ""
-        return reason, code, how + (f"; its log ends: {tail}" if tail else "")
+        last = tail(t, rank)
+        return reason, code, how + (f"; its log ends: {last}" if last else "")
     if any(r is None for r in results):
         return "no-result", code, ("exited with status 0 before GavelIterator's end-of-run report: the script "
                                    "must iterate a GavelIterator (docs/deploy.md, Adapting a training script)")
     return reason, code, ""
+
+
+def _unrunnable(req: pb.RunJobRequest) -> str:
+    """Why a RunJob cannot run on any worker ("" : nothing found): said before it is queued, so it never
+    takes a GPU (the scheduler checked the job at submission; this catches a state written before that)."""
+    spec = req.spec
+    field, value, why = unrunnable(list(spec.command), dict(spec.env), spec.working_dir)
+    if why:
+        return f"spec.{field}={value[:80]!r}: {why}"
+    if spec.steps < 1 or not spec.job_type:
+        return "spec: no steps or no job type"
+    if not req.checkpoint_dir.startswith("/") or "\0" in req.checkpoint_dir:
+        return f"checkpoint_dir={req.checkpoint_dir[:200]!r}: must be an absolute path"
+    if req.run_as and not ACCOUNT_NAME.match(req.run_as):
+        return f"run_as={req.run_as[:40]!r}: not an account name"
+    return ""
 
 
 def _signal_name(n: int) -> str:

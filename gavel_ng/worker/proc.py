@@ -4,6 +4,9 @@ Each rank runs in its own session (so a kill reaches its data-loader children to
 dies with the worker daemon: a tiny exec wrapper sets PR_SET_PDEATHSIG before exec'ing
 the job, so a worker lost to `kill -9` or a crash leaves no job writing checkpoints
 behind the scheduler's back. (Python's preexec_fn is not safe in a threaded daemon.)
+A job that runs as its user's account (worker.isolation) changes account before the
+wrapper runs, so the wrapper's PR_SET_PDEATHSIG (which a change of account clears) holds,
+and it enters the job's working directory as that user.
 """
 
 from __future__ import annotations
@@ -29,10 +32,16 @@ _EXEC_WITH_PARENT = (
     "    pass\n"
     "if os.getppid() != int(sys.argv[1]):\n"
     "    os._exit(137)\n"
+    "if sys.argv[2]:\n"
+    "    try:\n"
+    "        os.chdir(sys.argv[2])\n"
+    "    except OSError as exc:\n"
+    "        sys.stderr.write(f'gavel-ng worker: cannot enter working_dir {sys.argv[2]!r}: {exc.strerror}\\n')\n"
+    "        os._exit(127)\n"
     "try:\n"
-    "    os.execvpe(sys.argv[2], sys.argv[2:], os.environ)\n"
+    "    os.execvpe(sys.argv[3], sys.argv[3:], os.environ)\n"
     "except OSError as exc:\n"
-    "    sys.stderr.write(f'gavel-ng worker: cannot run {sys.argv[2]!r}: {exc.strerror or exc}\\n')\n"
+    "    sys.stderr.write(f'gavel-ng worker: cannot run {sys.argv[3]!r}: {exc.strerror or exc}\\n')\n"
     "    os._exit(127)\n"
 )
 NOT_RUN = 127            # exit status of a command that could not be started (as a shell says it)
@@ -48,11 +57,12 @@ class RankResult:
     compute_seconds: float = 0.0
 
     @classmethod
-    def read(cls, path: Path) -> RankResult | None:
+    def parse(cls, text: bytes | None) -> RankResult | None:
+        """From the file's bytes (None: it could not be read); None unless it is the iterator's record."""
         try:
-            data = json.loads(path.read_text())
+            data = json.loads(text)
             return cls(int(data["step"]), bool(data["done"]), int(data["steps_run"]), float(data["compute_seconds"]))
-        except (OSError, ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, OverflowError):
             return None
 
 
@@ -77,14 +87,9 @@ def launch_problem(argv: list[str], cwd: str | None, path_env: str | None) -> st
     return ""
 
 
-def log_tail(path: Path, limit: int = 300) -> str:
-    """The last non-empty line of a job's log (a crash's last words), clipped."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(max(f.seek(0, os.SEEK_END) - 4096, 0))
-            lines = [x.strip() for x in f.read().decode("utf-8", "replace").splitlines() if x.strip()]
-    except OSError:
-        return ""
+def log_tail(data: bytes | None, limit: int = 300) -> str:
+    """The last non-empty line of a job's log (a crash's last words, the log's last bytes), clipped."""
+    lines = [x.strip() for x in (data or b"").decode("utf-8", "replace").splitlines() if x.strip()]
     line = lines[-1] if lines else ""
     return line if len(line) <= limit else line[:limit - 3] + "..."
 
@@ -93,17 +98,18 @@ def builtin_command(job_type: str, size: str, python: str = sys.executable) -> l
     return [python, "-m", "gavel_ng.worker.run_job", "--job-type", job_type, "--size", size or "full"]
 
 
-def spawn(argv: list[str], env: dict[str, str], cwd: str | None, log_file: Path) -> subprocess.Popen:
-    """Start argv in a new session, tied to this process's life; output to log_file."""
-    log_file.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_file, "ab") as out:
-        return subprocess.Popen(wrapped_argv(argv), env=env, cwd=cwd or None, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+def spawn(argv: list[str], env: dict[str, str], cwd: str | None, log_fd: int, account: dict | None = None
+          ) -> subprocess.Popen:
+    """Start argv in a new session, tied to this process's life, as `account` (RunAs.popen_args; None: ours),
+    owner-only files by default; output to the open log `log_fd` (the caller closes it)."""
+    return subprocess.Popen(wrapped_argv(argv, cwd), env=env, stdout=log_fd, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL, start_new_session=True, close_fds=True, umask=0o077,
+                            **(account or {}))
 
 
-def wrapped_argv(argv: list[str]) -> list[str]:
-    """argv behind the exec wrapper that ties the process's life to ours."""
-    return [sys.executable, "-c", _EXEC_WITH_PARENT, str(os.getpid()), *argv]
+def wrapped_argv(argv: list[str], cwd: str | None = None) -> list[str]:
+    """argv behind the exec wrapper that ties the process's life to ours (and enters `cwd`)."""
+    return [sys.executable, "-c", _EXEC_WITH_PARENT, str(os.getpid()), cwd or "", *argv]
 
 
 def signal_group(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> None:

@@ -5,7 +5,10 @@ costs a small job. The worker keeps a few interpreters that did those imports an
 on stdin; a job whose command is `python -m MODULE ...` or `python SCRIPT.py ...` (with
 the worker's own interpreter) runs in one of them: it receives its argv, environment,
 working directory and log file, and then runs exactly as a fresh process would. Importing
-torch initializes no GPU, so CUDA_VISIBLE_DEVICES set afterwards still applies.
+torch initializes no GPU, so CUDA_VISIBLE_DEVICES set afterwards still applies. A job that runs
+as its user's account (worker.isolation) gets it before anything of the job happens: the
+interpreter changes account first (it started with only the allowlisted environment and holds
+nothing of the worker's), then opens the log and enters the working directory as that user.
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ log = logging.getLogger(__name__)
 PRELOAD = ("torch", "torch._dynamo", "gavel_ng.workloads", "gavel_ng.iterator", "gavel_ng.protocol.rpc")
 
 _STANDBY = r"""
-import json, os, runpy, sys
+import ctypes, json, os, runpy, signal, stat, sys
+parent = os.getppid()
 for name in sys.argv[1:]:
     try:
         __import__(name)
@@ -34,14 +38,32 @@ line = sys.stdin.readline()
 if not line:
     os._exit(0)
 job = json.loads(line)
+if "uid" in job:
+    os.setgroups(job["groups"])
+    os.setgid(job["gid"])
+    os.setuid(job["uid"])
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)   # a change of account clears it
+    except Exception:
+        pass
+    if os.getppid() != parent:
+        os._exit(137)
+os.umask(0o077)
 os.environ.clear()
 os.environ.update(job["env"])
-if job.get("cwd"):
-    os.chdir(job["cwd"])
-fd = os.open(job["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+fd = os.open(job["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK, 0o600)
+if not stat.S_ISREG(os.fstat(fd).st_mode):
+    os._exit(126)
+os.set_blocking(fd, True)
 os.dup2(fd, 1)
 os.dup2(fd, 2)
 os.close(fd)
+if job.get("cwd"):
+    try:
+        os.chdir(job["cwd"])
+    except OSError as exc:
+        sys.stderr.write(f"gavel-ng worker: cannot enter working_dir {job['cwd']!r}: {exc.strerror}\n")
+        os._exit(127)
 if os.environ.get("OMP_NUM_THREADS", "").isdigit() and "torch" in sys.modules:
     sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 argv = job["argv"]
@@ -58,8 +80,9 @@ else:
 class StandbyPool:
     """Not thread-safe: used from the worker's monitor thread only (PDEATHSIG follows that thread)."""
 
-    def __init__(self, size: int, python: str, log_dir: Path):
+    def __init__(self, size: int, python: str, log_dir: Path, env: dict[str, str] | None = None):
         self.size, self.python, self.log_dir = size, python, log_dir
+        self.env = dict(os.environ if env is None else env)   # what a standby starts with (the jobs' allowlist)
         self.ready: list[subprocess.Popen] = []
 
     def eligible(self, argv: list[str], path_env: str | None) -> bool:
@@ -76,18 +99,21 @@ class StandbyPool:
             self.log_dir.mkdir(parents=True, exist_ok=True)
             with open(self.log_dir / "standby.log", "ab") as out:
                 argv = wrapped_argv([self.python, "-c", _STANDBY, *PRELOAD])
-                env = {k: v for k, v in os.environ.items() if k != "GAVEL_NG_TOKEN"}   # jobs never see it
                 self.ready.append(subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT,
-                                                   env=env, start_new_session=True, close_fds=True))
+                                                   env=self.env, start_new_session=True, close_fds=True))
 
-    def run(self, argv: list[str], env: dict[str, str], cwd: str | None, log_file: Path) -> subprocess.Popen | None:
-        """Hand the job to a standby interpreter; None when none is ready."""
+    def run(self, argv: list[str], env: dict[str, str], cwd: str | None, log_file: Path,
+            account: tuple[int, int, tuple[int, ...]] | None = None) -> subprocess.Popen | None:
+        """Hand the job to a standby interpreter, which becomes `account` (uid, gid, groups; None: stays the
+        worker's) first; None when none is ready. The log's directory exists already (the worker made it)."""
         while self.ready:
             proc = self.ready.pop(0)
             if proc.poll() is not None:
                 continue
-            log_file.parent.mkdir(parents=True, exist_ok=True)
-            line = json.dumps({"argv": argv, "env": env, "cwd": cwd or "", "log": str(log_file)}) + "\n"
+            job = {"argv": argv, "env": env, "cwd": cwd or "", "log": str(log_file)}
+            if account is not None:
+                job.update(uid=account[0], gid=account[1], groups=list(account[2]))
+            line = json.dumps(job) + "\n"
             try:
                 proc.stdin.write(line.encode())
                 proc.stdin.close()

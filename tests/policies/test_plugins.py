@@ -110,6 +110,7 @@ def test_points_carry_the_plugin_text_to_a_fresh_interpreter(tmp_path, plugin_fi
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("ray")   # one local Ray instance at a time under `make test`'s -n 2
 def test_sweep_on_ray_with_plugin(tmp_path, plugin_file, capsys):
     pytest.importorskip("ray")
     assert _sweep(tmp_path, plugin_file, "--backend", "ray", "--workers", "2") == 0

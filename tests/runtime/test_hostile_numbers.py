@@ -129,9 +129,14 @@ def test_reports_for_other_attempts_workers_or_bad_numbers_are_refused(running):
     _refused(stub.ReportDone, pb.DoneReport(worker_id="intruder", attempt=1, **done), "worker_id")
     _refused(stub.ReportDone, pb.DoneReport(worker_id=daemon.worker_id, attempt=1, **{**done, "steps": 10**12}),
              "steps")
+    # done at step 1000 while the job itself reported no checkpoint: beyond what its own lease calls support
+    _refused(stub.ReportDone, pb.DoneReport(worker_id=daemon.worker_id, attempt=1, **done), "steps")
+    _refused(stub.ReportDone, pb.DoneReport(worker_id=daemon.worker_id, attempt=1, **{**done, "steps": -1}),
+             "steps_run")
+    ended = {**done, "steps": -1, "steps_run": 0}
     _refused(stub.ReportDone, pb.DoneReport(worker_id=daemon.worker_id, attempt=1, compute_seconds=math.nan,
-                                            **done), "compute_seconds")
-    _refused(stub.ReportDone, pb.DoneReport(worker_id=daemon.worker_id, attempt=1, wall_seconds=1e9, **done),
+                                            **ended), "compute_seconds")
+    _refused(stub.ReportDone, pb.DoneReport(worker_id=daemon.worker_id, attempt=1, wall_seconds=1e9, **ended),
              "wall_seconds")
     j = svc.state.jobs[job]
     assert j.status == "running" and j.live is not None and j.steps_done == 0

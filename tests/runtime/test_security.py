@@ -38,7 +38,7 @@ def test_job_tokens_reach_only_their_own_lease(service):
     stub = _stub(service, job_token(service.secret, job, 1))
     with pytest.raises(grpc.RpcError) as err:
         stub.SubmitJobs(pb.SubmitJobsRequest(jobs=[pb.JobSpec(job_type=GOOD["job_type"], steps=1)]))
-    assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED     # a valid token, for its own lease calls only
     with pytest.raises(grpc.RpcError) as err:
         stub.InitJob(pb.InitJobRequest(job_id=job + 1, attempt=1))
     assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED

@@ -161,3 +161,12 @@ def test_idle_rounds_say_so(make_service):
     assert reply.round_note == "idle: nothing to run (1 queued job cannot run now: see their reasons)"
     assert reply.jobs[0].reason == "no live worker of a type it may run on (v100, p100, k80)"
     assert m == reply.jobs[0].job_id
+
+
+def test_the_arrivals_backfill_sees_no_rate_on_a_type_the_rules_forbid(make_service):
+    svc = make_service()
+    register(svc, "w1", "v100", 1)
+    [m] = svc.state.submit([JobSpec(JOB.job_type, steps=100, size="tiny", rules=JobRules(allowed_types=("k80",)))])
+    view = svc.executor.job_view([m])             # what a mid-round arrival is placed by (runtime.backfill)
+    rates = dict(zip(svc.state.worker_types, np.asarray(view.throughputs)[0]))
+    assert rates["v100"] == 0 and rates["p100"] == 0 and rates["k80"] > 0

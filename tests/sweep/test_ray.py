@@ -8,6 +8,7 @@ ray = pytest.importorskip("ray")
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("ray")   # one local Ray instance at a time under `make test`'s -n 2
 def test_ray_backend_matches_local(tmp_path, tiny_base):
     pts = expand({"policy": ["las", "las_agnostic"], "jobs_per_hour": [1.0, 2.0]}, tiny_base)
     local = ResultsStore(tmp_path / "local.csv")

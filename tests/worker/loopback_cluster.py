@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from gavel_ng.protocol.client import SchedulerClient
+from gavel_ng.runtime.records import job_dir
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
 
@@ -67,10 +68,11 @@ class LocalCluster:
     def token(self) -> str:
         return (self.state / "token").read_text().strip()
 
-    def start_worker(self, name: str, gpu_type: str, gpus: int, *extra: str) -> None:
+    def start_worker(self, name: str, gpu_type: str, gpus: int, *extra: str, token_file: Path | None = None) -> None:
+        """A worker with the cluster token, or the credential in `token_file`."""
         proc, log = self._spawn(["worker", "--scheduler", f"127.0.0.1:{self.port}", "--gpu-type", gpu_type,
                                  "--gpus", str(gpus), "--bind", "127.0.0.1", "--advertise", "127.0.0.1",
-                                 "--token-file", str(self.state / "token"), *extra], name)
+                                 "--token-file", str(token_file or self.state / "token"), *extra], name)
         self.workers[name] = proc
         _read_port(proc, log)
 
@@ -115,12 +117,21 @@ class LocalCluster:
                for k, j, w, d, ts, r in rows]
         return [e for e in out if kind is None or e["kind"] == kind]
 
+    def job_dir(self, job_id: int) -> Path:
+        """The job's checkpoint and log directory (its name carries the state's id: runtime.records.job_dir)."""
+        db = sqlite3.connect(f"file:{self.state / 'gavel.sqlite'}?mode=ro", uri=True, timeout=30)
+        try:
+            row = db.execute("SELECT value FROM meta WHERE key = 'state_id'").fetchone()
+        finally:
+            db.close()
+        return job_dir(self.state / "checkpoints", job_id, row[0] if row else "")
+
     def train_log(self, job_id: int) -> list[dict]:
-        path = self.state / "checkpoints" / f"job-{job_id}" / "train.jsonl"
+        path = self.job_dir(job_id) / "train.jsonl"
         return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
     def rank_logs(self, job_id: int) -> dict[str, str]:
-        logs = self.state / "checkpoints" / f"job-{job_id}" / "logs"
+        logs = self.job_dir(job_id) / "logs"
         return {p.name: p.read_text() for p in sorted(logs.glob("*.log"))}
 
 
@@ -167,7 +178,7 @@ def check_training(cluster: LocalCluster, job_id: int, steps: int) -> None:
         after = [v for s, v in losses if s == e["step"] + 1]
         if after and e["step"] >= 20:
             assert after[0] < 0.95 * first, (job_id, e, after[0], first)
-    ckpts = sorted((cluster.state / "checkpoints" / f"job-{job_id}").glob("ckpt-*"))
+    ckpts = sorted(cluster.job_dir(job_id).glob("ckpt-*"))
     assert json.loads((ckpts[-1] / "gavel.json").read_text())["step"] == steps
 
 

@@ -62,7 +62,7 @@ def test_a_frozen_workers_job_stops_before_its_relaunch_starts(cluster_factory):
     assert second["ts"] >= lost["fenced_until"], "relaunched before the old attempt's lease and grace ran out"
     rank_log = cl.rank_logs(job_id)[f"attempt{a}-rank0.log"]
     assert "wrote this attempt off" in rank_log, rank_log[-2000:]
-    for p in (cl.state / "checkpoints" / f"job-{job_id}").glob("ckpt-*"):
+    for p in cl.job_dir(job_id).glob("ckpt-*"):
         meta = json.loads((p / "gavel.json").read_text())
         assert p.name.endswith(f"-a{meta['attempt']}"), p.name
 

@@ -50,7 +50,7 @@ def test_metrics_event_lines_and_job_logs(cluster_factory):
     cl.wait_workers(1)
     with cl.client() as c:
         [job] = c.submit({**TINY, "steps": 150, "command": PACED})
-        logs = cl.state / "checkpoints" / f"job-{job}" / "logs"
+        logs = cl.job_dir(job) / "logs"
         wait_for(lambda: c.jobs()[0].status == "running" and any(logs.glob("*.log")), 60, "the job never ran")
         follow = logs_cmd(cl, str(job), "--follow")       # ends with the attempt, at the latest its round end
         assert follow.returncode == 0, follow.stderr
@@ -93,7 +93,7 @@ def test_metrics_event_lines_and_job_logs(cluster_factory):
         [long] = c.submit({**TINY, "steps": 100_000})
         # running, and started on the worker (its log exists): killed before RunJob arrives, the worker would be
         # declared dead for the refused RunJob instead of its missed heartbeats
-        long_logs = cl.state / "checkpoints" / f"job-{long}" / "logs"
+        long_logs = cl.job_dir(long) / "logs"
         wait_for(lambda: c.jobs()[2].status == "running" and any(long_logs.glob("*.log")), 60,
                  "the long job never ran")
         cl.stop_process(cl.workers["w-v100"], signal.SIGKILL)

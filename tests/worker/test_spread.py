@@ -86,7 +86,6 @@ def test_job_spread_over_two_workers_trains_exactly(cluster_factory):
 
 def test_kill9_of_one_worker_stops_the_other_rank_and_resumes(cluster_factory):
     cl = _start(cluster_factory)
-    ckpt_dir = cl.state / "checkpoints"
     with cl.client() as c:
         [job_id] = c.submit([LONG])
         wait_for(lambda: _training_from(cl, job_id, 1), 60, "the spread job did not start")
@@ -105,7 +104,7 @@ def test_kill9_of_one_worker_stops_the_other_rank_and_resumes(cluster_factory):
                  "the surviving rank was not stopped")
         wait_for(lambda: any(e["job_id"] == job_id and e["attempt"] == attempt for e in cl.events("lost")), 30,
                  "the attempt was not written off")
-        latest = max(ckpt_dir.glob(f"job-{job_id}/ckpt-*"))
+        latest = max(cl.job_dir(job_id).glob("ckpt-*"))
         assert step_of(latest) == lost_at, "a rank of the lost attempt wrote a checkpoint"
 
         cl.start_worker("w-c", "v100", 1)          # a replacement, so that the job fits again
@@ -119,7 +118,7 @@ def test_kill9_of_one_worker_stops_the_other_rank_and_resumes(cluster_factory):
     loads = [e["step"] for e in cl.train_log(job_id) if e.get("event") == "load"]
     assert lost_at in loads, ("did not resume from its last checkpoint", lost_at, loads)
     assert _check_ranks_agree(cl, job_id) >= 1
-    assert not list((ckpt_dir / f"job-{job_id}").glob("rendezvous-*")), "rendezvous files were left behind"
+    assert not list(cl.job_dir(job_id).glob("rendezvous-*")), "rendezvous files were left behind"
 
 
 def test_stale_rendezvous_files_of_earlier_attempts_are_removed(tmp_path):
