@@ -208,7 +208,11 @@ class PolicyAllocator:
         rows = list(zip(ids)) if singles else [tuple(int(m) for m in r) for r in a.rows]
         er = sol.entry_rows   # the policy's own constraints, for the mechanism to keep in what runs
         own = None if er is None else Limits.from_bounds(er.C, er.lo, er.hi, er.names, rows, self.columns.num)
-        out = AllocationRows(rows, np.asarray(a.values, dtype=float), np.asarray(a.scale_factors, dtype=float), own)
+        # where each job can run at all (what a work-conserving mechanism may give the GPUs the allocation leaves)
+        runnable = (T > 0) & (np.asarray(data.scale_factors, dtype=float)[:, None] <= cap[None, :]) if singles \
+            else None
+        out = AllocationRows(rows, np.asarray(a.values, dtype=float), np.asarray(a.scale_factors, dtype=float), own,
+                             runnable=runnable)
         if self.on_solve is not None:
             self.on_solve(ids, cap, out, time.perf_counter() - start)
         return out

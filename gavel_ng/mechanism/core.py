@@ -43,6 +43,13 @@ class MechanismConfig:
     consolidate: bool = True               # multi-GPU entries on one server when one can be had (placement.py)
     idle_aware: bool = False               # priorities from wall-clock time received (see plan())
     mid_round_backfill: bool = True        # GPUs freed mid-round go to waiting entries (mechanism.backfill)
+    # Sia's artifact's Gavel (PRESETS["sia_gavel"]): each type's total never resets or decays, and each new row
+    # adds initial_received to it; entries the allocation gives nothing (X = 0) take the GPUs left over, by
+    # type then row; equal priorities go to the lower type first; fresh entries take free GPUs in id order
+    cumulative_totals: bool = False
+    fill_unallocated: bool = False
+    ties_by_type: bool = False
+    sequential_placement: bool = False
     seed: int = 0
     round_seconds: float | None = None     # a round's length, for measuring the policy's constraints per round
                                            # (None: the longest an entry held its GPUs that round)
@@ -61,8 +68,32 @@ class MechanismConfig:
     def for_policy(self, spec) -> MechanismConfig:
         """This config as the policy `spec` (a registry PolicySpec) needs it: one declared
         `idle_aware` (cost policies leave GPUs idle on purpose) gets wall-clock priorities, so that
-        the types it paid for are what its jobs run on. The simulator and the runtime both call it."""
-        return replace(self, idle_aware=True) if getattr(spec, "idle_aware", False) else self
+        the types it paid for are what its jobs run on; one that declares a `mechanism` preset
+        (a baseline run under another mechanism, PRESETS) gets it. The simulator and the runtime
+        both call it."""
+        cfg = self
+        preset = getattr(spec, "mechanism", None)
+        if preset is not None:
+            if preset not in PRESETS:
+                raise ValueError(f"policy {spec.name}: unknown mechanism preset {preset!r} "
+                                 f"(known: {', '.join(sorted(PRESETS))})")
+            cfg = replace(cfg, **PRESETS[preset])
+        return replace(cfg, idle_aware=True) if getattr(spec, "idle_aware", False) else cfg
+
+
+# Round mechanisms other than Gavel's, which a policy may declare it was meant for (registry.policy(mechanism=)).
+# "sia_gavel": the Gavel of Sia's artifact (sia-simulator/gavel.py, read for its facts; docs/elastic.md): every
+# (job, type) starts at half a round received and so does each type's total, per job; neither is ever reset or
+# decayed; all entries are ranked together by priority, then allocation, equal ones in type order; after the
+# entries with an allocation, those without one take what is left (work conserving); placement keeps a job on
+# its GPUs when no wider job took one of them, and gives the others the type's free GPUs in order; no
+# consolidation and no mid-round backfill.
+PRESETS: dict[str, dict] = {
+    "sia_gavel": dict(initial_received=180.0, never_served_factor=1e9, type_order=None, random_type_order=False,
+                      backfill_new_jobs=False, carry_over=1.0, decay=1.0, consolidate=False, idle_aware=False,
+                      mid_round_backfill=False, cumulative_totals=True, fill_unallocated=True, ties_by_type=True,
+                      sequential_placement=True),
+}
 
 
 @dataclass
@@ -73,6 +104,7 @@ class AllocationRows:
     X: np.ndarray          # (K, J) time fractions
     row_sf: np.ndarray     # (K,) GPUs a row needs
     limits: Limits | None = None   # the policy's own constraints over these entries (mechanism.limits)
+    runnable: np.ndarray | None = None   # (K, J) the row can run there (throughput > 0); None: wherever it fits
 
 
 @dataclass
@@ -154,7 +186,7 @@ class RoundMechanism:
             if self.J and self.col_pool.max() >= T:
                 raise ValueError("columns must give every column a worker type of the topology")
         self._use_topology(topology)
-        self.placer = Placer(topology, self.cfg.consolidate)
+        self.placer = Placer(topology, self.cfg.consolidate, self.cfg.sequential_placement)
         self.rng = np.random.default_rng(self.cfg.seed)
         self._fresh_row = np.full((1, self.J), self.cfg.initial_received)   # a new row's time received
         self._row_of_job = np.full(64, -1, np.int64)   # per job id, its row while every row is one job
@@ -257,7 +289,8 @@ class RoundMechanism:
         self._largest = max(sfs) if sfs else 1
         # every row one job on one GPU, columns the types: plan() takes _plan_ones
         self._plain_ones = self._all_single and self._largest == 1 and self.col_pool is None \
-            and cfg.type_order is None and not cfg.random_type_order
+            and cfg.type_order is None and not cfg.random_type_order and not cfg.fill_unallocated
+        self._runnable = None if alloc.runnable is None else np.asarray(alloc.runnable, bool).reshape(K, self.J)
         if carry:
             if cfg.carry_over == 1.0:   # a new row (-1) takes the fresh row appended to the old ones
                 self.received = np.concatenate((before, self._fresh_row)).take(was, axis=0)
@@ -266,7 +299,12 @@ class RoundMechanism:
                 self.received[was < 0] = cfg.initial_received
         else:
             self.received = np.full((K, self.J), cfg.initial_received)
-        self.totals = np.full(self.J, cfg.initial_received) if cfg.initial_received else None
+        if cfg.cumulative_totals:   # every new row adds its initial time; nothing is taken back
+            kept = getattr(self, "totals", None)
+            new_rows = int(np.count_nonzero(was < 0)) if carry else K
+            self.totals = (np.zeros(self.J) if kept is None else kept) + cfg.initial_received * new_rows
+        else:
+            self.totals = np.full(self.J, cfg.initial_received) if cfg.initial_received else None
         # seconds of wall-clock time since the ledger began, decayed and carried over like `received`
         self.elapsed = cfg.carry_over * getattr(self, "elapsed", 0.0) if carry else 0.0
         self._dead = np.zeros(K, dtype=bool)   # rows retired since
@@ -366,15 +404,18 @@ class RoundMechanism:
             if self._fits is not None:
                 eligible &= self._fits
             flat = eligible.reshape(-1).nonzero()[0]
+            if cfg.ties_by_type:   # (column, row) order: equal entries go to the lower type first
+                flat = flat.take(np.lexsort(np.divmod(flat, self.J)))
             neg_x = -self.X.take(flat)
             rows = np.count_nonzero(np.logical_or.reduce(eligible, axis=1))   # rows with an eligible entry
             # the entries by -X, then flat index (stable): eligible_rank's one-sort order (by_x)
             by_x = neg_x.argsort(kind="stable")
             flat, neg_x = flat.take(by_x), neg_x.take(by_x)
             row_flat, col_flat = np.divmod(flat, self.J)
-            # (eligible, flat, column, row, -X, number of rows with an eligible entry)
-            self._entries = (eligible, flat, col_flat, row_flat, neg_x, rows)
-        eligible, flat, col_flat, row_flat, neg_x, self._eligible_rows = self._entries
+            # (eligible, flat, column, row, -X, number of rows with an eligible entry, the X = 0 entries after)
+            self._entries = (eligible, flat, col_flat, row_flat, neg_x, rows,
+                             self._unallocated(eligible) if cfg.fill_unallocated else None)
+        eligible, flat, col_flat, row_flat, neg_x, self._eligible_rows, rest = self._entries
         if cfg.type_order is None and not cfg.random_type_order:   # global order: eligible entries only
             received = self.received
             total = np.add.reduce(received, 0) if totals is None else totals   # (received.sum(axis=0))
@@ -383,7 +424,7 @@ class RoundMechanism:
             if self._plain_ones and self.placer.rules is None and not self._packing and not (
                     cfg.backfill_new_jobs and new_jobs is not None and new_jobs.jobs):
                 return self._plan_ones(flat, rank, row_flat[rank].tolist(), col_flat[rank].tolist())
-            order = flat[rank]
+            order = flat[rank] if rest is None else np.concatenate((flat[rank], rest))
         else:
             prio, never = priorities(self.X, self.received, totals, cfg.never_served_factor)
             T = len(self.topo.worker_types)
@@ -411,6 +452,19 @@ class RoundMechanism:
             everyone = rules is None and self._taken == self._eligible_rows
             plan.waiting = self._waitlist(lambda: order, plan, new_jobs, everyone)
         return plan
+
+    def _unallocated(self, eligible: np.ndarray) -> np.ndarray:
+        """Flat indices of the entries the allocation gives nothing that could run (alive, fitting, runnable),
+        in (column, row) order: what `fill_unallocated` offers the GPUs left after the allocation's entries."""
+        rest = ~eligible
+        if self._retired:
+            rest &= ~self._dead[:, None]
+        if self._fits is not None:
+            rest &= self._fits
+        if self._runnable is not None:
+            rest &= self._runnable
+        flat = rest.reshape(-1).nonzero()[0]
+        return flat.take(np.lexsort(np.divmod(flat, self.J)))
 
     def _plan_ones(self, flat: np.ndarray, rank: np.ndarray, rows: list[int], cols: list[int]) -> RoundPlan:
         """plan() when every row is one job on one GPU, columns are the types, no rules or quotas

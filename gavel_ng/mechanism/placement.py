@@ -15,6 +15,11 @@ which costs far more than a restart:
   of them to move are moved elsewhere (they are re-placed, not renewed).
 
 Without it (the prototype), plain entries keep their split leases and nothing is moved.
+
+With `sequential` (Gavel's prototype placer, as Sia's artifact runs it) a type's entries go by
+decreasing scale factor, and in each group of equal scale factor the renewals first keep their
+GPUs if no wider entry took one of them, then the others take the type's free GPUs in order
+(server by server), split or not: a wide fresh entry may take the GPUs a narrower job held.
 """
 
 from __future__ import annotations
@@ -55,9 +60,10 @@ class Placer:
     that the next such round finds its renewals in a few array operations; the dict is built only
     when someone reads `last` (and from then on it is what counts, since its reader may change it)."""
 
-    def __init__(self, topology: Topology, consolidate: bool = True):
+    def __init__(self, topology: Topology, consolidate: bool = True, sequential: bool = False):
         self.topo = topology
         self.consolidate = consolidate
+        self.sequential = sequential
         self._last: dict[tuple[int, ...], tuple[int, tuple[int, ...]]] = {}
         self._leases = JobLeases()   # the memory instead of _last while it is active
         self._use_gpus()
@@ -104,6 +110,10 @@ class Placer:
         self._gpu_key = topo.gpu_type.astype(np.int64) * ((self._full + 1) * G) + np.arange(G)
         self._type_start = np.concatenate([[0], np.cumsum(np.bincount(topo.gpu_type,
                                                                       minlength=len(topo.worker_types)))]).tolist()
+        # each type's GPUs server by server: the order `sequential` placement takes free ones in
+        self._type_gpus = [np.concatenate([topo.server_gpus[s] for s in topo.type_servers[j]]).astype(np.int64)
+                           if len(topo.type_servers[j]) else np.zeros(0, np.int64)
+                           for j in range(len(topo.worker_types))]
 
     def forget(self) -> None:
         self.last = {}
@@ -129,6 +139,8 @@ class Placer:
         keep off every server this round gets None (see gavel_ng.rules.placement)."""
         if self.rules is not None and blocked is None:
             return self._place_ruled(keys, types, sfs, spread)
+        if self.sequential and not blocked:
+            return self._place_sequential(keys, types, sfs)
         if not blocked and keys and min(sfs) == max(sfs) == 1:
             return self._place_ones(keys, types)
         topo = self.topo
@@ -190,6 +202,35 @@ class Placer:
         for i in () if all_one else range(E):
             consolidated[i] = sfs[i] == 1 or self._servers(st.gpus[i]) == 1
         return Placed(st.gpus, np.array(st.renewed, dtype=bool), consolidated)
+
+    def _place_sequential(self, keys: list[tuple[int, ...]], types: list[int], sfs: list[int]) -> Placed:
+        """place() as Gavel's prototype places (module docstring, `sequential`)."""
+        E = len(keys)
+        free = np.ones(self.topo.num_gpus, dtype=bool)
+        gpus: list = [None] * E
+        renewed = np.zeros(E, dtype=bool)
+        last = self.last
+        for sf in sorted(set(sfs), reverse=True):
+            group = [i for i in range(E) if sfs[i] == sf]
+            fresh = []
+            for i in group:
+                prev = last.get(keys[i])
+                if prev is not None and prev[0] == types[i] and len(prev[1]) == sf and free[list(prev[1])].all():
+                    gpus[i] = tuple(prev[1])
+                    renewed[i] = True
+                    free[list(prev[1])] = False
+                else:
+                    fresh.append(i)
+            for i in fresh:
+                ids = self._type_gpus[types[i]]
+                take = ids[free[ids]][:sf]
+                if len(take) != sf:
+                    raise RuntimeError(f"placement: {sf} GPUs of type {types[i]} selected but only {len(take)} free")
+                free[take] = False
+                gpus[i] = tuple(take.tolist())
+        self.last = dict(zip(keys, zip(types, gpus)))
+        consolidated = np.fromiter((self._servers(g) == 1 for g in gpus), dtype=bool, count=E)
+        return Placed(gpus, renewed, consolidated)
 
     def _place_ones(self, keys: list[tuple[int, ...]], types: list[int]) -> Placed:
         """place() when every entry takes one GPU (nothing wide, nothing split): a row that stays

@@ -39,6 +39,7 @@ import logging
 import numpy as np
 import scipy.sparse as sp
 
+from ..allocation import AllocationError
 from .affine import Affine
 from .common import require_prices, require_remaining
 from .problem import Problem
@@ -57,14 +58,45 @@ def max_throughput(p: Problem):
     return p.maximize(p.thr / p.thr_fastest)
 
 
-@policy("gavel_sia", "maximize sum_m thr_m over raw steps/s (Sia's Gavel+TunedJobs baseline)")
+def raw_throughput(p: Problem, x: np.ndarray) -> float:
+    """gavel_sia's objective at x: the sum of raw steps/s."""
+    return p.maximize(p.thr).value(x)
+
+
+@policy("gavel_sia", "maximize sum_m thr_m over raw steps/s (Sia's Gavel+TunedJobs baseline)", mechanism="sia_gavel",
+        evaluate=raw_throughput)
 def gavel_sia(p: Problem):
     """Gavel as Sia's artifact runs it (its Gavel+TunedJobs, SOSP'23 Table 3): max-sum-throughput over raw
     steps/s, neither normalized per job nor weighted by GPU count (its simulator_config.py and
     policies/max_sum_throughput.py, ../shared/profiles/sia-artifact/README.md). Raw steps/s of different
     models do not add up to anything meaningful (`max_throughput` normalizes them); this objective favours
-    jobs whose steps are short, which is what Sia compared against."""
-    return p.maximize(p.thr)
+    jobs whose steps are short, which is what Sia compared against.
+
+    The artifact solves this LP with ECOS, an interior-point solver, and rounds its answer to 5 decimals.
+    Identical jobs (a workload file holds dozens of one task at one GPU count) make the optimum a face,
+    not a vertex: an interior-point solver returns a point inside it, every such job with an equal share,
+    where the simplex gives some of them all and the others nothing. Under Gavel's priorities equal shares
+    become time slicing, so the solver is part of the baseline: HiGHS's interior-point method without
+    crossover gives that point here (rounded to 5 decimals; down where rounding would break a constraint).
+    Its round mechanism (`mechanism="sia_gavel"`) is the artifact's too."""
+    sol = p.solve(p.maximize(p.thr), "highs-ipm-interior")
+    if sol.ok:
+        sol.x = _five_decimals(p, np.asarray(sol.x, float))
+        sol.allocation = p.allocation(sol.x)
+        sol.objective = raw_throughput(p, sol.x)
+    return sol
+
+
+def _five_decimals(p: Problem, x: np.ndarray) -> np.ndarray:
+    """x rounded to 5 decimals as the artifact does; where that breaks a constraint (a pool's GPUs summed
+    over rounded-up shares), rounded down instead, which cannot (every constraint is <= with coefficients
+    >= 0)."""
+    near = np.clip(np.round(x, 5), 0.0, 1.0)
+    try:
+        p.allocation(near).check()
+        return near
+    except AllocationError:
+        return np.clip(np.floor(x * 1e5) / 1e5, 0.0, 1.0)
 
 
 def work_per_dollar(p: Problem, prices: np.ndarray) -> Affine:

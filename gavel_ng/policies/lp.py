@@ -63,7 +63,10 @@ class LinearProgram:
 
     A MIP runs HiGHS's branch and bound: the documented meaning of solver "simplex"/"ipm" on a
     MIP is to drop the integrality (solve the relaxation), so a MIP always runs with "choose";
-    `method` and `devex` then only concern LPs. `mip_gap` is the relative gap at which it stops
+    `method` and `devex` then only concern LPs. `method="ipm-interior"` runs the interior-point method
+    without crossover: on an LP with many optimal vertices (identical jobs) it returns a point inside the
+    optimal face, as the interior-point solvers of cvxpy do, where the simplex returns one vertex.
+    `mip_gap` is the relative gap at which it stops
     (HiGHS's default 1e-4 otherwise); `time_limit` bounds either kind (a MIP stopped by it still
     returns its incumbent: LPResult.feasible)."""
 
@@ -78,7 +81,10 @@ class LinearProgram:
         self.is_mip = bool(kinds.any())
         self.highs = highspy.Highs()
         self.highs.silent()
-        self.highs.setOptionValue("solver", "choose" if self.is_mip else method)
+        interior = method == "ipm-interior"
+        self.highs.setOptionValue("solver", "choose" if self.is_mip else "ipm" if interior else method)
+        if interior and not self.is_mip:
+            self.highs.setOptionValue("run_crossover", "off")
         # presolve costs more than it saves on these sparse, well-scaled LPs (solver_bench/); a MIP keeps
         # HiGHS's (on): without it the configuration programs took 1-5x longer (bench_configurations)
         if not self.is_mip:

@@ -71,6 +71,7 @@ class PolicySpec:
     jobs: str = FIXED         # round policies: FIXED, ADAPTIVE or BOTH (how it runs adaptive jobs, below)
     round_seconds: float = 360.0   # how often it decides unless told otherwise (Gavel: 360 s; Pollux, Sia: 60 s)
     gpu_counts: Callable | None = None   # round policies: topology -> GPU counts per type (its configurations)
+    mechanism: str | None = None   # declared: the round mechanism preset its allocation is meant for (policy())
 
     @property
     def is_round(self) -> bool:
@@ -189,7 +190,7 @@ _ALIASES: dict[str, str] = {}
 def policy(name: str, summary: str = "", *, aliases: tuple[str, ...] = (),
            agnostic_aliases: tuple[str, ...] = (), evaluate=None, agnostic: bool = True, spread: bool = True,
            symmetric: bool = False, pairs: bool = False, idle_aware: bool = False, entities: bool = False,
-           per_job: bool = False):
+           per_job: bool = False, mechanism: str | None = None):
     """Register `fn(problem) -> Objective | cvxpy objective | Solution` under `name`.
 
     `spread=False` keeps an agnostic variant's per-type choices instead of spreading
@@ -206,19 +207,23 @@ def policy(name: str, summary: str = "", *, aliases: tuple[str, ...] = (),
     `per_job=True` declares a max-min objective (with or without a second phase) whose row for
     each job, and that job's second-phase term, depend only on the job's throughputs, scale factor
     and weight and on the cluster's capacity, never on which other jobs there are: a warm solve
-    (session.py) then states each kind of job once and keeps its row.
+    (session.py) then states each kind of job once and keeps its row. `mechanism=NAME` declares
+    that the policy reproduces a baseline that ran under another round mechanism than Gavel's
+    (a preset of `MechanismConfig.PRESETS`, e.g. Sia's artifact's Gavel): the simulator and the
+    runtime run its allocation under that preset.
     """
 
     def register(fn: PolicyFn) -> PolicyFn:
         text = summary or (fn.__doc__ or "").strip().splitlines()[0] if (summary or fn.__doc__) else ""
         _REGISTRY[name] = PolicySpec(name, fn, text, False, evaluate, spread, symmetric, pairs=pairs,
-                                    idle_aware=idle_aware, entities=entities, per_job=per_job)
+                                    idle_aware=idle_aware, entities=entities, per_job=per_job, mechanism=mechanism)
         for a in aliases:
             _ALIASES[a] = name
         if agnostic:
             _REGISTRY[name + AGNOSTIC] = PolicySpec(name + AGNOSTIC, fn, f"{text} (heterogeneity-agnostic)",
                                                     True, evaluate, spread, symmetric, pairs=pairs, base=name,
-                                                    idle_aware=idle_aware, entities=entities, per_job=per_job)
+                                                    idle_aware=idle_aware, entities=entities, per_job=per_job,
+                                                    mechanism=mechanism)
             for a in agnostic_aliases:
                 _ALIASES[a] = name + AGNOSTIC
         return fn

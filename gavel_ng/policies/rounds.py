@@ -219,14 +219,27 @@ class RoundContext(Fields):
         return np.where(np.isnan(own), float(self.realloc_delay), own)
 
     def restart_factor(self, delays: np.ndarray | float | None = None) -> np.ndarray:
-        """Pollux's REALLOC_FACTOR per job: (age - reallocations x delay) / (age + delay) in [0, 1]: what a
+        """Pollux's REALLOC_FACTOR per job: (age - restarts x delay) / (age + delay) in [0, 1]: what a
         move is worth to a job that runs now (1 with no delay). `delays`: the restart seconds assumed
-        (default: `restart_delays`)."""
+        (default: `restart_delays`).
+
+        Jobs that carry their profile set's measured restart delay (the `sia` set, charged as Sia's
+        artifact charges it: simulator.restarts) get the factor as the artifact computes it (its
+        sia.py): `restarts` counts the restarts after the first start (the artifact's `num_restarts`
+        is 0 after it; our `reallocations` count the first start too), and a job younger than its
+        delay is not penalized at all. Other jobs keep the formula the modeled runs were made with
+        (every start counted), so that their figures stay as they were."""
         age = self.age
         delay = self.restart_delays if delays is None else np.asarray(delays, float)
         den = age + delay
+        n = np.asarray(self.reallocations, float)
+        own = self.info.restart
+        artifact = np.zeros(len(n), bool) if own is None else ~np.isnan(np.asarray(own, float))
+        if artifact.any():
+            n = np.where(artifact, np.maximum(n - 1.0, 0.0), n)
         with np.errstate(divide="ignore", invalid="ignore"):
-            f = (age - self.reallocations * delay) / den
+            f = (age - n * delay) / den
+        f = np.where(artifact & (age < delay), 1.0, f)
         return np.where(den > 0, np.clip(f, 0.0, 1.0), 1.0)
 
     @cached_property

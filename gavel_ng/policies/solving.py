@@ -28,7 +28,8 @@ from .objective import Objective, Solution
 
 log = logging.getLogger(__name__)
 CVXPY_HOLD_TOL = 1e-6   # an interior-point optimum is accurate to about this, relative
-LP_SOLVERS = {"highs": "simplex", "highs-simplex": "simplex", "highs-ipm": "ipm", "highs-pdlp": "pdlp"}
+LP_SOLVERS = {"highs": "simplex", "highs-simplex": "simplex", "highs-ipm": "ipm", "highs-pdlp": "pdlp",
+              "highs-ipm-interior": "ipm-interior"}   # no crossover: a point inside the optimal face
 
 
 class FormulationError(Exception):

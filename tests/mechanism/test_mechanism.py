@@ -182,3 +182,22 @@ def test_a_job_split_over_an_idle_and_a_busy_type_gets_its_allocation():
     assert got[False][0, 0] < 0.6
     assert abs(got[True][0, 0] - 0.9) <= 0.06
     np.testing.assert_allclose(got[True][1:], X[1:])
+
+
+def test_sia_gavel_preset_fills_what_the_allocation_leaves_and_places_in_order():
+    """Sia's artifact's Gavel: an entry the allocation gives nothing takes a GPU left idle (work conserving),
+    and a fresh wide entry takes the type's first free GPUs, even those a narrower job held."""
+    from gavel_ng.mechanism.core import PRESETS
+
+    t = topo("v100=4", per=2)
+    rows, X = [(0,), (1,)], np.array([[1.0], [0.0]])
+    plain = RoundMechanism(t, MechanismConfig(backfill_new_jobs=False))
+    plain.reset(AllocationRows(rows, X, np.ones(2)))
+    assert plain.plan().num_entries == 1
+    sia = RoundMechanism(t, MechanismConfig(**PRESETS["sia_gavel"]))
+    sia.reset(AllocationRows(rows, X, np.ones(2), runnable=np.ones((2, 1), bool)))
+    assert sorted(k[0] for k in sia.plan().keys) == [0, 1]
+    p = Placer(t, consolidate=False, sequential=True)
+    assert p.place([(0,)], [0], [1]).gpus == [(0,)]
+    d = p.place([(0,), (1,)], [0, 0], [1, 2])
+    assert d.gpus == [(2,), (0, 1)] and not d.renewed.any()

@@ -147,3 +147,27 @@ def test_sia_rounding_option_is_checked():
     for bad in (-1, 1.5, True, "2"):
         with pytest.raises(InputError, match="sia.decimals"):
             Sia(decimals=bad)
+
+
+def test_gavel_sia_gives_identical_jobs_equal_shares():
+    """Four identical jobs, two GPUs: the optimum is a face; the interior point (the artifact's ECOS) shares it
+    equally, where a simplex vertex would give two jobs everything and two nothing."""
+    inp = SchedulingProblem.build([f"j{i}" for i in range(4)], ["t4"], [2], np.full((4, 1), 5.0))
+    x = np.asarray(g.solve(inp, "gavel_sia").allocation.values, float)
+    np.testing.assert_allclose(x, 0.5, atol=1e-4)
+
+
+def test_restart_factor_of_measured_jobs_is_the_artifacts():
+    """Two jobs each started once (reallocations 1, the first start counted) at age 600 s, delay 250 s: the job
+    with a measured delay gets Sia's artifact's factor, restarts after the first start only, (600 - 0) / 850;
+    the flat one keeps (600 - 250) / 850. Younger than its delay (100 s), the measured job is not penalized."""
+    from gavel_ng.policies.rounds import RoundContext
+
+    topo = Topology.from_cluster(Cluster(gpus={"t4": 4}, gpus_per_server={"t4": 4}))
+    for now, want in ((600.0, [600 / 850, 350 / 850]), (100.0, [1.0, 0.0])):
+        info = RoundJobs(np.ones(2, bool), np.ones(2, np.int64), np.zeros((2, 1)), np.zeros(2), np.ones(2, np.int64),
+                         np.array([250.0, np.nan]))
+        z = np.zeros(2)
+        ctx = RoundContext(now, np.arange(2), None, topo, info, [(0,), (1,)], z, z, z, 250.0,
+                           np.random.default_rng(0), None, None)
+        np.testing.assert_allclose(ctx.restart_factor(), want)
