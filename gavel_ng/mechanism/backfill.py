@@ -161,8 +161,7 @@ class Waitlist:
         if not len(idx):
             return []
         rules, tally = self.rules, None
-        hold_keys = [h.key for h in holding]
-        hold_sfs = [h.sf for h in holding]
+        named = rules.named([h.key for h in holding]) if rules is not None else set()
         if rules is not None and rules.rules.quotas:
             tally = rules.quota_tally(list(topo.worker_types))
             for h in holding:
@@ -179,7 +178,7 @@ class Waitlist:
                 continue
             if limit is not None and not limit.fits(int(c.rows[i]), int(c.cols[i])):
                 continue
-            if rules is not None and rules.involved(hold_keys + [key], hold_sfs + [sf])[-1]:
+            if rules is not None and rules.joins_involved(key, sf, named):   # (per entry: no pass over the holders)
                 continue
             gpus = self._fit(t, sf, bool(c.spread[i]) or not self.consolidate, free)
             if gpus is None or (tally is not None and not tally(key, t, sf)):
@@ -189,8 +188,8 @@ class Waitlist:
             free[list(gpus)] = False
             left[t] -= sf
             busy.update(key)
-            hold_keys.append(key)
-            hold_sfs.append(sf)
+            if rules is not None:
+                named |= rules.named([key])
             one = len({int(topo.gpu_server[g]) for g in gpus}) == 1
             out.append(Backfilled(key, int(c.rows[i]), int(c.cols[i]), t, sf, gpus, one))
             if self.remember is not None:

@@ -299,14 +299,17 @@ def _service(name: str):
 
 def make_server(bind: str, port: int, services: dict[str, object], security: Security,
                 max_workers: int = 32, health_servicer: health.HealthServicer | None = None,
-                authenticate: Callable[[str], Principal | None] | None = None) -> tuple[grpc.Server, int]:
+                authenticate: Callable[[str], Principal | None] | None = None,
+                pool: futures.ThreadPoolExecutor | None = None) -> tuple[grpc.Server, int]:
     """Start a server for `services` ({"Scheduler": impl}) and the standard gRPC health service
     (grpc.health.v1.Health: SERVING for "" and each service's full name unless the caller, passing
     its own `health_servicer`, says otherwise); returns the server and the bound port. `authenticate`
-    turns a token into its principal (default: `security.token` is the admin's, nothing else is)."""
+    turns a token into its principal (default: `security.token` is the admin's, nothing else is).
+    `pool`: the handler threads (max_workers of them) when the caller keeps its own (e.g. to time
+    waits for them)."""
     limiter = CallLimiter(Caps(max_workers))
     who = authenticate or token_authenticator(security.token)
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="grpc"),
+    server = grpc.server(pool or futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="grpc"),
                          interceptors=[_AuthInterceptor(who, limiter)],
                          options=[("grpc.so_reuseport", 0)])
     for name, impl in services.items():

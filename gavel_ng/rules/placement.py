@@ -58,10 +58,18 @@ class ServerRules:
         """Per entry: whether placement by these rules must see it (`constrained`, or named by another
         entry's affinity or anti-affinity this round: both sides of such a rule are placed here)."""
         out = [self.constrained(k, sf) for k, sf in zip(keys, sfs)]
-        named = set().union(*(set(r.affinity) | set(r.anti_affinity) for k in keys for r in self._rules(k)))
+        named = self.named(keys)
         if named:
             out = [o or bool(self.tags(k) & named) for o, k in zip(out, keys)]
         return out
+
+    def named(self, keys) -> set[str]:
+        """The names the entries' affinity and anti-affinity rules mention."""
+        return set().union(*(set(r.affinity) | set(r.anti_affinity) for k in keys for r in self._rules(k)))
+
+    def joins_involved(self, key, sf: int, named: set[str]) -> bool:
+        """involved(keys + [key], ...)[-1], given `named` = named(keys): one entry's answer without the others'."""
+        return self.constrained(key, sf) or bool(self.tags(key) & (named | self.named([key])))
 
     # ----- per-round quotas ---------------------------------------------------------------
     def within_quota(self, keys, types, sfs, worker_types: list[str]) -> list[bool]:

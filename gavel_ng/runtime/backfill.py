@@ -33,6 +33,7 @@ from ..mechanism import Backfilled, RoundPlan, RoundResult, worth_starting
 from ..mechanism.backfill import Holder, holders
 from ..mechanism.core import with_backfilled
 from .jobs import FINISHED
+from .launcher import LOG_EACH, Assignment
 from .store import StoreError
 
 log = logging.getLogger(__name__)
@@ -62,89 +63,102 @@ class LiveBackfill:
         self._offered = None
 
     def tick(self, now: float) -> None:
-        """Offer GPUs freed since the last look to the waitlist (state lock held)."""
-        ex, plan = self.ex, self.plan
-        if plan is None or plan.waiting is None or self.pending is not None or ex.round_end is None \
-                or now >= ex.round_end:
-            return                 # (once the next plan is out, the mechanism has moved on)
-        st = ex.state
-        ended = {m for m in ex.current if (j := st.jobs.get(m)) is None or j.status in FINISHED
-                 or j.blocked_round == st.round_no}
-        if len(ended) <= self.ended or not worth_starting(ex.round_end - now, 0.0, ex.L):
+        """Offer GPUs freed since the last look to the waitlist. The round thread, lock not held: what is
+        free is read under the state's lock, the choice is made without it (it may take seconds for
+        thousands of entries, and heartbeats need that lock), and the chosen entries join under it."""
+        ex, plan, st = self.ex, self.plan, self.ex.state
+        if plan is None or plan.waiting is None:
             return
-        self.ended = len(ended)
-        gmap = self.gpu_map()
-        free = self._free(gmap, ended)
-        if not free.any():
-            return
-        busy = set(ex.current) | {m for m, j in st.jobs.items() if j.live is not None}
-        holding = self._holding(plan, ended) if plan.waiting.watches_holders else ()
-        chosen = plan.waiting.choose(free, busy, holding)
-        for b in chosen:
-            if not self._assign(b, gmap, now):
-                break
+        with st.lock:
+            if self.pending is not None or ex.round_end is None or now >= ex.round_end:
+                return                 # (once the next plan is out, the mechanism has moved on)
+            ended = self._ended()
+            if len(ended) <= self.ended or not worth_starting(ex.round_end - now, 0.0, ex.L):
+                return
+            self.ended = len(ended)
+            gmap = self.gpu_map()
+            free = self._free(gmap, ended)
+            if not free.any():
+                return
+            busy = set(ex.current) | st.index.live
+            holding = self._holding(plan, ended) if plan.waiting.watches_holders else ()
+        self._assign(plan.waiting.choose(free, busy, holding), gmap, now)
+
+    def _ended(self) -> set[int]:
+        """Jobs of the current round that finished, failed or may not start again this round (lock held)."""
+        ex, st = self.ex, self.ex.state
+        return {m for m in ex.current if (j := st.jobs.get(m)) is None or j.status in FINISHED
+                or j.blocked_round == st.round_no}
 
     def _free(self, gmap, ended: set[int]) -> np.ndarray:
         """Per GPU of the plan: no live attempt holds it, no job of the round still waits for it, alive."""
         ex = self.ex
-        taken = {p for j in ex.state.jobs.values() if j.live is not None for p in j.live.placement}
+        taken = set(ex.state.index.by_gpu)        # GPUs live attempts hold
         taken.update(p for m, a in ex.current.items() if m not in ended for p in a.placement)
-        return np.array([p not in taken and ex._alive(p[0]) for p in gmap], bool)
+        return np.array([p not in taken and ex.alive(p[0]) for p in gmap], bool)
 
     def arrive(self, now: float) -> None:
-        """Offer idle GPUs to the jobs submitted since the round was planned (state lock held): when one
-        arrived or the round's jobs ended since the last offer (module docstring)."""
+        """Offer idle GPUs to the jobs submitted since the round was planned, when one arrived or the
+        round's jobs ended since the last offer (module docstring). Lock not held, as in `tick`: the
+        waitlist of 10,000 new jobs is built and chosen from without it."""
         ex, plan, st = self.ex, self.plan, self.ex.state
-        if self.arrivals is None or plan is None or self.pending is not None or ex.round_end is None \
-                or now >= ex.round_end or not st.arrivals:
+        if self.arrivals is None or plan is None:
             return
-        if self._offered == (len(st.arrivals), self.ended) or not worth_starting(ex.round_end - now, 0.0, ex.L):
-            return
-        self._offered = (len(st.arrivals), self.ended)
-        held = ex.waiting.held if ex.waiting is not None else {}     # admission holds them back
-        new = [m for m in dict.fromkeys(st.arrivals) if (j := st.jobs.get(m)) is not None and j.status == "queued"
-               and j.live is None and m not in ex.current and not j.fenced(now) and m not in held]
-        if not new:
-            return
-        ended = {m for m in ex.current if (j := st.jobs.get(m)) is None or j.status in FINISHED
-                 or j.blocked_round == st.round_no}
-        gmap = self.gpu_map()
-        free = self._free(gmap, ended)
-        if not free.any():
-            return
-        busy = set(ex.current) | {m for m, j in st.jobs.items() if j.live is not None}
+        with st.lock:
+            if self.pending is not None or ex.round_end is None or now >= ex.round_end or not st.arrivals:
+                return
+            if self._offered == (len(st.arrivals), self.ended) or not worth_starting(ex.round_end - now, 0.0, ex.L):
+                return
+            self._offered = (len(st.arrivals), self.ended)
+            held = ex.waiting.held if ex.waiting is not None else {}     # admission holds them back
+            new = [m for m in dict.fromkeys(st.arrivals) if (j := st.jobs.get(m)) is not None
+                   and j.status == "queued" and j.live is None and m not in ex.current and not j.fenced(now)
+                   and m not in held]
+            if not new:
+                return
+            ended = self._ended()
+            gmap = self.gpu_map()
+            free = self._free(gmap, ended)
+            if not free.any():
+                return
+            busy = set(ex.current) | st.index.live
         waiting = self.arrivals(ex.job_view(new), plan)
         holding = self._holding(plan, ended) if waiting.watches_holders else ()
-        for b in waiting.choose(free, busy, holding):
-            if not self._assign(b, gmap, now, "arrival"):
-                break
+        self._assign(waiting.choose(free, busy, holding), gmap, now, "arrival")
 
     def _holding(self, plan: RoundPlan, ended: set[int]) -> list[Holder]:
         out = [h for h in holders(plan) if not ended.issuperset(h.key)]
         return out + [b.holder for b, _ in self.entries if not ended.issuperset(b.key)]
 
-    def _assign(self, b: Backfilled, gmap, now: float, why: str = "freed") -> bool:
-        """The chosen entry joins the current round (recorded first: a refused write assigns nothing)."""
-        from .executor import Assignment
-
+    def _assign(self, chosen: list[Backfilled], gmap, now: float, why: str = "freed") -> None:
+        """The chosen entries join the current round (recorded first, in one transaction: a refused write
+        assigns nothing). The first LOG_EACH get a log line each, the others one together."""
+        if not chosen:
+            return
         ex, st = self.ex, self.ex.state
-        placement = tuple(gmap[g] for g in b.gpus)
-        worker_type = st.worker_types[b.type]
-        try:
+        entries = [(b, tuple(gmap[g] for g in b.gpus), st.worker_types[b.type]) for b in chosen]
+        try:                          # without the state's lock: only this thread changes the round's plan
             with st.store.transaction():
-                for m in b.key:
-                    st.store.event("backfill", job_id=m, round_no=st.round_no, worker_type=worker_type,
-                                   placement=[list(p) for p in placement], seconds_left=round(ex.round_end - now, 3),
-                                   why=why)
+                for b, placement, worker_type in entries:
+                    for m in b.key:
+                        st.store.event("backfill", job_id=m, round_no=st.round_no, worker_type=worker_type,
+                                       placement=[list(p) for p in placement],
+                                       seconds_left=round(ex.round_end - now, 3), why=why)
         except StoreError:
-            return False
-        for m in b.key:
-            partner = next((x for x in b.key if x != m), None)
-            ex.current[m] = Assignment(m, placement, worker_type, b.consolidated, partner)
-        self.entries.append((b, now))
-        log.info("backfill (%s): job(s) %s on %s for the %.0f s left of round %d", why, ",".join(map(str, b.key)),
-                 worker_type, ex.round_end - now, st.round_no, extra={"jobs": list(b.key)})
-        return True
+            return
+        with st.cv:                   # a job cancelled or a worker lost meanwhile: the launcher skips it
+            for b, placement, worker_type in entries:
+                for m in b.key:
+                    partner = next((x for x in b.key if x != m), None)
+                    ex.current[m] = Assignment(m, placement, worker_type, b.consolidated, partner)
+                self.entries.append((b, now))
+            st.cv.notify_all()
+        for b, _, worker_type in entries[:LOG_EACH]:
+            log.info("backfill (%s): job(s) %s on %s for the %.0f s left of round %d", why, ",".join(map(str, b.key)),
+                     worker_type, ex.round_end - now, st.round_no, extra={"jobs": list(b.key)})
+        if len(entries) > LOG_EACH:
+            log.info("backfill (%s): %d more entries for the %.0f s left of round %d (each has its backfill event "
+                     "in the state)", why, len(entries) - LOG_EACH, ex.round_end - now, st.round_no)
 
     def complete(self, plan: RoundPlan, result: RoundResult) -> None:
         """The round as it ran (RoundResult.plan): its plan and the entries backfilled into it, each

@@ -36,8 +36,9 @@ from ..protocol.client import placement_label
 from ..protocol.leasefile import lease_mac
 from ..protocol.protos import gavel_pb2 as pb
 from ..protocol.rpc import derive, job_token
-from .adaptive import AdaptiveReport, note_launch
+from .adaptive import AdaptiveReport
 from .jobs import FINISHED, Attempt, DoneReport, JobState
+from .launcher import RPC_TIMEOUT, Assignment, Launcher
 from .records import job_dir
 from .state import ClusterState
 from .store import StoreError
@@ -45,7 +46,6 @@ from .workers import Kill, WorkerState
 
 log = logging.getLogger(__name__)
 TICK = 0.05
-RPC_TIMEOUT = 5.0
 RETRY = 0.3               # renew_in while the plan a renewal depends on is not made yet
 
 
@@ -63,15 +63,6 @@ class Lease:
     stop: bool = False
     lease_end: float = 0.0         # unix seconds; with lease_mac, what the job passes to its worker
     lease_mac: str = ""
-
-
-@dataclass(frozen=True)
-class Assignment:
-    job_id: int
-    placement: tuple[tuple[str, int], ...]   # (worker id, local GPU) per rank
-    worker_type: str
-    consolidated: bool
-    partner: int | None = None               # space sharing: the job on the same GPUs
 
 
 class DeployExecutor:
@@ -100,6 +91,8 @@ class DeployExecutor:
         self.waiting = None                   # runtime.waiting.Waiting: why each queued job waits, per plan
         self.backfill = None                  # runtime.backfill.LiveBackfill: freed GPUs run waiting jobs mid-round
         self.on_publish: Callable[[], None] | None = None   # after each plan is published (lock not held)
+        self.launcher = Launcher(self)            # picks, records and sends the round's launches
+        self._backfill_seen: tuple | None = None
 
     # ----- Executor protocol ---------------------------------------------------------------
     def now(self) -> float:
@@ -151,9 +144,9 @@ class DeployExecutor:
                 self.backfill.publish(plan)
             self.next = desired
             self.idle = not desired
-            if self.waiting is not None:
-                self.waiting.update({m: placement_label(a.worker_type, a.placement) for m, a in desired.items()})
             self.state.cv.notify_all()
+        if self.waiting is not None:        # takes the lock a chunk of jobs at a time
+            self.waiting.update({m: placement_label(a.worker_type, a.placement) for m, a in desired.items()})
         if self.on_publish is not None:
             self.on_publish()
         return desired
@@ -172,18 +165,21 @@ class DeployExecutor:
 
     def _begin_round(self, desired: dict[int, Assignment]) -> None:
         st = self.state
-        with st.cv:
+        with st.lock:
             now = time.time()
             on_grid = self.round_end is not None and now - self.round_end < 0.5 * self.L
             start = self.round_end if on_grid else now
             round_no = st.round_no + 1
             kept = [m for m, a in desired.items() if (live := st.jobs[m].live) is not None
                     and tuple(live.placement) == a.placement and live.lease_end >= start + self.L - 1e-6]
-            with st.store.transaction():         # recorded first: a failed write starts no round
-                st.store.set_meta("round", round_no)
-                st.store.event("round", round_no=round_no, start=start, kept=kept,
-                               plan={str(m): [a.worker_type, [list(p) for p in a.placement], a.partner]
-                                     for m, a in desired.items()})
+        # recorded first, without the state's lock (a plan of 5,000 jobs is a large event; only this thread
+        # starts rounds): a failed write starts no round
+        with st.store.transaction():
+            st.store.set_meta("round", round_no)
+            st.store.event("round", round_no=round_no, start=start, kept=kept,
+                           plan={str(m): [a.worker_type, [list(p) for p in a.placement], a.partner]
+                                 for m, a in desired.items()})
+        with st.cv:
             self.round_start, self.round_end = start, start + self.L
             st.round_no = round_no
             self.current, self.next = desired, None
@@ -218,95 +214,37 @@ class DeployExecutor:
                 kills = st.check_workers()
             except StoreError:                # retried next tick; the store said why
                 kills = []
+            look = False
             with st.cv:
                 if st.topology_version != self._version:
                     self._version = st.topology_version
                     self.on_topology_change()
                 if self.backfill is not None:
-                    self.backfill.tick(now)
-                    self.backfill.arrive(now)
-                launches = self._pick_launches(now)
+                    seen = (st.index.version, st.topology_version, len(st.arrivals), st.round_no, id(self.next))
+                    look = seen != self._backfill_seen       # something ended or arrived since the last look
+                    self._backfill_seen = seen
+            if look:                      # they take the lock themselves, and choose without it
+                self.backfill.tick(now)
+                self.backfill.arrive(now)
             self.send_kills(kills)
-            for job, att in launches:
-                self._launch(job, att)
+            self.launcher.launch_ready(now)
             with st.cv:
                 if idle and st.wake:
                     st.wake = False
                     return
                 st.cv.wait(timeout=max(0.0, min(TICK, t - time.time())))
 
-    # ----- launching --------------------------------------------------------------------------
-    def _pick_launches(self, now: float) -> list[tuple[JobState, Attempt]]:
-        """Planned jobs with no live attempt whose GPUs are free and workers alive (lock held)."""
-        st = self.state
-        if self.round_end is None or now >= self.round_end:
-            return []
-        held: dict[tuple[str, int], set[int]] = {}
-        for j in st.jobs.values():
-            if j.live is not None:
-                for p in j.live.placement:
-                    held.setdefault(p, set()).add(j.job_id)
-        out = []
-        for m, a in self.current.items():
-            job = st.jobs.get(m)
-            if job is None or job.status in FINISHED or job.live is not None or job.blocked_round == st.round_no \
-                    or now < job.retry_at:        # a failed attempt: the next round, and its backoff
-                continue
-            if job.fenced(now):               # a written-off attempt may still run: not beside it
-                continue
-            allowed = {a.partner} if a.partner is not None else set()
-            if any(not self._alive(w) for w, _ in a.placement) or any(
-                    not held.get(p, set()) <= allowed for p in a.placement):
-                continue
-            if self.round_end - now < 0.25 * self.L and not self._keeps(m, a):
-                continue                      # not worth a start-up for a sliver of a round
-            try:
-                out.append((job, self._new_attempt(job, a, now)))
-            except StoreError:                # disk full: launch nothing more until it can be recorded
-                break
-            for p in a.placement:
-                held.setdefault(p, set()).add(m)
-        return out
-
-    def _alive(self, worker_id: str) -> bool:
+    # ----- launching (runtime.launcher picks, records and applies; these reach the workers) -------
+    def alive(self, worker_id: str) -> bool:
         w = self.state.workers.get(worker_id)
         return w is not None and w.alive
 
-    def _keeps(self, m: int, a: Assignment) -> bool:
+    def keeps(self, m: int, a: Assignment) -> bool:
         nxt = self.next.get(m) if self.next is not None else None
         return self.renewals and nxt is not None and nxt.placement == a.placement
 
-    def _new_attempt(self, job: JobState, a: Assignment, now: float) -> Attempt:
-        st = self.state
-        att = Attempt(job.job_id, job.attempts + 1, list(a.placement), a.worker_type, a.consolidated, now,
-                      self.round_end, job.steps_done, partner=a.partner)
-        with st.store.transaction():           # recorded first: a launch the store refused never happens
-            st.store.add_attempt(job.job_id, att.attempt, att.placement, a.worker_type, now, job.steps_done)
-            st.store.update_job(job.job_id, status="running", attempts=att.attempt,
-                                **({"first_start": now} if job.first_start is None else {}))
-            st.store.set_meta("launches", st.stats["launches"] + 1)
-            st.store.event("launch", job_id=job.job_id, round_no=st.round_no, attempt=att.attempt,
-                           worker_type=a.worker_type, placement=[list(p) for p in a.placement],
-                           steps=job.steps_done, partner=a.partner)
-        log.info("job %d attempt %d launched on %s", job.job_id, att.attempt,
-                 placement_label(a.worker_type, att.placement), extra={"jobs": [job.job_id]})
-        job.attempts = att.attempt
-        job.live = att
-        if job.first_start is None:
-            job.first_start = now
-            if st.book.on_start is not None:
-                st.book.on_start(job)
-        st.attempt_started(att)
-        job.status = "running"
-        st.stats["launches"] += 1
-        if job.spec.adaptive is not None:
-            try:
-                note_launch(st.store, job, a.worker_type, len(a.placement), st.round_no)
-            except StoreError:
-                pass                            # a resize count; the launch itself is recorded
-        return att
-
-    def _launch(self, job: JobState, att: Attempt) -> None:
+    def run_requests(self, job: JobState, att: Attempt) -> list[tuple[WorkerState, pb.RunJobRequest]]:
+        """The RunJob call for each worker of a live attempt, in rank order."""
         st = self.state
         workers = att.workers
         ckpt = job_dir(self.checkpoint_root, job.job_id, self.state_id)
@@ -314,24 +252,30 @@ class DeployExecutor:
         run_as = job.actor.removeprefix("user:") if job.actor.startswith("user:") else ""
         identity = f"{self.state_id}:{job.job_id}" if self.state_id else ""
         dist_init = f"file://{ckpt}/rendezvous-{att.attempt}" if len(workers) > 1 else ""
-        rank = 0
+        spec, token = job.spec.to_proto(), job_token(st.secret, job.job_id, att.attempt)
+        out, rank = [], 0
         for wid in workers:
             gpus = [g for w, g in att.placement if w == wid]
-            req = pb.RunJobRequest(job_id=job.job_id, attempt=att.attempt, spec=job.spec.to_proto(), gpus=gpus,
-                                   rank_offset=rank, world_size=len(att.placement), dist_init=dist_init,
-                                   lease_seconds=att.lease_end - time.time(), checkpoint_dir=str(ckpt),
-                                   job_token=job_token(st.secret, job.job_id, att.attempt),
-                                   share_with=att.partner or 0, servers=len(workers),
-                                   checkpoint_every_rounds=self.checkpoint_every, run_as=run_as, identity=identity)
+            out.append((st.workers.get(wid), pb.RunJobRequest(
+                job_id=job.job_id, attempt=att.attempt, spec=spec, gpus=gpus, rank_offset=rank,
+                world_size=len(att.placement), dist_init=dist_init, lease_seconds=att.lease_end - time.time(),
+                checkpoint_dir=str(ckpt), job_token=token, share_with=att.partner or 0, servers=len(workers),
+                checkpoint_every_rounds=self.checkpoint_every, run_as=run_as, identity=identity)))
             rank += len(gpus)
-            w = st.workers.get(wid)
+        return out
+
+    def run_job(self, job: JobState, att: Attempt) -> bool:
+        """RunJob to each worker of a live attempt in turn, blocking; False (and the failure handled) if one
+        refused it."""
+        for w, req in self.run_requests(job, att):
             try:
                 w.stub.RunJob(req, timeout=RPC_TIMEOUT)
             except grpc.RpcError as exc:
-                self._launch_failed(w, job, att, exc)
-                return
+                self.launch_failed(w, job, att, exc)
+                return False
+        return True
 
-    def _launch_failed(self, w: WorkerState, job: JobState, att: Attempt, exc: grpc.RpcError) -> None:
+    def launch_failed(self, w: WorkerState, job: JobState, att: Attempt, exc: grpc.RpcError) -> None:
         st = self.state
         code = exc.code() if hasattr(exc, "code") else None
         log.warning("RunJob job %d on %s failed: %s", job.job_id, w.worker_id, exc, extra={"jobs": [job.job_id]})
@@ -344,14 +288,11 @@ class DeployExecutor:
                                      reason="launch-failed",
                                      detail=f"worker {w.worker_id} refused RunJob ({code.name if code else exc})"))
         self.send_kills([Kill(st.workers[x], job.job_id, att.attempt)
-                         for x in att.workers if x != w.worker_id and self._alive(x)])
+                         for x in att.workers if x != w.worker_id and self.alive(x)])
 
     def send_kills(self, kills: list[Kill]) -> None:
-        for k in kills:
-            try:
-                k.worker.stub.KillJob(pb.KillJobRequest(job_id=k.job_id, attempt=k.attempt), timeout=RPC_TIMEOUT)
-            except grpc.RpcError as exc:
-                log.info("KillJob job %d on %s: %s", k.job_id, k.worker.worker_id, exc.code())
+        """Sent by the launcher's sender (runtime.launcher): a dead worker holds one call slot, not the caller."""
+        self.launcher.kill(kills)
 
     # ----- leases (called from gRPC threads) --------------------------------------------------
     def _attempt(self, job_id: int, attempt: int):

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..protocol.jobspec import JobSpec
+from .live import LiveIndex
 from .store import Store, StoreError, acting
 
 log = logging.getLogger(__name__)
@@ -83,6 +84,7 @@ class Attempt:
     measured_seconds: float = 0.0
     sharing: int | None = None           # who shared the GPUs since the last measurement (None: alone)
     mixed: bool = False                  # ... or that changed meanwhile: the interval measures nothing
+    counted: float = 0.0                 # its GPU-seconds are counted up to here (lost, then reclaimed)
 
     @property
     def workers(self) -> list[str]:
@@ -96,6 +98,7 @@ class Fence:
     attempt: int
     workers: set[str]
     until: float                        # time.time(): lease end + grace
+    lost: Attempt | None = None         # the attempt written off: its worker may still claim it (reclaim)
 
 
 @dataclass
@@ -103,20 +106,17 @@ class JobState:
     job_id: int
     spec: JobSpec
     submitted: float
-    status: str = "queued"
     steps_done: int = 0
     steps_live: int = 0
     finished: float | None = None
     attempts: int = 0
     failures: int = 0
     renewals: int = 0
-    live: Attempt | None = None
     admitted: bool = False
     blocked_round: int = -1             # a failed attempt waits for the next round
     report: object | None = None        # adaptive jobs: the last AdaptiveReport (runtime.adaptive)
     resizes: int = 0                    # adaptive jobs: launches on another (worker type, GPUs) than the last
     last_config: tuple[str, int] | None = None
-    fence: Fence | None = None          # a lost attempt not yet known dead: no relaunch meanwhile
     reason: str = ""                    # while queued: why it waits, as last decided and stored (runtime.waiting)
     waits_for_round: bool = False       # ... a reason a later round may end (status adds when it starts)
     first_start: float | None = None    # the paper's metrics: first launch (queueing delay = it - submitted)
@@ -125,6 +125,43 @@ class JobState:
     error: str = ""                     # why its last attempt failed ("" once one ran without failing)
     retry_at: float = 0.0               # after a failure: no relaunch before this (time.time(), backoff)
     actor: str = ""                     # who submitted it (admin, user:NAME): a user's job runs as that user
+    # `status` (queued, running or one of FINISHED), `live` (the attempt running now) and `fence` (a lost
+    # attempt not yet known dead: no relaunch meanwhile) are properties: setting one keeps the book's
+    # LiveIndex (runtime.live) current
+    _status: str = field(default="queued", init=False, repr=False)
+    _live: Attempt | None = field(default=None, init=False, repr=False)
+    _fence: Fence | None = field(default=None, init=False, repr=False)
+    index: LiveIndex | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def status(self) -> str:
+        return self._status
+
+    @status.setter
+    def status(self, status: str) -> None:
+        if self.index is not None and status != self._status:
+            self.index.status_changed(self.job_id, self._status, status, status in FINISHED)
+        self._status = status
+
+    @property
+    def live(self) -> Attempt | None:
+        return self._live
+
+    @live.setter
+    def live(self, att: Attempt | None) -> None:
+        if self.index is not None and att is not self._live:
+            self.index.live_changed(self.job_id, self._live, att)
+        self._live = att
+
+    @property
+    def fence(self) -> Fence | None:
+        return self._fence
+
+    @fence.setter
+    def fence(self, fence: Fence | None) -> None:
+        if self.index is not None and fence is not self._fence:
+            self.index.fence_changed(self.job_id, self._fence, fence)
+        self._fence = fence
 
     def fenced(self, now: float) -> bool:
         if self.fence is not None and (not self.fence.workers or now >= self.fence.until):
@@ -142,14 +179,16 @@ class Measuring(Protocol):
     def add_job(self, job: JobState) -> None: ...
     def remove_job(self, job: JobState) -> None: ...
     def measure(self, job: JobState, att: Attempt, steps_run: int, seconds: float) -> None: ...
+    def attempt_started(self, att: Attempt) -> None: ...
     def attempt_gone(self, att: Attempt) -> None: ...
 
 
 class JobBook:
     def __init__(self, jobs: dict[int, JobState], store: Store, cv: threading.Condition, measurements: Measuring,
                  max_failures: int, worker_alive: Callable[[str], bool], current_round: Callable[[], int],
-                 grace: float = 0.0):
+                 grace: float = 0.0, index: LiveIndex | None = None):
         self.jobs = jobs
+        self.index = index if index is not None else LiveIndex()   # live attempts and fences by worker and GPU
         self.grace = grace                   # workers kill a job this long after its lease ended
         self.store = store
         self.cv = cv
@@ -168,11 +207,12 @@ class JobBook:
         for row in self.store.load_jobs():
             status = row.status if row.status in FINISHED else "queued"
             self.gpu_seconds_total.update(row.gpu_seconds)
-            self.jobs[row.job_id] = JobState(row.job_id, row.spec, row.submitted, status, row.steps_done,
-                                             max(row.steps_live, row.steps_done), row.finished, row.attempts,
-                                             row.failures, row.renewals, reason=row.reason,
-                                             first_start=row.first_start, preemptions=row.preemptions,
-                                             gpu_seconds=dict(row.gpu_seconds), error=row.error, actor=row.actor)
+            job = JobState(row.job_id, row.spec, row.submitted, row.steps_done, max(row.steps_live, row.steps_done),
+                           row.finished, row.attempts, row.failures, row.renewals, reason=row.reason,
+                           first_start=row.first_start, preemptions=row.preemptions,
+                           gpu_seconds=dict(row.gpu_seconds), error=row.error, actor=row.actor)
+            job.status = status
+            self._track(job)
 
     def restore_attempts(self) -> None:
         """Attempts the store says still run: live again until their workers claim them (or not)."""
@@ -190,11 +230,21 @@ class JobBook:
     def add(self, specs: list[JobSpec], now: float, key: str = "", digest: str = "") -> list[int]:
         """Jobs, submit events and idempotency key are stored in one transaction (Store.add_jobs)."""
         ids = self.store.add_jobs(specs, now, key, digest)
+        self.add_stored(ids, specs, now)
+        return ids
+
+    def add_stored(self, ids: list[int], specs: list[JobSpec], now: float) -> None:
+        """Jobs the store already holds (Store.add_jobs) join the book, submitted by the caller (`acting`)."""
         actor = acting()
         for i, spec in zip(ids, specs):
-            self.jobs[i] = JobState(i, spec, now, actor=actor)
+            self._track(JobState(i, spec, now, actor=actor))
             self.measurements.add_job(self.jobs[i])
-        return ids
+
+    def _track(self, job: JobState) -> None:
+        """A job joins the book and its index (which counts it by status from now on)."""
+        self.jobs[job.job_id] = job
+        job.index = self.index
+        self.index.status_changed(job.job_id, None, job.status, job.status in FINISHED)
 
     def finish(self, job: JobState, status: str, steps_done: int | None = None) -> None:
         """Recorded first (StoreError: nothing changed), then `job` ends with `status`."""
@@ -223,6 +273,7 @@ class JobBook:
                  job.steps_live, job.spec.steps, checkpoint, why, extra={"jobs": [job.job_id]})
         self.measurements.remove_job(job)
         self.finished.append(job.job_id)
+        self.index.touch()
         self.cv.notify_all()
 
     def drain_finished(self) -> list[int]:
@@ -323,8 +374,8 @@ class JobBook:
     def _held_after(job: JobState, att: Attempt, now: float) -> dict[str, float]:
         """The job's GPU-seconds by type once `att` (launched to now, on its GPUs) is added."""
         out = dict(job.gpu_seconds)
-        out[att.worker_type] = round(out.get(att.worker_type, 0.0) + max(now - att.launched, 0.0) * len(att.placement),
-                                     3)
+        since = max(att.launched, att.counted)
+        out[att.worker_type] = round(out.get(att.worker_type, 0.0) + max(now - since, 0.0) * len(att.placement), 3)
         return out
 
     def _say_end(self, job: JobState, att: Attempt, reps: list[DoneReport], steps: int, crashed: bool,
@@ -343,7 +394,7 @@ class JobBook:
     def lose(self, att: Attempt, reason: str) -> None:
         """The attempt is gone without its reports (worker lost, nobody claimed it after a restart)."""
         job = self.jobs[att.job_id]
-        fence = Fence(att.attempt, set(att.workers) - set(att.reports), att.lease_end + self.grace)
+        fence = Fence(att.attempt, set(att.workers) - set(att.reports), att.lease_end + self.grace, att)
         now = time.time()
         held = self._held_after(job, att, now)
         with self.store.transaction():          # recorded first: StoreError leaves the attempt live
@@ -353,6 +404,7 @@ class JobBook:
             self.store.update_job(att.job_id, gpu_seconds=json.dumps(held))
         self.gpu_seconds_total[att.worker_type] += held[att.worker_type] - job.gpu_seconds.get(att.worker_type, 0.0)
         job.gpu_seconds = held
+        att.counted = now
         self.measurements.attempt_gone(att)
         self.tally["lost"] += 1
         log.info("job %d attempt %d lost: %s", att.job_id, att.attempt, reason, extra={"jobs": [att.job_id]})
@@ -368,10 +420,37 @@ class JobBook:
         if f is None or f.attempt != attempt or worker_id not in f.workers:
             return
         f.workers.discard(worker_id)
+        self.index.fence_confirmed(job.job_id, worker_id)
         if not f.workers:
             job.fence = None
             self.store.event("unfenced", job_id=job.job_id, attempt=attempt, worker_id=worker_id)
             self.cv.notify_all()
+
+    def reclaim(self, job: JobState, worker_id: str, attempt: int, now: float) -> bool:
+        """A worker declared dead comes back still running an attempt that was written off with it: the
+        attempt is live again if nothing took its place, i.e. its fence still holds (so the job was not
+        relaunched), it ran on that worker alone, its job is unfinished, and no other attempt took its
+        GPUs meanwhile. Recorded first (StoreError: it stays lost). False: it stays lost."""
+        f = job.fence
+        att = f.lost if f is not None else None
+        if att is None or f.attempt != attempt or job.live is not None or job.status in FINISHED \
+                or now >= f.until or att.workers != [worker_id] or att.reports:
+            return False
+        if self.index.taken(att.placement, {att.partner} if att.partner is not None else set()):
+            return False
+        with self.store.transaction():
+            self.store.reopen_attempt(job.job_id, attempt)
+            self.store.update_job(job.job_id, status="running")
+            self.store.event("reclaimed", job_id=job.job_id, attempt=attempt, worker_id=worker_id)
+        job.fence = None
+        job.live = att
+        job.status = "running"
+        self.measurements.attempt_started(att)
+        self.tally["reclaimed"] += 1
+        log.info("job %d attempt %d reclaimed: worker %s still runs it after it was declared dead",
+                 job.job_id, attempt, worker_id, extra={"jobs": [job.job_id]})
+        self.cv.notify_all()
+        return True
 
 
 def _failure(att: Attempt, reps: list[DoneReport]) -> str:

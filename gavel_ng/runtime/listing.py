@@ -11,13 +11,13 @@ from __future__ import annotations
 import hashlib
 import json
 from bisect import bisect_right
-from collections import Counter
 from collections.abc import Callable, Iterable
 
 from ..errors import InputError, require
 from ..protocol.jobspec import JobSpec
 from ..protocol.protos import gavel_pb2 as pb
 from .jobs import FINISHED, JobState
+from .live import LiveIndex
 
 STATUS_JOBS, MAX_STATUS_JOBS = 100, 1000    # jobs listed by GetStatus: default, most
 PAGE_JOBS, MAX_PAGE_JOBS = 1000, 5000       # jobs per ListJobs page: default, most
@@ -37,14 +37,15 @@ def slim(info: pb.JobInfo) -> pb.JobInfo:
     return info
 
 
-def status_page(jobs: dict[int, JobState], limit: int) -> tuple[dict[str, int], list[JobState]]:
-    """Counts by status, and up to `limit` jobs: unfinished ones by id, then the latest finished, in id order."""
+def status_page(jobs: dict[int, JobState], limit: int, index: LiveIndex) -> tuple[dict[str, int], list[JobState]]:
+    """Counts by status, and up to `limit` jobs: unfinished ones by id, then the latest finished, in id order
+    (the index counts and keeps the unfinished ones: no walk over the queue)."""
     require(0 <= limit <= MAX_STATUS_JOBS, "job_limit", limit, f"must be between 0 and {MAX_STATUS_JOBS}")
     limit = limit or STATUS_JOBS
-    counts = Counter(j.status for j in jobs.values())
-    page = [j for j in _first(jobs.values(), lambda j: j.status not in FINISHED, limit)]
-    page += _first(reversed(jobs.values()), lambda j: j.status in FINISHED, limit - len(page))
-    return dict(counts), sorted(page, key=lambda j: j.job_id)
+    page = [jobs[m] for m in index.first_unfinished(limit)]
+    if len(page) < limit:
+        page += _first(reversed(jobs.values()), lambda j: j.status in FINISHED, limit - len(page))
+    return dict(index.counts), sorted(page, key=lambda j: j.job_id)
 
 
 def _first(items: Iterable[JobState], keep: Callable[[JobState], bool], n: int) -> list[JobState]:
@@ -92,9 +93,9 @@ def check_submission(req: pb.SubmitJobsRequest) -> None:
     require(len(key) <= MAX_KEY, "idempotency_key", key[:40] + "...", f"at most {MAX_KEY} characters")
 
 
-def check_queue(jobs: dict[int, JobState], adding: int, limit: int) -> None:
+def check_queue(index: LiveIndex, adding: int, limit: int) -> None:
     """LimitReached naming max_unfinished_jobs when `adding` more jobs would exceed it (lock held)."""
-    unfinished = sum(j.status not in FINISHED for j in jobs.values())
+    unfinished = len(index.unfinished)
     if unfinished + adding > limit:
         raise LimitReached("cluster-config.max_unfinished_jobs", limit,
                            f"{unfinished} unfinished jobs; {adding} more would exceed it (retry when jobs finish)")

@@ -24,6 +24,7 @@ from ..pairs import PairTable
 from ..throughputs import UNCONSOLIDATED, JobKey
 from .checks import RATE_FACTOR, plausible_rate
 from .jobs import FINISHED, Attempt, JobState
+from .live import LiveIndex
 from .measured import MeasuredTable, sane
 from .store import Store
 
@@ -150,8 +151,9 @@ def source_of(job: JobState) -> str:
 class Measurements:
     """The measurement bookkeeping of live attempts (called with ClusterState's lock held)."""
 
-    def __init__(self, jobs: dict[int, JobState], throughputs: MeasuredThroughputs, store: Store):
+    def __init__(self, jobs: dict[int, JobState], throughputs: MeasuredThroughputs, store: Store, index: LiveIndex):
         self.jobs = jobs
+        self.index = index            # live attempts by GPU: who shares an attempt's GPUs, without a scan
         self.throughputs = throughputs
         self.store = store
         self.implausible = 0          # measured rates far off the table: not recorded (logged once, then counted)
@@ -186,9 +188,8 @@ class Measurements:
     # ----- who shares GPUs with whom ------------------------------------------------------------
     def _neighbours(self, att: Attempt) -> list[Attempt]:
         """Other live attempts on any of att's GPUs."""
-        mine = set(att.placement)
-        return [j.live for j in self.jobs.values()
-                if j.live is not None and j.live is not att and mine & set(j.live.placement)]
+        out = [self.jobs[m].live for m in sorted(self.index.on_gpus(att.placement))]
+        return [o for o in out if o is not None and o is not att]
 
     def _sharing_now(self, att: Attempt) -> tuple[int | None, bool]:
         """(the job sharing att's GPUs, or None alone; True if the sharing is not one exact partner)."""

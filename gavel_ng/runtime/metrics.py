@@ -43,20 +43,18 @@ class StateCollector:
     def collect(self):
         st = self.state
         with st.lock:
-            states = Counter(j.status for j in st.jobs.values())
+            states = Counter(st.index.counts)
             busy = Counter()
-            for j in st.jobs.values():
-                if j.live is not None:
-                    busy[j.live.worker_type] += len(j.live.placement)
             total = dict(zip(st.worker_types, st.registry.capacity()))
             alive = sum(w.alive for w in st.workers.values())
             stats, tally = dict(st.stats), Counter(st.book.tally)
             round_no = st.round_no
             now = time.time()
             held = Counter(st.book.gpu_seconds_total)
-            for j in st.jobs.values():
-                if j.live is not None:
-                    held[j.live.worker_type] += max(now - j.live.launched, 0.0) * len(j.live.placement)
+            for m in st.index.live:             # the live attempts only (runtime.live)
+                att = st.jobs[m].live
+                busy[att.worker_type] += len(att.placement)
+                held[att.worker_type] += max(now - max(att.launched, att.counted), 0.0) * len(att.placement)
         store = st.store
         jobs = GaugeMetricFamily("gavel_jobs", "Jobs by state", labels=["state"])
         for s in sorted(set(STATES) | set(states)):
@@ -90,6 +88,15 @@ class StateCollector:
         for kind in FAILURE_KINDS:
             failures.add_metric([kind], tally[kind])
         yield failures
+        yield CounterMetricFamily("gavel_attempts_reclaimed", "Lost attempts taken back: their worker, declared "
+                                                              "dead, still ran them and nothing replaced them",
+                                  value=tally["reclaimed"])
+        stalls = st.stalls
+        yield CounterMetricFamily("gavel_scheduler_stall_seconds", "Seconds the scheduler could not answer heartbeats "
+                                  "(its process stopped or starved, calls waiting for a thread or the state): no "
+                                  "worker is declared dead for them", value=stalls.total)
+        yield CounterMetricFamily("gavel_scheduler_stalls", "Stalls of the scheduler (waits of a second or more)",
+                                  value=stalls.count)
         yield CounterMetricFamily("gavel_store_write_failures", "Writes the state store refused (disk full, I/O)",
                                   value=store.write_failures)
         yield GaugeMetricFamily("gavel_store_failing", "1 while the state store cannot be written",
@@ -108,6 +115,9 @@ class Metrics:
         self.registry.register(StateCollector(state, policy_errors))
         self.rounds = Histogram("gavel_round_duration_seconds", "Wall time of each round", registry=self.registry,
                                 buckets=(1, 5, 15, 30, 60, 120, 240, 360, 600, 1200, 3600))
+        self.launches = Histogram("gavel_launch_batch_seconds", "Seconds from picking a batch of launches to its "
+                                  "last RunJob answered (the round's start: all of its launches)",
+                                  registry=self.registry, buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
         self.solves = Histogram("gavel_solve_duration_seconds", "Seconds the policy took to solve an allocation",
                                 registry=self.registry,
                                 buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120))

@@ -72,6 +72,8 @@ class LivePlanner:
 
     def _sync_topology(self) -> None:
         """Move the planner onto the live workers if they changed since it last looked."""
+        if self.state.topology_version == self.version:
+            return
         topo, gpu_map, version = self.state.topology()
         if version == self.version:
             return

@@ -20,6 +20,8 @@ import logging
 import math
 import threading
 import time
+from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -33,12 +35,16 @@ from ..topology import Topology
 from .adaptive import AdaptiveReport, record_report, restore_adaptive
 from .config import ClusterConfig
 from .jobs import FINISHED, Attempt, AttemptRef, DoneReport, JobBook, JobState
+from .live import LiveIndex
+from .liveness import Stalls
 from .measured import MeasuredTable
 from .measurements import MeasuredThroughputs, Measurements
-from .store import Store
+from .store import Store, StoreError
 from .workers import Kill, WorkerRegistry, WorkerState
 
 log = logging.getLogger(__name__)
+ADD_CHUNK = 250          # submitted jobs joining the state per hold of its lock
+CHECK_EVERY = 0.2        # seconds between looks for workers that missed their heartbeats
 
 
 @dataclass(frozen=True)
@@ -76,10 +82,14 @@ class ClusterState:
         self.registry = WorkerRegistry(self.worker_types, store)
         self.workers: dict[str, WorkerState] = self.registry.workers
         self.jobs: dict[int, JobState] = {}
+        self.index = LiveIndex()                # live attempts and fences by worker and GPU (runtime.live)
         self.throughputs = MeasuredThroughputs(table, estimator)
-        self.measurements = Measurements(self.jobs, self.throughputs, store)
+        self.measurements = Measurements(self.jobs, self.throughputs, store, self.index)
         self.book = JobBook(self.jobs, store, self.cv, self.measurements, config.max_failures,
-                            self.registry.is_alive, lambda: self.round_no, config.grace)
+                            self.registry.is_alive, lambda: self.round_no, config.grace, self.index)
+        # the scheduler's own stalls, which liveness does not blame on workers (runtime.liveness)
+        self.stalls = Stalls(min(1.0, config.worker_timeout / 4))
+        self._swept = self._checked = -math.inf   # time.monotonic() of check_workers' last sweep and look
         self.allocation: tuple[list[tuple[int, ...]], np.ndarray] = ([], np.zeros((0, len(self.worker_types))))
         self.decision: list[tuple[int, str, int]] | None = None   # a round policy's: (job, type, GPUs) this round
         self.started = time.monotonic()
@@ -105,12 +115,21 @@ class ClusterState:
             log.info("restored %d jobs (%d attempts still out) from %s", len(self.jobs), live, self.store.path)
 
     # ----- jobs ---------------------------------------------------------------------------
-    def submit(self, specs: list[JobSpec], key: str = "", digest: str = "") -> list[int]:
-        with self.lock:
-            ids = self.book.add(specs, time.time(), key, digest)
-            self.arrivals.extend(ids)
-            self.wake = True
-            self.cv.notify_all()
+    def submit(self, specs: list[JobSpec], key: str = "", digest: str = "",
+               admit: Callable[[list[int], list[JobSpec]], None] | None = None) -> list[int]:
+        """Stored first, in one transaction and without the lock (10,000 jobs hold no heartbeat up); then the
+        jobs join, ADD_CHUNK at a time under the lock, each chunk with `admit(ids, specs)` (admission).
+        Callers make one submission at a time (SchedulerService.submitting)."""
+        now = time.time()
+        ids = self.store.add_jobs(specs, now, key, digest)
+        for i in range(0, len(ids), ADD_CHUNK):
+            with self.lock:
+                self.book.add_stored(ids[i:i + ADD_CHUNK], specs[i:i + ADD_CHUNK], now)
+                if admit is not None:
+                    admit(ids[i:i + ADD_CHUNK], specs[i:i + ADD_CHUNK])
+                self.arrivals.extend(ids[i:i + ADD_CHUNK])
+                self.wake = True
+                self.cv.notify_all()
         return ids
 
     def cancel(self, job_id: int) -> tuple[str, list[Kill]]:
@@ -144,7 +163,7 @@ class ClusterState:
     def register(self, reg: Registration, make_stub) -> list[Kill]:
         """A worker (re)joins: remember it, take its pending reports, stop attempts nobody owns.
         `make_stub(address)` gives the (channel, stub) that reaches a new worker."""
-        with self.lock:
+        with self._heard():
             w = self.registry.join(reg.worker_id, reg.address, reg.gpu_type, reg.gpus, make_stub, reg.labels,
                                    reg.call_token)
             for rep in reg.pending:
@@ -155,69 +174,108 @@ class ClusterState:
             return kills
 
     def heartbeat(self, worker_id: str, running: list[AttemptRef]) -> HeartbeatAnswer | None:
-        """None when the worker is unknown or was declared dead: it must register again."""
-        with self.lock:
+        """None when the worker is unknown or was declared dead: it must register again. Costs what the
+        worker runs, not what the scheduler holds (runtime.live)."""
+        with self._heard():
             w = self.registry.live(worker_id)
             if w is None:
                 return None
             w.last_seen = time.monotonic()
             kills = self._reconcile_running(w, running, registering=False)
             now = time.time()
-            leases = [(AttemptRef(att.job_id, att.attempt), att.lease_end - now)
-                      for att in (job.live for job in self.jobs.values())
-                      if att is not None and w.worker_id in att.workers and w.worker_id not in att.reports]
+            leases = []
+            for m in self.index.on_worker(worker_id):
+                att = self.jobs[m].live
+                if worker_id not in att.reports:
+                    leases.append((AttemptRef(m, att.attempt), att.lease_end - now))
             return HeartbeatAnswer([AttemptRef(k.job_id, k.attempt) for k in kills], leases)
 
+    @contextmanager
+    def _heard(self):
+        """The lock, for a worker's call: how long it waited for it counts toward a stall (runtime.liveness)."""
+        token = self.stalls.begin()
+        with self.lock:
+            self.stalls.end(token)
+            yield
+
     def _reconcile_running(self, w: WorkerState, running, registering: bool) -> list[Kill]:
-        """Attempts a worker runs that are not live here are strays (e.g. declared lost): stop them.
+        """Attempts a worker runs that are not live here are strays (e.g. declared lost): stop them,
+        unless a worker back from the dead still runs an attempt nothing replaced (JobBook.reclaim).
         On registration, live attempts the worker no longer runs (and did not report) are lost.
         A fenced attempt the worker does not list is confirmed gone there."""
         kills = []
         seen = {(ref.job_id, ref.attempt) for ref in running}
+        now = time.time()
         for ref in running:
             job = self.jobs.get(ref.job_id)
             att = job.live if job is not None else None
             if att is None or att.attempt != ref.attempt or w.worker_id not in att.workers:
+                if registering and att is None and job is not None and \
+                        self.book.reclaim(job, w.worker_id, ref.attempt, now):
+                    continue
                 kills.append(Kill(w, ref.job_id, ref.attempt))
         if registering:
-            for job in list(self.jobs.values()):
-                att = job.live
-                if att is not None and w.worker_id in att.workers and w.worker_id not in att.reports \
-                        and (att.job_id, att.attempt) not in seen:
+            for m in self.index.on_worker(w.worker_id):
+                att = self.jobs[m].live
+                if w.worker_id not in att.reports and (att.job_id, att.attempt) not in seen:
                     self.book.lose(att, f"worker {w.worker_id} does not run it")
-        for job in self.jobs.values():
-            if job.fence is not None and (job.job_id, job.fence.attempt) not in seen:
+        for m in self.index.fences_on(w.worker_id):
+            job = self.jobs[m]
+            if job.fence is not None and (m, job.fence.attempt) not in seen:
                 self.book.confirm_gone(job, job.fence.attempt, w.worker_id)
         return kills
 
     def check_workers(self) -> list[Kill]:
-        """Declare dead the workers that missed their heartbeats; their attempts are lost."""
+        """Declare dead the workers that missed their heartbeats (not counting the scheduler's own
+        stalls); their attempts are lost. Once a second: attempts left live on dead workers."""
         kills = []
+        now = time.monotonic()
+        if now - self._checked < CHECK_EVERY:
+            return kills
+        self._checked = now
         with self.lock:
-            for w in self.registry.overdue(self.config.worker_timeout):
-                kills += self.worker_lost(w, f"no heartbeat for {self.config.worker_timeout:g}s")
-            grace_over = time.monotonic() - self.started > 2 * self.config.worker_timeout
-            for job in self.jobs.values():
-                att = job.live
-                if att is None:
-                    continue
-                if att.restored and grace_over and not any(self.registry.is_alive(x) for x in att.workers):
-                    self.book.lose(att, "no worker claimed it after the restart")
-                elif not att.restored and any(not self.registry.is_alive(x) and x not in att.reports
-                                              for x in att.workers):
-                    self.book.lose(att, "its worker is gone")   # left live by a write that failed
+            timeout = self.config.worker_timeout
+            for w in self.registry.overdue(timeout, self.stalls.quiet_since()):
+                kills += self.worker_lost(w, f"no heartbeat for {timeout:g}s")
+            self._say_stalls()
+            if now - self._swept < 1.0:
+                return kills
+            self._swept = now
+            grace_over = now - self.started > 2 * timeout
+            if grace_over:
+                for m in list(self.index.restored):
+                    att = self.jobs[m].live
+                    if not any(self.registry.is_alive(x) for x in att.workers):
+                        self.book.lose(att, "no worker claimed it after the restart")
+            for wid in [x for x in self.index.by_worker if not self.registry.is_alive(x)]:
+                for m in self.index.on_worker(wid):
+                    att = self.jobs[m].live
+                    if att is not None and not att.restored and wid not in att.reports:
+                        self.book.lose(att, "its worker is gone")   # left live by a write that failed
         return kills
+
+    def _say_stalls(self) -> None:
+        """One line (and an event) per stall long enough to have cost workers their lives before (lock held)."""
+        longest = self.stalls.take_longest()
+        if longest < self.config.worker_timeout / 2:
+            return
+        live = sum(w.alive for w in self.workers.values())
+        log.warning("the scheduler could not answer heartbeats for %.1fs (paused, starved of CPU or busy): "
+                    "%d worker(s) get %gs from then on to be heard", longest, live, self.config.worker_timeout)
+        try:
+            self.store.event("stall", seconds=round(longest, 3), workers=live)
+        except StoreError:
+            pass
 
     def worker_lost(self, w: WorkerState, reason: str) -> list[Kill]:
         with self.lock:
             if not self.registry.leave(w, reason):
                 return []
             kills = []
-            for job in self.jobs.values():
-                att = job.live
-                if att is not None and w.worker_id in att.workers:
-                    kills += self._kills_for(att)     # the other workers of a spread job
-                    self.book.lose(att, f"worker {w.worker_id} lost")
+            for m in self.index.on_worker(w.worker_id):
+                att = self.jobs[m].live
+                kills += self._kills_for(att)     # the other workers of a spread job
+                self.book.lose(att, f"worker {w.worker_id} lost")
             self.wake = True
             self.cv.notify_all()
             return [k for k in kills if k.worker is not w]
@@ -273,6 +331,9 @@ class ClusterState:
             return self.registry.capacity()
 
     def topology(self) -> tuple[Topology, list[tuple[str, int]], int]:
-        """Live workers as servers, GPUs numbered type by type; gpu_map[g] = (worker id, local GPU)."""
+        """Live workers as servers, GPUs numbered type by type; gpu_map[g] = (worker id, local GPU).
+        Built from a copy of the live workers: 10,000 GPUs are numbered without the lock."""
         with self.lock:
-            return self.registry.topology()
+            live, version = self.registry.live_sorted(), self.registry.version
+        topo, gpu_map, _ = self.registry.topology(live)
+        return topo, gpu_map, version

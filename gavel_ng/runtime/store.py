@@ -22,7 +22,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict
 from pathlib import Path
 
 from ..protocol.jobspec import JobSpec
@@ -252,12 +251,39 @@ class Store(StateQueries):
                    "steps_start) VALUES (?, ?, ?, ?, ?, 'running', ?)",
                    (job_id, attempt, json.dumps(placement), worker_type, launched, steps_start))
 
+    def add_launches(self, rows: list[tuple], round_no: int, launches: int) -> None:
+        """Launches in one transaction: each (job id, attempt, placement, worker type, launched, steps, partner)
+        gets its attempt row, its job's attempt count, status and first start, and its launch event; the
+        launch counter becomes `launches`. A job that finished meanwhile keeps its status (runtime.launcher
+        writes the attempt off)."""
+        now = time.time()
+        with self.transaction():
+            self._db.executemany(
+                "INSERT OR REPLACE INTO attempts (job_id, attempt, placement, worker_type, launched, status, "
+                "steps_start) VALUES (?, ?, ?, ?, ?, 'running', ?)",
+                [(j, a, json.dumps(p), w, t, steps) for j, a, p, w, t, steps, _ in rows])
+            self._db.executemany(
+                "UPDATE jobs SET status = CASE WHEN status IN ('done', 'cancelled', 'failed') THEN status "
+                "ELSE 'running' END, attempts = ?, first_start = COALESCE(first_start, ?) WHERE job_id = ?",
+                [(a, t, j) for j, a, _, _, t, _, _ in rows])
+            self._db.executemany(
+                "INSERT INTO events (ts, round, kind, job_id, detail) VALUES (?, ?, 'launch', ?, ?)",
+                [(now, round_no, j, json.dumps({"attempt": a, "worker_type": w, "placement": p, "steps": steps,
+                                                "partner": partner}))
+                 for j, a, p, w, _, steps, partner in rows])
+            self.set_meta("launches", launches)
+
     def end_attempt(self, job_id: int, attempt: int, status: str, ended: float, steps_end: int | None = None,
                     steps_run: int | None = None, compute_seconds: float | None = None,
                     wall_seconds: float | None = None, renewals: int = 0) -> None:
         self._exec("UPDATE attempts SET status = ?, ended = ?, steps_end = ?, steps_run = ?, compute_seconds = ?, "
                    "wall_seconds = ?, renewals = ? WHERE job_id = ? AND attempt = ?",
                    (status, ended, steps_end, steps_run, compute_seconds, wall_seconds, renewals, job_id, attempt))
+
+    def reopen_attempt(self, job_id: int, attempt: int) -> None:
+        """A lost attempt its worker still runs is live again (JobBook.reclaim)."""
+        self._exec("UPDATE attempts SET status = 'running', ended = NULL, steps_end = NULL WHERE job_id = ? AND "
+                   "attempt = ?", (job_id, attempt))
 
     # ----- workers ---------------------------------------------------------------------
     def upsert_worker(self, worker_id: str, address: str, gpu_type: str, gpus: int, now: float,
@@ -336,16 +362,16 @@ class Store(StateQueries):
 
     # ----- the mechanism's memory and what status shows --------------------------------------
     def save_ledger(self, rec: LedgerRecord) -> None:
-        self.set_meta(LEDGER_KEY, json.dumps(asdict(rec), separators=(",", ":")))
+        self.set_meta(LEDGER_KEY, _compact(rec))
 
     def save_allocation(self, rec: AllocationRecord) -> None:
-        self.set_meta(ALLOCATION_KEY, json.dumps(asdict(rec), separators=(",", ":")))
+        self.set_meta(ALLOCATION_KEY, _compact(rec))
 
     def save_round_decision(self, rec: RoundDecisionRecord) -> None:
-        self.set_meta(DECISION_KEY, json.dumps(asdict(rec), separators=(",", ":")))
+        self.set_meta(DECISION_KEY, _compact(rec))
 
     def save_round_history(self, rec: RoundHistoryRecord) -> None:
-        self.set_meta(ROUND_HISTORY_KEY, json.dumps(asdict(rec), separators=(",", ":")))
+        self.set_meta(ROUND_HISTORY_KEY, _compact(rec))
 
     def save_classes(self, worker_types: list[str], rows: list[tuple[tuple[str, int], list[float], list[str]]]) -> None:
         """What the policy believes of the active jobs' classes (records.ClassRecord), for `status --state`."""
@@ -354,7 +380,7 @@ class Store(StateQueries):
                                                            for k, r, s in rows]}, separators=(",", ":")))
 
     def save_cluster_info(self, info: ClusterInfo) -> None:
-        self.set_meta(CLUSTER_KEY, json.dumps(asdict(info)))
+        self.set_meta(CLUSTER_KEY, json.dumps(vars(info)))
 
     def _dicts(self, sql: str, args: tuple) -> list[dict]:
         with self._lock:
@@ -363,3 +389,6 @@ class Store(StateQueries):
             return [dict(zip(names, row)) for row in cur.fetchall()]
 
 
+def _compact(rec) -> str:
+    """A flat record as compact JSON (vars, not asdict: asdict deep-copies a 20,000-row ledger first)."""
+    return json.dumps(vars(rec), separators=(",", ":"))

@@ -23,6 +23,7 @@ from .state import ClusterState
 from .store import StoreError
 
 NEW = "waiting for the next round: submitted after this round was planned"
+CHUNK = 500              # queued jobs given their reason per hold of the state's lock
 
 
 def _gpus(n: int) -> str:
@@ -80,33 +81,42 @@ class Waiting:
 
     # ----- each round ----------------------------------------------------------------------------
     def update(self, planned: dict[int, str]) -> None:
-        """Lock held. `planned`: job -> where the round being planned runs it. Stores the changed reasons."""
+        """`planned`: job -> where the round being planned runs it. Takes the lock itself, CHUNK jobs at a
+        time (20,000 queued jobs hold no heartbeat up); stores the changed reasons without it."""
         st = self.state
         now = time.time()
+        with st.lock:                   # a copy of the jobs: they are read outside the lock, checked again inside
+            jobs = list(st.jobs.values())
+            used, cap = self._entity_use(), st.registry.capacity()
+        shares = self._allocated()      # the allocation is replaced whole, never changed in place
+        queued = [j.job_id for j in jobs if j.status == "queued" and j.live is None]
         col = {w: k for k, w in enumerate(st.worker_types)}
         nevers: dict[tuple, str | None] = {}      # one answer per (job type, scale factor, rules)
-        used = self._entity_use()
-        shares = self._allocated()
         changed: dict[int, str] = {}
-        for job in st.jobs.values():
-            if job.status != "queued" or job.live is not None:
-                continue
-            kind = (job.key, job.spec.rules)
-            if kind not in nevers:
-                row = st.believed_isolated([job.job_id])[0]
-                nevers[kind] = self.never(job.spec, lambda w, row=row: float(row[col[w]]))
-            text, per_round = self._why(job, now, nevers[kind], used, shares, planned)
-            job.waits_for_round = per_round
-            if text != job.reason:
-                changed[job.job_id] = text
+        for i in range(0, len(queued), CHUNK):
+            with st.lock:
+                for m in queued[i:i + CHUNK]:
+                    job = st.jobs.get(m)
+                    if job is None or job.status != "queued" or job.live is not None:
+                        continue
+                    kind = (job.key, job.spec.rules)
+                    if kind not in nevers:
+                        row = st.believed_isolated([job.job_id])[0]
+                        nevers[kind] = self.never(job.spec, lambda w, row=row: float(row[col[w]]))
+                    text, per_round = self._why(job, now, nevers[kind], used, shares, planned, cap)
+                    job.waits_for_round = per_round
+                    if text != job.reason:
+                        changed[job.job_id] = text
         if not changed:
             return
         try:
             st.store.save_reasons(changed)
         except StoreError:          # said by the store; tried again next round
             return
-        for m, text in changed.items():
-            st.jobs[m].reason = text
+        with st.lock:
+            for m, text in changed.items():
+                if m in st.jobs:
+                    st.jobs[m].reason = text
 
     def current(self, job: JobState) -> str:
         """What status shows for a queued job (lock held): a fence or a failed attempt at once, else the
@@ -115,7 +125,7 @@ class Waiting:
             return ""
         return self._event(job, time.time()) or job.reason or NEW
 
-    def _why(self, job, now, never, used, shares, planned) -> tuple[str, bool]:
+    def _why(self, job, now, never, used, shares, planned, cap) -> tuple[str, bool]:
         """(reason, whether a later round may end it): the first that holds, most lasting first."""
         event = self._event(job, now)
         if event:
@@ -124,7 +134,7 @@ class Waiting:
             return f"held by admission: {self.held[job.job_id]}", False
         if never:
             return never, False
-        full = self._over_quota(job, used)
+        full = self._over_quota(job, used, cap)
         if full:
             return full, True
         if job.job_id in planned:
@@ -135,7 +145,7 @@ class Waiting:
         if float(share.sum()) <= 1e-6:
             n = len(shares)
             return (f"not allocated by the policy ({self.policy}) this round: it gives the job 0 of every worker "
-                    f"type ({n} jobs share {_gpus(int(self.state.capacity().sum()))})"), True
+                    f"type ({n} jobs share {_gpus(int(cap.sum()))})"), True
         got = ", ".join(f"{share[k]:.2f} of {w}" for k, w in enumerate(self.state.worker_types) if share[k] > 1e-6)
         return (f"allocated {got} but not placed this round: other jobs' turn on those GPUs "
                 f"(time-sharing by priority)"), True
@@ -161,21 +171,22 @@ class Waiting:
         out: dict[tuple[str, str], int] = {}
         if not self.quotas:
             return out
-        for j in self.state.jobs.values():
+        st = self.state
+        for m in st.index.live:                # the running jobs only (runtime.live)
+            j = st.jobs[m]
             ent = getattr(j.spec.rules, "entity", None)
-            if j.live is not None and ent in self.quotas:
+            if ent in self.quotas:
                 key = (ent, j.live.worker_type)
                 out[key] = out.get(key, 0) + len(j.live.placement)
         return out
 
-    def _over_quota(self, job: JobState, used) -> str:
+    def _over_quota(self, job: JobState, used, cap: np.ndarray) -> str:
         """Its entity's quota leaves no room on any type whose live workers could hold the job now."""
         ent = getattr(job.spec.rules, "entity", None)
         quota = self.quotas.get(ent)
         if quota is None:
             return ""
         sf = job.spec.scale_factor
-        cap = self.state.capacity()
         types = [w for k, w in enumerate(self.state.worker_types) if cap[k] >= sf]
         if not types or any(used.get((ent, w), 0) + sf <= quota.get(w, math.inf) for w in types):
             return ""

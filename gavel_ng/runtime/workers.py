@@ -7,6 +7,7 @@ worker joining or leaving means for the attempts it runs.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,7 +18,6 @@ from ..topology import Topology
 from .store import Store
 
 log = logging.getLogger(__name__)
-PAUSE_GAP = 1.0        # seconds between liveness checks (normally 0.05) that mean the process was stopped
 
 
 @dataclass
@@ -54,7 +54,6 @@ class WorkerRegistry:
         self.store = store
         self.workers: dict[str, WorkerState] = {}
         self.version = 0               # grows whenever a worker joins or leaves: the topology changed
-        self._checked: float | None = None   # time.monotonic() of the last overdue() check
 
     def join(self, worker_id: str, address: str, gpu_type: str, gpus: int,
              connect: Callable[[str], tuple[object, object]], labels: frozenset = frozenset(),
@@ -100,28 +99,14 @@ class WorkerRegistry:
         log.info("worker %s (%s) declared dead: %s", w.worker_id, w.address, reason)
         return True
 
-    def overdue(self, timeout: float) -> list[WorkerState]:
-        """Live workers not heard from for more than `timeout` seconds.
-
-        A gap since the last check far above the loop's tick means this process was stopped
-        (SIGSTOP, a VM pause, swapping): the heartbeats sent meanwhile wait unserved in the
-        socket, so every live worker gets `timeout` again from now to be heard."""
-        now = time.monotonic()
-        gap = now - self._checked if self._checked is not None else 0.0
-        self._checked = now
-        live = [w for w in self.workers.values() if w.alive]
-        # a long solve also leaves a gap, but heartbeats were served meanwhile (some worker was
-        # heard in the middle of it); a stopped process serves none until it resumes
-        heard = any(now - 0.75 * gap < w.last_seen < now - 0.25 * gap for w in live)
-        if gap > max(PAUSE_GAP, timeout / 2) and not heard:
-            for w in live:
-                w.last_seen = max(w.last_seen, now)
-            if live:
-                log.warning("the scheduler did not run for %.1fs (paused?): %d worker(s) get %.3gs from now to "
-                            "heartbeat", gap, len(live), timeout)
-                self.store.event("pause", seconds=round(gap, 3), workers=len(live))
+    def overdue(self, timeout: float, quiet_since: float = -math.inf) -> list[WorkerState]:
+        """Live workers not heard from for more than `timeout` seconds of the time since the
+        scheduler's last stall ended (`quiet_since`, runtime.liveness): heartbeats it could not
+        serve are not missed heartbeats."""
+        deadline = time.monotonic() - timeout
+        if quiet_since >= deadline:
             return []
-        return [w for w in self.workers.values() if w.alive and now - w.last_seen > timeout]
+        return [w for w in self.workers.values() if w.alive and w.last_seen < deadline]
 
     # ----- what the live workers form ----------------------------------------------------------
     def capacity(self) -> np.ndarray:
@@ -131,10 +116,16 @@ class WorkerRegistry:
                 cap[self.worker_types.index(w.gpu_type)] += w.gpus
         return cap
 
-    def topology(self) -> tuple[Topology, list[tuple[str, int]], int]:
-        """Live workers as servers, GPUs numbered type by type; gpu_map[g] = (worker id, local GPU)."""
+    def live_sorted(self) -> list[WorkerState]:
+        """The live workers type by type, in registration order (the topology's servers; lock held)."""
         types = self.worker_types
-        live = sorted((w for w in self.workers.values() if w.alive), key=lambda w: (types.index(w.gpu_type), w.order))
+        return sorted((w for w in self.workers.values() if w.alive), key=lambda w: (types.index(w.gpu_type), w.order))
+
+    def topology(self, live: list[WorkerState] | None = None) -> tuple[Topology, list[tuple[str, int]], int]:
+        """Live workers as servers, GPUs numbered type by type; gpu_map[g] = (worker id, local GPU).
+        `live`: live_sorted() as copied under the lock, to build this without it."""
+        types = self.worker_types
+        live = self.live_sorted() if live is None else live
         gpu_type, gpu_server, server_type, server_gpus, gpu_map = [], [], [], [], []
         type_servers: list[list[int]] = [[] for _ in types]
         for s, w in enumerate(live):

@@ -74,8 +74,8 @@ def test_scheduler_paused_past_worker_timeout_loses_nothing(cluster_factory):
     relaunched = [e["ts"] - resumed_at for e in cl.events("launch") if e["ts"] > paused_at]
     down, lost = cl.events("worker_down"), cl.events("lost")
     print(f"\npause {pause:g}s: worker_down {len(down)}, lost attempts {len(lost)}, steps lost >= {lost_steps}, "
-          f"killed at a renewed lease end {len(_killed_renewed(cl))}, pause events "
-          f"{[e['seconds'] for e in cl.events('pause')]}, attempts stopped at their lease end {len(stopped)}, "
+          f"killed at a renewed lease end {len(_killed_renewed(cl))}, stall events "
+          f"{[e['seconds'] for e in cl.events('stall')]}, attempts stopped at their lease end {len(stopped)}, "
           f"relaunched {min(relaunched, default=float('nan')):.2f}s after resuming")
     assert not down and not lost, (down, lost)
     assert not _killed_renewed(cl)

@@ -1,0 +1,84 @@
+"""A round's launches (runtime.launcher): recorded in batches, sent concurrently, written off when the job
+ended meanwhile. A real scheduler service and real Worker gRPC servers on loopback that accept RunJob and
+run nothing; the status of a large round is bounded to the jobs it lists."""
+
+from __future__ import annotations
+
+import time
+
+from service_helpers import FakeWorker, register, wait_for
+
+from gavel_ng.protocol.jobspec import JobSpec
+from gavel_ng.runtime.state import Registration
+
+JOB = JobSpec("ResNet-18 (batch size 32)", steps=100_000, size="tiny")
+
+
+def test_a_rounds_launches_go_out_in_batches_and_each_reaches_its_worker(service):
+    fakes, servers = [FakeWorker() for _ in range(4)], []
+    try:
+        for k, fake in enumerate(fakes):
+            server, address = fake.serve(service.secret)
+            servers.append(server)
+            service.state.register(Registration(f"w{k}", address, "v100", 128), service.worker_stub)
+        ids = service.state.submit([JOB] * 450)
+        wait_for(lambda: sum(len(f.runs) for f in fakes) >= 450, "not every job reached a worker")
+        runs = [r for f in fakes for r in f.runs]
+        assert sorted(runs) == [(m, 1) for m in ids]              # each attempt sent once, to one worker
+        with service.state.lock:
+            assert all(service.state.jobs[m].status == "running" for m in ids)
+        events = service.store.events("launched")
+        assert sum(e["detail"]["launches"] for e in events) == 450 and len(events) <= 3
+        assert len(service.store.events("launch")) == 450 and service.store.get_meta("launches") == "450"
+        st = service.status(job_limit=10)                         # a page of the round: its rows only
+        assert len(st.jobs) == 10 and st.job_counts["running"] == 450
+        assert {m for r in st.allocation for m in r.jobs} <= {j.job_id for j in st.jobs}
+        assert sum(len(w.running_jobs) for w in st.workers) == 450
+        service.executor.send_kills(service.state.cancel(ids[1])[1])   # a KillJob goes out from the sender too
+        wait_for(lambda: (ids[1], 1) in [k for f in fakes for k in f.kills], "the KillJob did not reach the worker")
+    finally:
+        for server in servers:
+            server.stop(0)
+
+
+def test_a_launch_whose_job_ended_while_it_was_recorded_is_written_off(make_service):
+    svc = make_service()
+    register(svc, "w1", "v100", 4)
+    a, b = svc.state.submit([JOB, JOB])
+    svc.planner.reset(svc.allocator.allocate([a, b], time.time()))
+    svc.executor._begin_round(svc.executor.publish(svc.planner.plan()))
+    launcher, st = svc.executor.launcher, svc.state
+    now = time.time()
+    with st.lock:
+        picks = launcher._pick(now, 10)
+    assert sorted(p.job.job_id for p in picks) == [a, b]
+    st.store.add_launches([launcher._row(p, now) for p in picks], st.round_no, len(picks))
+    st.cancel(a)                                                  # the client cancelled it meanwhile
+    with st.lock:
+        launched = launcher._apply(picks, now)
+    assert [job.job_id for job, _ in launched] == [b]
+    assert st.jobs[a].status == "cancelled" and st.jobs[a].live is None
+    rows = {r["job_id"]: r for r in st.store.attempts()}
+    assert rows[a]["status"] == "lost" and rows[b]["status"] == "running"
+    assert {j.job_id: j.status for j in st.store.load_jobs()} == {a: "cancelled", b: "running"}
+    [lost] = st.store.events("lost")
+    assert lost["job_id"] == a and lost["detail"]["reason"] == "not started: its job ended"
+
+
+class Refusing(FakeWorker):
+    def RunJob(self, req, context):
+        import grpc
+
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT, "gpus: [5] not distinct GPUs of 0..3")
+
+
+def test_a_refused_runjob_ends_its_attempt_as_a_failed_start(service):
+    server, address = Refusing().serve(service.secret)
+    try:
+        service.state.register(Registration("w0", address, "v100", 1), service.worker_stub)
+        [m] = service.state.submit([JOB])
+        wait_for(lambda: service.state.jobs[m].failures >= 1, "the refusal was not counted as a failure")
+        job = service.state.jobs[m]
+        assert "refused RunJob (INVALID_ARGUMENT)" in job.error and service.state.workers["w0"].alive
+    finally:
+        server.stop(0)

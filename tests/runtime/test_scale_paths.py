@@ -1,0 +1,216 @@
+"""The calls that must not grow with the queue (issue 42), and liveness judged fairly.
+
+Over real gRPC on loopback (a scheduler service, Worker services that accept RunJob and run
+nothing, heartbeats and registrations as a worker sends them): a heartbeat and a registration
+touch the calling worker's attempts only (the jobs dict is watched for walks from the handler
+threads); a worker whose heartbeats waited on a busy scheduler is not declared dead for it, one that
+stops heartbeating still is, and once back it gets its attempt again. ClusterState over a real
+SQLite store, attempts made by hand: when an attempt is given back and when it is not.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from service_helpers import FakeWorker, wait_for
+
+from gavel_ng.profiles import default_table
+from gavel_ng.protocol.jobspec import JobSpec
+from gavel_ng.protocol.protos import gavel_pb2 as pb
+from gavel_ng.protocol.rpc import Stub, open_channel
+from gavel_ng.runtime.config import ClusterConfig
+from gavel_ng.runtime.jobs import Attempt, AttemptRef
+from gavel_ng.runtime.measured import MeasuredTable
+from gavel_ng.runtime.state import ClusterState, Registration
+from gavel_ng.runtime.store import Store
+
+JOB = JobSpec("ResNet-18 (batch size 32)", 1000, size="tiny")
+
+
+class Watched(dict):
+    """The jobs dict, counting the walks over all of it made by gRPC handler threads (a call's own work)."""
+
+    scans = 0
+
+    def _walk(self):
+        if threading.current_thread().name.startswith("grpc"):
+            Watched.scans += 1
+
+    def values(self):
+        self._walk()
+        return super().values()
+
+    def items(self):
+        self._walk()
+        return super().items()
+
+    def __iter__(self):
+        self._walk()
+        return super().__iter__()
+
+
+def _state(tmp_path, **config) -> ClusterState:
+    st = ClusterState(ClusterConfig(worker_types=("v100",), **config), Store(tmp_path),
+                      MeasuredTable(default_table(["v100"]), ["v100"]), "secret")
+    st.restore()
+    return st
+
+
+def _join(st: ClusterState, worker_id: str, running=(), gpus: int = 4):
+    return st.register(Registration(worker_id, f"{worker_id}:1", "v100", gpus, list(running)), lambda a: (None, None))
+
+
+def _launch(st: ClusterState, job_id: int, worker_id: str, gpu: int, lease: float = 60.0) -> Attempt:
+    job = st.jobs[job_id]
+    job.attempts += 1
+    now = time.time()
+    st.store.add_launches([(job_id, job.attempts, [[worker_id, gpu]], "v100", now, job.steps_done, None)],
+                          st.round_no, job.attempts)
+    att = Attempt(job_id, job.attempts, [(worker_id, gpu)], "v100", True, now, now + lease, job.steps_done)
+    job.live, job.status = att, "running"
+    st.attempt_started(att)
+    return att
+
+
+def test_a_worker_back_from_the_dead_gets_back_the_attempts_nothing_replaced(tmp_path):
+    st = _state(tmp_path, grace_seconds=30.0)
+    _join(st, "w1")
+    _join(st, "w2")
+    w1 = st.workers["w1"]
+    a, b, c = st.submit([JOB] * 3)
+    kept, taken = _launch(st, a, "w1", 0), _launch(st, b, "w1", 1)
+    st.worker_lost(w1, "no heartbeat for 7s")            # e.g. the scheduler itself stalled
+    assert st.jobs[a].live is None and st.jobs[a].fence is not None
+    _launch(st, c, "w1", 1)                              # someone else got b's GPU meanwhile
+    kills = _join(st, "w1", [AttemptRef(a, kept.attempt), AttemptRef(b, taken.attempt)])
+    assert st.jobs[a].live is kept and st.jobs[a].status == "running" and st.jobs[a].fence is None
+    assert [(k.job_id, k.attempt) for k in kills] == [(b, taken.attempt)]      # b's GPU is c's now
+    assert st.jobs[b].live is None
+    reclaimed = st.store.events("reclaimed")
+    assert [(e["job_id"], e["detail"]["attempt"]) for e in reclaimed] == [(a, kept.attempt)]
+    [row] = [r for r in st.store.attempts(a) if r["attempt"] == kept.attempt]
+    assert row["status"] == "running" and row["ended"] is None
+    answer = st.heartbeat("w1", [AttemptRef(a, kept.attempt)])
+    assert [r.job_id for r, _ in answer.leases] == [a] and not answer.kills
+    # its GPU-seconds counted once: up to the loss, then from there on
+    held = st.jobs[a].gpu_seconds["v100"]
+    assert kept.counted > 0 and held <= time.time() - kept.launched + 1e-3
+
+
+def test_a_relaunched_job_is_not_taken_back(tmp_path):
+    st = _state(tmp_path, grace_seconds=30.0)
+    _join(st, "w1")
+    _join(st, "w2")
+    [a] = st.submit([JOB])
+    old = _launch(st, a, "w1", 0)
+    st.worker_lost(st.workers["w1"], "gone")
+    st.jobs[a].fence = None                              # its fence ran out; the job ran again elsewhere
+    new = _launch(st, a, "w2", 0)
+    kills = _join(st, "w1", [AttemptRef(a, old.attempt)])
+    assert [(k.job_id, k.attempt) for k in kills] == [(a, old.attempt)] and st.jobs[a].live is new
+
+
+# ----- over gRPC ----------------------------------------------------------------------------------
+class Worker:
+    """A worker's side of the scheduler protocol (register, heartbeat) over gRPC, its Worker service a
+    FakeWorker on loopback."""
+
+    def __init__(self, svc, worker_id: str, gpus: int = 4):
+        self.svc, self.worker_id, self.gpus = svc, worker_id, gpus
+        self.fake = FakeWorker()
+        self.server, self.address = self.fake.serve(svc.secret)
+        self.stub = Stub(open_channel(f"127.0.0.1:{svc.port}", None), "Scheduler", svc.secret, timeout=5)
+        self.beating = threading.Event()
+        self.stop = threading.Event()
+        self.refused = 0                    # heartbeats answered NOT_FOUND (declared dead)
+
+    def running(self) -> list:
+        """What it runs: every attempt it was sent and not told to kill."""
+        with self.fake.lock:
+            return [pb.AttemptRef(job_id=m, attempt=a) for m, a in self.fake.runs if (m, a) not in self.fake.kills]
+
+    def register(self):
+        return self.stub.RegisterWorker(pb.RegisterWorkerRequest(
+            worker_id=self.worker_id, address=self.address, gpu_type="v100", gpus=self.gpus, running=self.running()))
+
+    def heartbeat(self):
+        return self.stub.Heartbeat(pb.HeartbeatRequest(worker_id=self.worker_id, running=self.running()))
+
+    def beat_every(self, seconds: float) -> None:
+        """Heartbeats from a thread while `beating` is set (each waits for its answer, as the daemon's do)."""
+        def run():
+            while not self.stop.wait(seconds):
+                if self.beating.is_set():
+                    try:
+                        self.heartbeat()
+                    except Exception:
+                        self.refused += 1
+
+        self.beating.set()
+        threading.Thread(target=run, daemon=True).start()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.server.stop(0)
+
+
+def test_a_heartbeat_and_a_registration_over_grpc_cost_the_workers_attempts_not_the_queue(make_service):
+    svc = make_service()
+    watched = Watched(svc.state.jobs)     # every component holds the same dict: swap it everywhere
+    svc.state.jobs = svc.state.book.jobs = svc.state.measurements.jobs = watched
+    svc.start()
+    workers = [Worker(svc, f"w{k}") for k in range(2)]
+    try:
+        for w in workers:
+            w.register()
+        ids = svc.state.submit([JOB] * 300)
+        wait_for(lambda: sum(len(w.running()) for w in workers) == 8, "8 jobs did not start on 8 GPUs")
+        Watched.scans = 0
+        mine = {r.job_id for r in workers[0].running()}
+        answer = workers[0].heartbeat()
+        assert {u.job_id for u in answer.leases} == mine and not answer.kill     # its own attempts' leases
+        stray = pb.AttemptRef(job_id=ids[-1], attempt=1)                        # one it was never sent
+        answer = workers[0].stub.Heartbeat(pb.HeartbeatRequest(worker_id="w0", running=workers[0].running() + [stray]))
+        assert [(k.job_id, k.attempt) for k in answer.kill] == [(ids[-1], 1)]
+        workers[1].register()                                                   # registers again, as after a restart
+        assert Watched.scans == 0, "a heartbeat or a registration walked the whole queue"
+        workers[0].stub.ListJobs(pb.ListJobsRequest())                         # a call that does walk it is seen
+        assert Watched.scans > 0
+        with svc.state.lock:
+            assert sum(j.live is not None for j in svc.state.jobs.values()) == 8   # nothing was lost by them
+    finally:
+        for w in workers:
+            w.close()
+
+
+def test_a_stalled_scheduler_kills_no_worker_and_a_worker_declared_dead_gets_its_attempt_back(make_service):
+    svc = make_service(heartbeat_seconds=0.1, worker_timeout_seconds=0.5, grace_seconds=30.0)
+    svc.start()
+    w = Worker(svc, "w1", gpus=1)
+    try:
+        w.register()
+        [m] = svc.state.submit([JOB])
+        wait_for(lambda: w.running(), "the job did not start")
+        w.beat_every(0.1)
+        with svc.state.lock:          # the scheduler stalls 3 timeouts long; heartbeats wait for it
+            time.sleep(1.5)
+            svc.state._checked = -1.0     # and checks the workers before any heartbeat got in (the issue's order)
+            svc.state.check_workers()
+        time.sleep(0.5)
+        assert svc.state.workers["w1"].alive and not svc.store.events("worker_down")
+        stalls = svc.store.events("stall")            # measured, logged once and recorded
+        assert svc.state.stalls.total >= 1.0 and stalls and all(e["detail"]["seconds"] >= 1.0 for e in stalls)
+        [attempt] = w.running()
+        w.beating.clear()             # it really stops: declared dead, its attempt written off
+        wait_for(lambda: not svc.state.workers["w1"].alive, "a silent worker was not declared dead", 10.0)
+        assert svc.state.jobs[m].live is None and svc.state.jobs[m].fence is not None
+        w.register()                  # back, still running it: the attempt is live again, not relaunched
+        job = svc.state.jobs[m]
+        assert job.live is not None and job.live.attempt == attempt.attempt and job.status == "running"
+        assert [e["job_id"] for e in svc.store.events("reclaimed")] == [m]
+        w.beating.set()
+        time.sleep(0.5)
+        assert w.fake.runs == [(m, attempt.attempt)] and svc.state.workers["w1"].alive
+    finally:
+        w.close()
