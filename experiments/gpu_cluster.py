@@ -94,8 +94,8 @@ def run(args, root: Path, alone: dict[str, float]) -> tuple[list[dict], list[dic
                 log.warning("%s", e)
     total = time.time() - start
     db = sqlite3.connect(root / "state" / "gavel.sqlite")
-    jobs_db = {j: (json.loads(spec), sub, fin) for j, spec, sub, fin in
-               db.execute("SELECT job_id, spec, submitted, finished FROM jobs")}
+    jobs_db = {j: (json.loads(spec), sub, fin, status) for j, spec, sub, fin, status in
+               db.execute("SELECT job_id, spec, submitted, finished, status FROM jobs")}
     att = db.execute("SELECT job_id, attempt, worker_type, launched, ended, steps_run, compute_seconds, renewals, "
                      "placement FROM attempts ORDER BY launched").fetchall()
     table = db.execute("SELECT job_type, worker_type, consolidated, steps_per_s, samples FROM throughputs").fetchall()
@@ -112,14 +112,15 @@ def run(args, root: Path, alone: dict[str, float]) -> tuple[list[dict], list[dic
                          "steps": steps, "steps_per_s": round(rate, 2), "renewals": renewals,
                          "gpu_shared": overlap, "vs_alone": round(rate / alone[job_type], 3)})
     jobs = []
-    for j, (spec, sub, fin) in sorted(jobs_db.items()):
+    for j, (spec, sub, fin, status) in sorted(jobs_db.items()):
         path = job_dir(root / "state" / "checkpoints", j, state_id) / "train.jsonl"
         lines = [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
         devices = sorted({f"{e['device']} ({e['name']})" for e in lines if e.get("event") == "device"})
         mine = [a for a in attempts if a["job_id"] == j]
         alone_s = spec["steps"] / alone[spec["job_type"]]
         jobs.append({"job_id": j, "job_type": spec["job_type"], "steps": spec["steps"],
-                     "jct_s": round(fin - sub, 1) if fin else None, "alone_s": round(alone_s, 1),
+                     "status": status,
+                     "jct_s": round(fin - sub, 1) if fin and status == "done" else None, "alone_s": round(alone_s, 1),
                      "attempts": len(mine), "worker_types": "+".join(dict.fromkeys(a["worker_type"] for a in mine)),
                      "devices": "; ".join(devices)})
     return jobs, attempts, {"total_s": total, "table": table}
@@ -147,8 +148,8 @@ def main(argv: list[str] | None = None) -> int:
         root.mkdir(parents=True, exist_ok=True)
         jobs, attempts, info = run(args, root, alone)
     for j in jobs:
-        log.info("job %d %-34s %6d steps: JCT %6.1f s (alone %5.1f s), %d attempts on %s; ran on %s", j["job_id"],
-                 j["job_type"], j["steps"], j["jct_s"] or float("nan"), j["alone_s"], j["attempts"],
+        log.info("job %d %-34s %6d steps, %s: JCT %6.1f s (alone %5.1f s), %d attempts on %s; ran on %s", j["job_id"],
+                 j["job_type"], j["steps"], j["status"], j["jct_s"] or float("nan"), j["alone_s"], j["attempts"],
                  j["worker_types"], j["devices"] or "?")
     solo = [a for a in attempts if not a["gpu_shared"] and a["steps"]]
     for a in solo:

@@ -270,7 +270,8 @@ class SchedulerService:
         probe_policy(spec, list(config.worker_types), resolve_prices(config.worker_types, config.prices,
                                                                      list_prices=False), config.policy_options)
         root = config.checkpoint_root
-        self.checkpoint_root = Path(root) if root else self.state_dir / "checkpoints"
+        # absolute: workers refuse a relative checkpoint_dir (their cwd is not the scheduler's)
+        self.checkpoint_root = (Path(root) if root else self.state_dir / "checkpoints").absolute()
         check_layout(self.state_dir, self.checkpoint_root, config.token_file)
         self.bind, self.port = bind, port
         self.state_lock = StateLock(self.state_dir)      # one scheduler per state directory (statedir.py)

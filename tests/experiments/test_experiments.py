@@ -72,7 +72,8 @@ def test_gpu_scripts_dry_run_on_the_cpu(tmp_path):
                              "--round-seconds", "3", "--isolated", str(tmp_path / "gpu_isolated.csv"),
                              "--timeout", "120", "--out", str(out)]) == 0
     jobs = pd.read_csv(out / "gpu_cluster_jobs.csv")
-    assert len(jobs) == 1 and jobs["jct_s"][0] > 0 and jobs["devices"][0].startswith("cpu")
+    assert len(jobs) == 1 and jobs["status"][0] == "done", jobs.to_dict("records")
+    assert jobs["jct_s"][0] > 0 and jobs["devices"][0].startswith("cpu")
     assert (pd.read_csv(out / "gpu_cluster_attempts.csv")["steps"] > 0).all()
 
 

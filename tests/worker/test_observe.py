@@ -83,7 +83,8 @@ def test_metrics_event_lines_and_job_logs(cluster_factory):
         out = logs_cmd(cl, str(crash), "--rank", "0")
         assert out.returncode == 0 and "boom" in out.stdout.splitlines(), out
         out = logs_cmd(cl, str(job), "--attempt", "99")
-        attempts = ", ".join(map(str, range(1, done.attempts + 1)))
+        listed = range(1, min(done.attempts, 20) + 1)         # a long list is cut at 20 (a loaded machine relaunches)
+        attempts = ", ".join(map(str, listed)) + (f" ... ({done.attempts} in all)" if done.attempts > 20 else "")
         assert out.returncode == 2 and f"job {job} has logs of attempts {attempts}" in out.stderr, out.stderr
         assert out.stderr.count("\n") == 1 and "--attempt" in out.stderr
         out = logs_cmd(cl, "77")
