@@ -23,7 +23,7 @@ demo: $(STAMP)
 # two test processes (pytest-xdist): most slow tests wait on real processes' rounds, so the
 # 2-core CI runs two at once; tests marked xdist_group(...) run one at a time.
 test: $(STAMP)
-	$(BIN)/pytest -n 2 --dist loadgroup
+	$(BIN)/pytest -n 2 --dist loadgroup --durations=10
 
 # the edit-test loop: everything but the loopback clusters and long runs (make test runs all)
 test-fast: $(STAMP)

@@ -38,6 +38,9 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "cluster_factory" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slow)
+    # slow tests first: they mostly wait on real processes, so under `make test`'s two test processes
+    # the quick, CPU-bound tests fill the gaps instead of leaving the long ones to run last
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 @contextlib.contextmanager
