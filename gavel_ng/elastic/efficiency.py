@@ -89,8 +89,19 @@ class PhiCurve:
         return {"phi0": self.phi0, "growth": self.growth}
 
 
+class PiecewiseIntegral:
+    """The integral of a piecewise noise-scale curve, from its cumulative ``_from_zero(p, M0)``
+    (shared by a measured table here and the gradient statistics' curves in grad_stats)."""
+
+    def integral(self, p_from: np.ndarray, p_to: np.ndarray, init_batch: float) -> np.ndarray:
+        """Integral of ``dp / (phi(p) + M0)`` from p_from to p_to (both in [0, 1], p_to >= p_from)."""
+        m0 = float(init_batch)
+        p1, p2 = np.asarray(p_from, float), np.asarray(p_to, float)
+        return np.maximum(self._from_zero(p2, m0) - self._from_zero(p1, m0), 0.0)
+
+
 @dataclass(frozen=True)
-class PhiTable:
+class PhiTable(PiecewiseIntegral):
     """A measured noise scale: ``phi`` at increasing progress fractions, log-linear in between and
     constant outside them (``phi(p) = phi[0]`` before the first point, ``phi[-1]`` after the last)."""
 
@@ -139,12 +150,6 @@ class PhiTable:
             self._cum[m0] = cum
         i = np.clip(np.searchsorted(self._x, p, side="right") - 1, 0, len(self._x) - 2)
         return cum[i] + self._piece(i, self._x[i], p, m0)
-
-    def integral(self, p_from: np.ndarray, p_to: np.ndarray, init_batch: float) -> np.ndarray:
-        """Integral of ``dp / (phi(p) + M0)`` from p_from to p_to (both in [0, 1], p_to >= p_from)."""
-        m0 = float(init_batch)
-        p1, p2 = np.asarray(p_from, float), np.asarray(p_to, float)
-        return np.maximum(self._from_zero(p2, m0) - self._from_zero(p1, m0), 0.0)
 
     def invert(self, init_batch: float, batch: np.ndarray, scale: np.ndarray, p_from: np.ndarray,
                target: np.ndarray) -> np.ndarray:

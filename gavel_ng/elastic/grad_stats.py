@@ -26,11 +26,13 @@ import numpy as np
 
 from gavel_ng.errors import InputError
 
+from .efficiency import PiecewiseIntegral
+
 PHI_CAP = 1e12
 """phi where the squared norm is 0 (the artifact's gain is then the full scale: E = 1)."""
 
 
-class EpochPhi:
+class EpochPhi(PiecewiseIntegral):
     """A noise scale constant within epochs: ``phi[e]`` on ``(ends[e-1], ends[e]]`` (from 0 for
     e = 0) and ``phi[-1]`` after the last end. `ends` are progress fractions, increasing in (0, 1]."""
 
@@ -72,12 +74,6 @@ class EpochPhi:
             cum = self._cum[m0] = np.concatenate([[0.0], np.cumsum(np.diff(self._x) / (self._v + m0))])
         i = self._pieces(p)
         return cum[i] + (p - self._x[i]) / (self._v[i] + m0)
-
-    def integral(self, p_from: np.ndarray, p_to: np.ndarray, init_batch: float) -> np.ndarray:
-        """Integral of ``dp / (phi(p) + M0)`` from p_from to p_to (both in [0, 1], p_to >= p_from)."""
-        m0 = float(init_batch)
-        p1, p2 = np.asarray(p_from, float), np.asarray(p_to, float)
-        return np.maximum(self._from_zero(p2, m0) - self._from_zero(p1, m0), 0.0)
 
     def invert(self, init_batch: float, batch: np.ndarray, scale: np.ndarray, p_from: np.ndarray,
                target: np.ndarray) -> np.ndarray:

@@ -163,6 +163,17 @@ def test_a_scheduler_refuses_to_start_on_a_policy_that_fails(bad, tmp_path):
             SchedulerService(config, tmp_path / f"state{i}", port=0, bind="127.0.0.1")
 
 
+class _Jobs:
+    """Every job equal: what the allocator's policy input needs, nothing of a backend."""
+
+    def policy_jobs(self, jobs):
+        from gavel_ng.allocator import PolicyJobs
+
+        n = len(jobs)
+        return PolicyJobs(list(jobs), np.ones(n), np.ones(n), np.full(n, 100.0), np.full(n, 100.0), np.zeros(n),
+                          np.full(n, np.inf))
+
+
 def test_every_builtin_policy_passes_the_start_probe():
     """The probe must never refuse a policy that works: every registered one, prices given."""
     from gavel_ng.policies import get_policy, list_policies
@@ -189,13 +200,7 @@ def test_a_solvers_failure_falls_back_and_every_one_is_counted(bad, capsys):
 def test_an_equal_share_fallback_is_counted_each_time():
     """A solve that raises outside the policy (here bad throughputs) falls back to equal shares: counted
     in `fallbacks` every time, not once per streak."""
-    from gavel_ng.allocator import PolicyAllocator, PolicyJobs
-
-    class Jobs:
-        def policy_jobs(self, jobs):
-            n = len(jobs)
-            return PolicyJobs(list(jobs), np.ones(n), np.ones(n), np.full(n, 100.0), np.full(n, 100.0), np.zeros(n),
-                              np.full(n, np.inf))
+    from gavel_ng.allocator import PolicyAllocator
 
     class Beliefs:
         fixed = False
@@ -203,7 +208,7 @@ def test_an_equal_share_fallback_is_counted_each_time():
         def isolated(self, jobs, columns):
             return np.array([[np.inf, 1.0], [1.0, 1.0]])[: len(jobs)]
 
-    alloc = PolicyAllocator("las", ["v100", "k80"], Jobs(), Beliefs(), np.array([1.0, 1.0]), warm=False)
+    alloc = PolicyAllocator("las", ["v100", "k80"], _Jobs(), Beliefs(), np.array([1.0, 1.0]), warm=False)
     for _ in range(20):
         alloc.allocate([0, 1], 0.0)
     assert alloc.fallbacks == 20 and alloc.solves == 20
@@ -214,17 +219,11 @@ def test_on_a_cluster_a_policy_error_at_a_solve_is_kept_counted_and_logged_once(
     (for `gavel-ng status`) and logs it as an ERROR; the simulator's raises it."""
     import logging
 
-    from gavel_ng.allocator import PolicyAllocator, PolicyJobs
+    from gavel_ng.allocator import PolicyAllocator
     from gavel_ng.logs import collapse_repeats
     from gavel_ng.policies.plugins import load_plugins
 
     load_plugins([str(bad)])
-
-    class Jobs:
-        def policy_jobs(self, jobs):
-            n = len(jobs)
-            return PolicyJobs(list(jobs), np.ones(n), np.ones(n), np.full(n, 100.0), np.full(n, 100.0), np.zeros(n),
-                              np.full(n, np.inf))
 
     class Beliefs:
         fixed = True
@@ -232,7 +231,7 @@ def test_on_a_cluster_a_policy_error_at_a_solve_is_kept_counted_and_logged_once(
         def isolated(self, jobs, columns):
             return np.ones((len(jobs), 2))
 
-    live = PolicyAllocator("divides", ["v100", "k80"], Jobs(), Beliefs(), np.array([1.0, 1.0]),
+    live = PolicyAllocator("divides", ["v100", "k80"], _Jobs(), Beliefs(), np.array([1.0, 1.0]),
                            policy_errors="fallback")
     with caplog.at_level(logging.ERROR, logger="gavel_ng"), collapse_repeats() as ledger:
         outs = [live.allocate([0, 1], 0.0) for _ in range(3)]
@@ -240,6 +239,6 @@ def test_on_a_cluster_a_policy_error_at_a_solve_is_kept_counted_and_logged_once(
     assert [r.levelname for r in caplog.records if "divides" in r.getMessage()] == ["ERROR"]
     assert [w["count"] for w in ledger.summary() if w["kind"] == "policy error"] == [3]
     assert all(np.isfinite(o.X).all() and (o.X.sum(axis=1) <= 1 + 1e-9).all() for o in outs)
-    sim = PolicyAllocator("divides", ["v100", "k80"], Jobs(), Beliefs(), np.array([1.0, 1.0]))
+    sim = PolicyAllocator("divides", ["v100", "k80"], _Jobs(), Beliefs(), np.array([1.0, 1.0]))
     with pytest.raises(PolicyError, match="ZeroDivisionError"):
         sim.allocate([0, 1], 0.0)
