@@ -62,9 +62,10 @@ def main() -> None:
             alloc = svc.allocator.allocate(ids, time.time())
             solve = best(lambda: svc.allocator.allocate(ids, time.time()), args.repeat)
 
-            def plan():
-                svc.planner.reset(alloc)
-                svc.planner.plan(None)
+            def plan():   # the allocation taken in (and saved, for status), then the round planned from it
+                svc.planner.mech.reset(alloc)
+                svc.planner.save_allocation(alloc)
+                svc.planner.plan(time.time())
 
             planning = best(plan, args.repeat)
             print(f"las solve for {len(ids):,} jobs: {solve:.3f} s ({1e6 * solve / len(ids):.1f} us a job); "

@@ -38,7 +38,7 @@ import numpy as np
 from .cluster import price_vector
 from .columns import Columns
 from .errors import PolicyError
-from .mechanism import AllocationRows
+from .mechanism import AllocationRows, JobView
 from .mechanism.limits import Limits
 from .pairs import PairTable
 from .policies import Entity, SchedulingProblem
@@ -150,6 +150,19 @@ class PolicyAllocator:
     def column_capacity(self) -> np.ndarray:
         cap = np.asarray(self._capacity(), dtype=float)
         return cap if self.pools is None else cap[self.pools]
+
+    def believed(self, jobs: list[int]) -> JobView:
+        """What the policy believes of these jobs (those the source knows) per worker type, the types their
+        rules leave out at 0 (and preferences weighed in, as in the policy's input): how the mechanism places
+        jobs no allocation covers yet."""
+        J = len(self.worker_types)
+        with self.lock:
+            data = self.jobs.policy_jobs(jobs)
+            T = np.asarray(self.throughputs.isolated(data.ids, self.names), float)[:, :J]
+            if self.rules is not None and data.rules is not None:
+                T, _ = self.rules.compile(data.rules, data.ids, data.scale_factors, T, np.full(J, np.inf),
+                                          self.worker_types, strict=False)
+        return JobView(list(data.ids), [int(k) for k in data.scale_factors], T)
 
     def allocate(self, jobs: list[int], now: float) -> AllocationRows:
         cap = self.column_capacity()

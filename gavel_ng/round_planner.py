@@ -19,7 +19,7 @@ import numpy as np
 
 from .columns import Columns
 from .errors import PolicyError
-from .mechanism import JobView, Placer, RoundPlan, make_plan
+from .mechanism import Placer, RoundPlan, make_plan
 from .policies.fields import call_policy, defined_at
 from .policies.rounds import Entry, RoundContext, RoundSource
 from .topology import Topology
@@ -33,11 +33,13 @@ class RoundPlanner:
 
     `clock()` is the time the context's `now` and `record` read (the executor's). `seed` seeds
     the context's random stream; `gpu_counts` are the configurations' GPU counts, or a function of
-    the topology giving each type's (a policy's declared configuration set, `PolicySpec.gpu_counts`)."""
+    the topology giving each type's (a policy's declared configuration set, `PolicySpec.gpu_counts`);
+    `rules` the placer's server rules (gavel_ng.rules.placement.ServerRules; None: none)."""
 
     def __init__(self, name: str, decide: Callable[[RoundContext], object], source: RoundSource,
                  topology: Topology, clock: Callable[[], float], *, realloc_delay: float = 0.0,
-                 gpu_counts: tuple[int, ...] | Callable[[Topology], list] = DEFAULT_GPU_COUNTS, seed: int = 0):
+                 gpu_counts: tuple[int, ...] | Callable[[Topology], list] = DEFAULT_GPU_COUNTS, seed: int = 0,
+                 rules=None):
         self.name = name
         self.decide = decide
         self.source = source
@@ -45,13 +47,14 @@ class RoundPlanner:
         self.delay = float(realloc_delay)
         self.gpu_counts = gpu_counts if callable(gpu_counts) else tuple(gpu_counts)
         self.rng = np.random.default_rng(seed)
-        self.placer = Placer(topology, consolidate=True)
+        self.placer = Placer(topology, consolidate=True, rules=rules)
         self.active: dict[int, None] = {}             # arrival order
         self.last: dict[int, tuple[int, ...]] = {}    # job -> GPUs it held in the previous round
         self.attained: dict[int, float] = {}          # job -> GPU-seconds run
         self.executed: dict[int, float] = {}          # job -> seconds run
         self.last_end: dict[int, float] = {}          # job -> when it last stopped running
-        self.solve_seconds: list[float] = []          # time each decision took
+        self.solves = 0                               # decisions taken (the loop's "solves")
+        self.solve_seconds = 0.0                      # CPU seconds they took
         self._use(topology)
 
     def _use(self, topology: Topology) -> None:
@@ -106,12 +109,13 @@ class RoundPlanner:
                             self.name, exc)
 
     # ----- Planner protocol -------------------------------------------------------------------------
-    def plan(self, new_jobs: JobView | None = None) -> RoundPlan:
+    def plan(self, now: float) -> RoundPlan:
         entries = []
         if self.active and self.topo.num_gpus:   # a round with no job to place is no decision
             start = time.perf_counter()
-            entries = self._decide(self.clock())
-            self.solve_seconds.append(time.perf_counter() - start)
+            entries = self._decide(now)
+            self.solve_seconds += time.perf_counter() - start
+            self.solves += 1
         gpus = [e.gpus for e in entries]
         renewed = [self.last.get(e.job) == e.gpus for e in entries]
         servers = self.topo.gpu_server
@@ -130,6 +134,12 @@ class RoundPlanner:
             self.attained[m] = self.attained.get(m, 0.0) + k * sec
             self.executed[m] = self.executed.get(m, 0.0) + sec
             self.last_end[m] = now
+
+    def summary(self) -> dict:
+        """What a run's summary says of the planning: its own decision every round (no allocation, no
+        mechanism, no mid-round backfill, no constraints measured)."""
+        return {"solver_fallbacks": 0, "policy_solved": self.name, "mode": "round policy", "backfill": False,
+                "constraints": {}}
 
     # ----- deciding ---------------------------------------------------------------------------------
     def context(self, now: float) -> RoundContext:

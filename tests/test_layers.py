@@ -8,7 +8,8 @@ test_imports: deferred and TYPE_CHECKING ones too).
   examples): model and protocol, so that a job starts without the solvers.
 * policies (and problem_io, which builds their input from a file): model.
 * mechanism: turns allocations into rounds and placements; it knows nothing of policies or
-  solvers: model. allocator and round_planner put policies and mechanism together.
+  solvers: model. allocator, allocation_planner and round_planner put policies and mechanism
+  together; assembly builds the loop's planner for a policy from them.
 * simulator, runtime: everything below, not each other and not the job side.
 * cli, sweep, the package itself and __main__: anything.
 """
@@ -21,7 +22,8 @@ from test_imports import ROOT, import_graph
 MODEL = frozenset({"errors", "logs", "jobs", "cluster", "throughputs", "traces", "pairs", "columns", "topology",
                    "allocation", "plots", "profiles", "workloads", "rules", "estimator", "elastic"})
 PROTOCOL = MODEL | {"protocol"}
-SOLVING = MODEL | {"policies", "problem_io", "mechanism", "allocator", "round_planner"}
+SOLVING = MODEL | {"policies", "problem_io", "mechanism", "allocator", "allocation_planner", "round_planner",
+                   "assembly"}
 TOP = None   # may import anything
 
 # top-level part of gavel_ng -> the parts it may import (its own part always)
@@ -36,6 +38,8 @@ ALLOWED: dict[str, frozenset[str] | None] = {
     "mechanism": MODEL,
     "allocator": MODEL | {"policies", "mechanism"},
     "round_planner": MODEL | {"policies", "mechanism"},
+    "allocation_planner": MODEL | {"policies", "mechanism", "allocator"},
+    "assembly": MODEL | {"policies", "mechanism", "allocator", "allocation_planner", "round_planner"},
     "simulator": SOLVING | {"protocol"},
     "runtime": SOLVING | {"protocol"},
     "cli": TOP, "sweep": TOP, "": TOP, "__main__": TOP,

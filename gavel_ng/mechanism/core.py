@@ -167,9 +167,11 @@ class RoundMechanism:
     `TYPE` and `TYPE_unconsolidated` columns on the same GPUs), and `columns.spread[j]` says
     that an entry of column j may be spread over servers. Entries of the other columns
     are placed on one server when any has room, and run split (at whatever the executor
-    charges for that) only when none has."""
+    charges for that) only when none has. `rules`: the placer's server rules (labels, affinity,
+    quotas; gavel_ng.rules.placement.ServerRules), None: none."""
 
-    def __init__(self, topology: Topology, config: MechanismConfig | None = None, columns: Columns | None = None):
+    def __init__(self, topology: Topology, config: MechanismConfig | None = None, columns: Columns | None = None,
+                 rules=None):
         self.cfg = config or MechanismConfig()
         T = len(topology.worker_types)
         if columns is not None and columns.gpus.any():
@@ -186,13 +188,18 @@ class RoundMechanism:
             if self.J and self.col_pool.max() >= T:
                 raise ValueError("columns must give every column a worker type of the topology")
         self._use_topology(topology)
-        self.placer = Placer(topology, self.cfg.consolidate, self.cfg.sequential_placement)
+        self.placer = Placer(topology, self.cfg.consolidate, self.cfg.sequential_placement, rules)
         self.rng = np.random.default_rng(self.cfg.seed)
         self._fresh_row = np.full((1, self.J), self.cfg.initial_received)   # a new row's time received
         self._row_of_job = np.full(64, -1, np.int64)   # per job id, its row while every row is one job
         self._no_waiting: Waitlist | None = None   # the waitlist of rounds where nothing waits
         self.meter = Meter()   # the policy's constraints measured on every round as it ran
         self.reset(AllocationRows([], np.zeros((0, self.J)), np.zeros(0)))
+
+    @property
+    def backfills(self) -> bool:
+        """Whether GPUs freed mid-round go to the plan's waiting entries (the plan carries a waitlist)."""
+        return self.cfg.mid_round_backfill
 
     def _use_topology(self, topology: Topology) -> None:
         """Everything the mechanism derives from the topology rather than from its ledger."""

@@ -60,14 +60,14 @@ class Placer:
     that the next such round finds its renewals in a few array operations; the dict is built only
     when someone reads `last` (and from then on it is what counts, since its reader may change it)."""
 
-    def __init__(self, topology: Topology, consolidate: bool = True, sequential: bool = False):
+    def __init__(self, topology: Topology, consolidate: bool = True, sequential: bool = False, rules=None):
         self.topo = topology
         self.consolidate = consolidate
         self.sequential = sequential
         self._last: dict[tuple[int, ...], tuple[int, tuple[int, ...]]] = {}
         self._leases = JobLeases()   # the memory instead of _last while it is active
         self._use_gpus()
-        self.rules = None   # gavel_ng.rules.placement.ServerRules: labels, (anti-)affinity, quotas per round
+        self.rules = rules  # gavel_ng.rules.placement.ServerRules: labels, (anti-)affinity, quotas per round
 
     @property
     def last(self) -> dict[tuple[int, ...], tuple[int, tuple[int, ...]]]:

@@ -1,22 +1,28 @@
 """The scheduler loop shared by the simulator and a real-cluster runtime (as in Blox).
 
-    admission -> policy (on reset events) -> mechanism + placement -> executor -> bookkeeping
+    admit -> arrive -> plan -> execute -> record -> retire
 
-Only the executor differs: the simulator advances a simulated clock, a runtime would
-launch, renew and preempt micro-tasks on workers. The allocator hides how allocations
-are computed (cvxpy, HiGHS, a cache): this module imports no solver.
+Each round the executor admits the jobs that arrived (admission control may refuse
+some), the planner is told of them, plans the round, the executor runs it, and the
+planner records what ran and forgets the jobs that finished. The loop knows no kind of
+policy: an allocation policy's planner (allocator + Gavel's mechanism,
+gavel_ng.allocation_planner) and a round policy's (gavel_ng.round_planner) meet the same
+`Planner` protocol, and gavel_ng.assembly picks one by the policy's declared kind. Only the
+executor differs between the worlds: the simulator advances a simulated clock, the
+runtime launches, renews and preempts micro-tasks on workers. This module imports no solver.
 """
 
 from __future__ import annotations
 
 import logging
-import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
 
-from .core import AllocationRows, JobView, RoundMechanism, RoundPlan
+from ..topology import Topology
+from .core import AllocationRows, RoundPlan
 
 log = logging.getLogger(__name__)
 
@@ -40,18 +46,49 @@ class Executor(Protocol):
     def admit(self) -> list[int]:
         """Jobs that arrived by now() and were not admitted before, in arrival order."""
 
-    def job_view(self, jobs: list[int]) -> JobView:
-        """Scale factors and throughputs of these jobs (for placing jobs the allocation lacks)."""
+    def refuse(self, job: int, reason: str) -> None:
+        """Admission refused an admitted job: it never runs (the executor settles it its own way)."""
 
     def execute(self, plan: RoundPlan) -> RoundResult:
         """Run one round of `plan` (or idle until work arrives) and report what happened."""
 
 
 class Planner(Protocol):
-    def reset(self, alloc: AllocationRows) -> None: ...
-    def retire(self, job: int) -> None: ...
-    def plan(self, new_jobs: JobView | None = None) -> RoundPlan: ...
-    def record(self, plan: RoundPlan, occupied: np.ndarray) -> None: ...
+    """What the loop asks of a policy, whatever its kind. `solves` and `solve_seconds`: the decisions it
+    computed (an allocation policy's solves, a round policy's decisions) and their CPU seconds."""
+
+    solves: int
+    solve_seconds: float
+
+    def arrive(self, jobs: list[int]) -> None:
+        """These jobs were admitted (in arrival order)."""
+
+    def retire(self, job: int) -> None:
+        """The job finished (or ended otherwise): forget it."""
+
+    def set_topology(self, topology: Topology, gpu_remap) -> None:
+        """The GPUs changed (a live cluster's workers came or went): `gpu_remap[g]` is old GPU g's new number."""
+
+    def plan(self, now: float) -> RoundPlan:
+        """The round to run from `now`."""
+
+    def record(self, plan: RoundPlan, occupied: np.ndarray) -> None:
+        """What ran: the round as it ran and the seconds each entry held its GPUs."""
+
+    def summary(self) -> dict:
+        """What a run's summary says of the planning (the simulator's; not the loop's)."""
+
+
+class Refusal(Protocol):
+    reason: str
+
+
+class Admission(Protocol):
+    """gavel_ng.rules.admission.AdmissionControl."""
+
+    def admit(self, job: int, user: str | None, gpus: int) -> Refusal | None: ...
+
+    def release(self, job: int) -> None: ...
 
 
 @dataclass
@@ -64,79 +101,58 @@ class LoopStats:
 
 
 class SchedulerLoop:
-    """One round per step(). Re-solves on reset events (arrivals, completions).
+    """One round per step() (module docstring).
 
-    `min_solve_interval` rate-limits solves (seconds of executor time between them);
-    jobs that arrive in between are known to no allocation, and the mechanism backfills
-    them onto free GPUs instead of letting them wait for the next solve.
+    `admission` is asked for each arrival with `owner(job) -> (user, GPUs)`; a refused job goes to
+    `executor.refuse(job, reason)` and never reaches the planner. `active`: the admitted jobs that
+    have not finished, in arrival order."""
 
-    Without an allocator the planner decides every round itself (a round policy's planner,
-    gavel_ng.round_planner): it is told of each admitted job (`arrive`) and of each finished
-    one (`retire`), and there is nothing to solve.
-    """
-
-    def __init__(self, planner: Planner | RoundMechanism, allocator: Allocator | None, executor: Executor,
-                 min_solve_interval: float = 0.0, admission=None, owner=None):
-        # admission: a gavel_ng.rules.admission.AdmissionControl, asked for each arrival with
-        # owner(job) -> (user, GPUs); a refused job goes to executor.refuse(job, reason) and never runs
+    def __init__(self, planner: Planner, executor: Executor, admission: Admission | None = None,
+                 owner: Callable[[int], tuple[str | None, int]] | None = None):
+        if admission is not None and owner is None:
+            raise ValueError("SchedulerLoop: admission needs owner(job) -> (user, GPUs)")
+        self.planner = planner
+        self.executor = executor
         self.admission = admission
         self.owner = owner
-        self.planner = planner
-        self.allocator = allocator
-        self.executor = executor
-        self.min_solve_interval = float(min_solve_interval)
         self.active: dict[int, None] = {}      # insertion order = arrival order
-        self.unallocated: dict[int, None] = {}
-        self.reset_pending = False
-        self.last_solve: float | None = None
         self.stats = LoopStats()
 
     def step(self) -> RoundResult:
-        ex = self.executor
+        ex, planner = self.executor, self.planner
         now = ex.now()
-        for job in ex.admit():
-            if self.admission is not None:
-                refusal = self.admission.admit(job, *self.owner(job))
-                if refusal is not None:
-                    ex.refuse(job, refusal.reason)
-                    continue
-            self.active[job] = None
-            if self.allocator is None:
-                self.planner.arrive([job])
-                continue
-            self.unallocated[job] = None
-            self.reset_pending = True
-        if self.allocator is not None and self.reset_pending and self.active and self._may_solve(now):
-            self._solve(now)
-        view = ex.job_view(list(self.unallocated)) if self.unallocated else None
-        plan = self.planner.plan(view)
+        arrived = self._admit(ex.admit())
+        if arrived:
+            planner.arrive(arrived)
+        plan = planner.plan(now)
         result = ex.execute(plan)
         if result.plan is not None:
             plan = result.plan
-        self.planner.record(plan, result.occupied)
+        planner.record(plan, result.occupied)
         for job in result.finished:
             self.active.pop(job, None)
-            self.unallocated.pop(job, None)
-            self.planner.retire(job)
+            planner.retire(job)
             if self.admission is not None:
                 self.admission.release(job)
-            self.reset_pending = True
         s = self.stats
         s.rounds += 1
+        s.solves, s.solve_seconds = planner.solves, planner.solve_seconds
         renewed = int(np.count_nonzero(plan.renewed))
         s.renewals += renewed
         s.launches += plan.num_entries - renewed
         return result
 
-    def _may_solve(self, now: float) -> bool:
-        return self.last_solve is None or now - self.last_solve >= self.min_solve_interval - 1e-9
-
-    def _solve(self, now: float) -> None:
-        start = time.perf_counter()
-        alloc = self.allocator.allocate(list(self.active), now)
-        self.stats.solve_seconds += time.perf_counter() - start
-        self.stats.solves += 1
-        self.planner.reset(alloc)
-        self.last_solve = now
-        self.reset_pending = False
-        self.unallocated = {}
+    def _admit(self, jobs: list[int]) -> list[int]:
+        """The arrivals admission lets in (all of them without admission control)."""
+        if self.admission is None:
+            self.active.update(dict.fromkeys(jobs))
+            return jobs
+        out = []
+        for job in jobs:
+            refusal = self.admission.admit(job, *self.owner(job))
+            if refusal is not None:
+                self.executor.refuse(job, refusal.reason)
+                continue
+            self.active[job] = None
+            out.append(job)
+        return out

@@ -40,12 +40,15 @@ log = logging.getLogger(__name__)
 
 
 class LiveBackfill:
-    """`gpu_map()`: the (worker id, local GPU) of each GPU number of the plans (the planner's)."""
+    """`gpu_map()`: the (worker id, local GPU) of each GPU number of the plans (the planner's); `arrivals(jobs,
+    plan)`: the Waitlist of jobs no allocation knows, as the policy believes them (AllocationPlanner.arrivals;
+    None: mid-round arrivals wait for the next plan). A plan without a waitlist (a round policy's) backfills
+    nothing."""
 
     def __init__(self, executor, gpu_map: Callable[[], list[tuple[str, int]]], arrivals=None):
         self.ex = executor
         self.gpu_map = gpu_map
-        self.arrivals = arrivals                   # (JobView, plan) -> Waitlist of jobs no allocation knows
+        self.arrivals = arrivals
         self._offered: tuple[int, int] | None = None   # (arrivals, ended) when arrivals were last offered GPUs
         self.pending: RoundPlan | None = None      # the plan published for the next round
         self.plan: RoundPlan | None = None         # the current round's
@@ -122,7 +125,7 @@ class LiveBackfill:
             if not free.any():
                 return
             busy = set(ex.current) | st.index.live
-        waiting = self.arrivals(ex.job_view(new), plan)
+        waiting = self.arrivals(new, plan)
         holding = self._holding(plan, ended) if waiting.watches_holders else ()
         self._assign(waiting.choose(free, busy, holding), gmap, now, "arrival")
 

@@ -209,11 +209,11 @@ class ClusterConfig:
         A round policy honours the rules through placement and admission, and the estimator
         through the throughputs it believes; it decides every round itself, so it gives jobs
         whole GPUs (no space sharing). Either kind takes the options its function declares."""
-        if spec.is_round:
-            require(not self.space_sharing, "cluster-config.space_sharing", True,
-                    f"{spec.name} is a round policy: it gives jobs whole GPUs")
+        from ..assembly import bind_options, check_settings
+
+        check_settings(spec, {"cluster-config.space_sharing": self.space_sharing}, "it gives jobs whole GPUs")
         try:
-            spec.decider(self.policy_options) if spec.is_round else spec.bind(self.policy_options)
+            bind_options(spec, self.policy_options)
         except InputError as exc:
             raise InputError("cluster-config.policy_options", exc.value, exc.reason) from None
         except (TypeError, ValueError) as exc:    # the policy's own check of a value

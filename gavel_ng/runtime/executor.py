@@ -31,7 +31,7 @@ from pathlib import Path
 import grpc
 import numpy as np
 
-from ..mechanism import JobView, RoundPlan, RoundResult
+from ..mechanism import RoundPlan, RoundResult
 from ..protocol.client import placement_label
 from ..protocol.leasefile import lease_mac
 from ..protocol.protos import gavel_pb2 as pb
@@ -67,15 +67,19 @@ class Lease:
 
 class DeployExecutor:
     def __init__(self, state: ClusterState, placement: Callable[[RoundPlan, int], list[tuple[str, int]]],
-                 checkpoint_root: Path, stop: threading.Event, on_topology_change: Callable[[], None],
-                 state_id: str = ""):
+                 checkpoint_root: Path, stop: threading.Event, state_id: str = "", *, waiting=None,
+                 backfill: Callable[[DeployExecutor], object] | None = None,
+                 on_publish: Callable[[], None] | None = None, on_launch_batch: Callable[[float], None] | None = None):
+        """`waiting`: a runtime.waiting.Waiting (why each queued job waits, per plan); `backfill(executor)`
+        makes the runtime.backfill.LiveBackfill that gives GPUs freed mid-round to waiting jobs (None: off);
+        `on_publish()` runs after each plan is published (lock not held); `on_launch_batch(seconds)` sees each
+        batch of launches (metrics)."""
         self.state = state
         self.state_id = state_id              # job directories and checkpoints carry it (records.job_dir)
         self.lease_key = derive(state.secret, "lease")   # workers check the lease ends jobs write with it
         self.placement = placement            # (worker id, local GPU) of each GPU of a planned entry
         self.checkpoint_root = Path(checkpoint_root)
         self.stop = stop
-        self.on_topology_change = on_topology_change
         cfg = state.config
         self.L = float(cfg.round_seconds)
         self.renewals = cfg.lease_renewals
@@ -86,12 +90,11 @@ class DeployExecutor:
         self.round_end: float | None = None
         self.current: dict[int, Assignment] = {}
         self.next: dict[int, Assignment] | None = None
-        self._version = -1
         self.idle = False                     # the last plan ran nothing: no round is counting down
-        self.waiting = None                   # runtime.waiting.Waiting: why each queued job waits, per plan
-        self.backfill = None                  # runtime.backfill.LiveBackfill: freed GPUs run waiting jobs mid-round
-        self.on_publish: Callable[[], None] | None = None   # after each plan is published (lock not held)
-        self.launcher = Launcher(self)            # picks, records and sends the round's launches
+        self.waiting = waiting
+        self.on_publish = on_publish
+        self.launcher = Launcher(self, on_launch_batch)   # picks, records and sends the round's launches
+        self.backfill = backfill(self) if backfill is not None else None
         self._backfill_seen: tuple | None = None
 
     # ----- Executor protocol ---------------------------------------------------------------
@@ -112,15 +115,6 @@ class DeployExecutor:
         with self.state.lock:
             if self.waiting is not None:
                 self.waiting.held[job] = reason
-
-    def job_view(self, jobs: list[int]) -> JobView:
-        st = self.state
-        with st.lock:
-            present = [m for m in jobs if m in st.jobs]
-            T = np.asarray(st.believed_isolated(present), float).reshape(len(present), len(st.worker_types))
-            # the arrivals' backfill places by these rates: a job's rules keep it off the types they do not allow
-            return JobView(present, [st.jobs[m].spec.scale_factor for m in present],
-                           np.where(st.allowed(present), T, 0.0))
 
     def execute(self, plan: RoundPlan) -> RoundResult:
         desired = self.publish(plan)
@@ -216,9 +210,6 @@ class DeployExecutor:
                 kills = []
             look = False
             with st.cv:
-                if st.topology_version != self._version:
-                    self._version = st.topology_version
-                    self.on_topology_change()
                 if self.backfill is not None:
                     seen = (st.index.version, st.topology_version, len(st.arrivals), st.round_no, id(self.next))
                     look = seen != self._backfill_seen       # something ended or arrived since the last look

@@ -30,6 +30,7 @@ import logging
 import math
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -98,14 +99,15 @@ class Batch:
 
 
 class Launcher:
-    def __init__(self, executor):
-        """`executor`: the DeployExecutor whose current round it launches (it owns the plan and the workers' calls)."""
+    def __init__(self, executor, on_batch: Callable[[float], None] | None = None):
+        """`executor`: the DeployExecutor whose current round it launches (it owns the plan and the workers' calls);
+        `on_batch(seconds)`: metrics, from a batch's pick to its last RunJob answered."""
         self.ex = executor
         self.state = executor.state
         self.pool = ThreadPoolExecutor(SENDERS, thread_name_prefix="send")
         self._seen: tuple | None = None       # what the last look depended on
         self._timer = math.inf                # when a backoff or a fence of a planned job runs out
-        self.on_batch = None                  # metrics: seconds from a batch's pick to its last RunJob answered
+        self.on_batch = on_batch
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)

@@ -1,26 +1,27 @@
 """The deployment's planners, fed by a cluster whose workers come and go.
 
-`LivePlanner` is what both of them share: a planner over GPU numbers (the allocation
-policies' RoundMechanism, or a round policy's RoundPlanner) moved onto the live workers
-when they changed (`set_topology`: last round's placements, renumbered, stay, so that a
-worker joining costs the others neither their history nor their lease renewals), and the
-(worker id, local GPU) of each planned GPU for the executor.
+`LivePlanner` wraps the loop's planner as gavel_ng.assembly built it (an allocation policy's
+AllocationPlanner, a round policy's RoundPlanner: both plan over GPU numbers) and moves it onto
+the live workers when they changed (`set_topology`: last round's placements, renumbered, stay, so
+that a worker joining costs the others neither their history nor their lease renewals; an
+allocation policy solves again for the new capacity), and gives the executor the (worker id,
+local GPU) of each planned GPU.
 
-`DynamicPlanner` runs an allocation policy's mechanism and makes its history durable: the
-ledger (time received per row and worker type) is written to the Store after each round
-that ran something, and the allocation after each solve; `restore()` reads both back
-after a scheduler restart. A round policy's is runtime.rounds.ClusterRounds.
+`DynamicPlanner` is the allocation policy's: it makes the mechanism's history durable, the ledger
+(time received per row and worker type) written to the Store after each round that ran something
+and the allocation after each solve; `restore()` reads both back after a scheduler restart. A round
+policy's is runtime.rounds.ClusterRounds.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 
 import numpy as np
 
-from ..mechanism import AllocationRows, JobView, Ledger, MechanismConfig, RoundMechanism, RoundPlan, make_plan
+from ..allocation_planner import AllocationPlanner
+from ..mechanism import AllocationRows, Ledger, Planner, RoundPlan, make_plan
 from ..topology import Topology
 from .jobs import FINISHED
 from .records import AllocationRecord, LedgerRecord
@@ -31,14 +32,28 @@ log = logging.getLogger(__name__)
 
 
 class LivePlanner:
-    """A planner over GPU numbers (`inner`: plan, record, retire, set_topology(topology, remap)) on the
-    live workers: `build(topology)` makes it on the workers there are now."""
+    """The loop's planner (`inner`, a mechanism.round.Planner) on the live workers. `gpu_map` and `version`:
+    the workers `inner` was built on (ClusterState.topology())."""
 
-    def __init__(self, state: ClusterState, build: Callable[[Topology], object]):
+    def __init__(self, state: ClusterState, inner: Planner, gpu_map: list[tuple[str, int]], version: int):
         self.state = state
-        topo, self.gpu_map, self.version = state.topology()
-        self.inner = build(topo)
+        self.inner = inner
+        self.gpu_map, self.version = gpu_map, version
         self.plan_map = self.gpu_map     # the GPU numbering of the plan last handed out
+
+    @property
+    def solves(self) -> int:
+        return self.inner.solves
+
+    @property
+    def solve_seconds(self) -> float:
+        return self.inner.solve_seconds
+
+    def arrive(self, jobs: list[int]) -> None:
+        self.inner.arrive(jobs)
+
+    def set_topology(self, topology: Topology, gpu_remap) -> None:
+        self.inner.set_topology(topology, gpu_remap)
 
     def restore(self) -> None:
         """After a restart: nothing kept beside the job state unless a subclass says so."""
@@ -46,12 +61,12 @@ class LivePlanner:
     def retire(self, job: int) -> None:
         self.inner.retire(job)
 
-    def plan(self, new_jobs: JobView | None = None) -> RoundPlan:
+    def plan(self, now: float) -> RoundPlan:
         self._sync_topology()
         if not self.gpu_map:
             return make_plan([], [], [], [], [], [], [])
         self._before_plan()
-        plan = self.inner.plan(new_jobs)
+        plan = self.inner.plan(now)
         self.plan_map = self.gpu_map
         return plan
 
@@ -86,10 +101,11 @@ class LivePlanner:
 
 
 class DynamicPlanner(LivePlanner):
-    def __init__(self, state: ClusterState, config: MechanismConfig | None = None):
-        self.config = config or MechanismConfig()
-        super().__init__(state, lambda topo: RoundMechanism(topo, self.config))
-        self.mech = self.inner
+    """An allocation policy's AllocationPlanner on the live workers, its memory durable (module docstring)."""
+
+    def __init__(self, state: ClusterState, inner: AllocationPlanner, gpu_map: list[tuple[str, int]], version: int):
+        super().__init__(state, inner, gpu_map, version)
+        self.mech = inner.mech
         self._recorded = time.monotonic()   # when the loop last reported a round or an idle wait
 
     # ----- restart ---------------------------------------------------------------------------
@@ -118,12 +134,14 @@ class DynamicPlanner(LivePlanner):
         self.mech.restore_ledger(ledger)
         log.info("restored the ledger of %d allocation rows (round %d)", len(ledger.rows), saved.round)
 
-    # ----- Planner protocol (what the mechanism adds) ---------------------------------------------
-    def reset(self, alloc: AllocationRows) -> None:
-        self._sync_topology()
-        self.mech.reset(alloc)
-        self._save_allocation(alloc)
-        self._save_ledger()
+    # ----- Planner protocol (what the mechanism's memory adds) ---------------------------------------
+    def plan(self, now: float) -> RoundPlan:
+        solves = self.inner.solves
+        plan = super().plan(now)
+        if self.inner.solves != solves:   # a new allocation: shown by status, the ledger reset with it
+            self.save_allocation(self.inner.allocation)
+            self._save_ledger()
+        return plan
 
     def record(self, plan: RoundPlan, occupied: np.ndarray) -> None:
         now = time.monotonic()
@@ -147,7 +165,7 @@ class DynamicPlanner(LivePlanner):
         except StoreError:     # the mechanism's memory; kept in memory, saved again next round
             pass
 
-    def _save_allocation(self, alloc: AllocationRows) -> None:
+    def save_allocation(self, alloc: AllocationRows) -> None:
         """The allocation in force, for status: in the state and in the store."""
         st = self.state
         X = np.asarray(alloc.X, dtype=float).reshape(len(alloc.rows), len(st.worker_types))

@@ -77,4 +77,4 @@ def _probe_round(spec: PolicySpec, worker_types: list[str], options: dict | None
     planner = RoundPlanner(spec.name, spec.decider(options), _Jobs(len(worker_types)), topology, lambda: 0.0,
                            gpu_counts=counts)
     planner.arrive([0, 1])
-    planner.plan()
+    planner.plan(0.0)

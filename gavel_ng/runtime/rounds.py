@@ -41,10 +41,9 @@ import numpy as np
 from ..elastic.families import get_family
 from ..elastic.goodput import DEFAULT_NETWORK_GBPS, best_batch_many, make_params, throughput_params
 from ..elastic.profile_sets import phi_curve
-from ..mechanism import JobView, RoundPlan
-from ..policies.registry import FIXED, PolicySpec
+from ..mechanism import RoundPlan
 from ..policies.rounds import RoundJobs
-from ..round_planner import DEFAULT_GPU_COUNTS, RoundPlanner
+from ..round_planner import RoundPlanner
 from .jobs import FINISHED
 from .planner import LivePlanner
 from .records import RoundDecisionRecord, RoundHistoryRecord
@@ -109,21 +108,14 @@ class ClusterSource:
 
 
 class ClusterRounds(LivePlanner):
-    """The SchedulerLoop's planner for a round policy on a cluster: its RoundPlanner on the live workers."""
+    """The SchedulerLoop's planner for a round policy on a cluster: its RoundPlanner (over a ClusterSource,
+    as gavel_ng.assembly builds it) on the live workers, its history durable."""
 
-    def __init__(self, state: ClusterState, spec: PolicySpec, decide, clock, realloc_delay: float = 0.0,
-                 gpu_counts: tuple[int, ...] = DEFAULT_GPU_COUNTS, seed: int = 0):
-        source = ClusterSource(state, adapts=spec.jobs != FIXED)
-        super().__init__(state, lambda topo: RoundPlanner(spec.name, decide, source, topo, clock,
-                                                          realloc_delay=realloc_delay,
-                                                          gpu_counts=spec.gpu_counts or gpu_counts,
-                                                          seed=seed))
-        self.rounds: RoundPlanner = self.inner
-        self.placer = self.rounds.placer
+    def __init__(self, state: ClusterState, inner: RoundPlanner, gpu_map: list[tuple[str, int]], version: int):
+        super().__init__(state, inner, gpu_map, version)
+        self.rounds = inner
+        self.placer = inner.placer
         state.decision = []          # a round policy: status shows its decision, not an allocation
-
-    def arrive(self, jobs: list[int]) -> None:
-        self.rounds.arrive(jobs)
 
     # ----- durable history (module docstring) ----------------------------------------------------
     def restore(self) -> None:
@@ -144,8 +136,8 @@ class ClusterRounds(LivePlanner):
         self.rounds.restore_history(jobs, rec.policy_state if same else None, rec.rng)
         log.info("restored the round history of %d jobs (round %d)", len(jobs), rec.round)
 
-    def plan(self, new_jobs: JobView | None = None) -> RoundPlan:
-        plan = super().plan(new_jobs)
+    def plan(self, now: float) -> RoundPlan:
+        plan = super().plan(now)
         types = self.rounds.topo.worker_types
         entries = [(int(k[0]), types[int(t)], len(g)) for k, t, g in zip(plan.keys, plan.types.tolist(), plan.gpus)]
         st = self.state

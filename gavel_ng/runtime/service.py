@@ -22,13 +22,12 @@ import grpc
 import numpy as np
 from grpc_health.v1 import health, health_pb2
 
-from ..allocator import PolicyAllocator
+from ..assembly import Keep, World, assemble, check_job, runs_adaptive
 from ..cluster import resolve_prices
 from ..errors import InputError, PolicyError
 from ..estimator import ThroughputEstimator
 from ..mechanism import MechanismConfig, SchedulerLoop
 from ..policies import get_policy
-from ..policies.registry import ADAPTIVE
 from ..protocol.client import placement_label
 from ..protocol.jobspec import JobSpec
 from ..protocol.protos import gavel_pb2 as pb
@@ -59,7 +58,7 @@ from .metrics import Metrics
 from .planner import DynamicPlanner
 from .probe import probe_policy
 from .records import ClusterInfo, Credential, StateDamaged
-from .rounds import ClusterRounds
+from .rounds import ClusterRounds, ClusterSource
 from .state import ClusterState, Registration
 from .statedir import BACKUP_NAME, StateLock, check_layout, damaged, secure, state_id
 from .store import Store, StoreError, private
@@ -323,49 +322,40 @@ class SchedulerService:
         self.spec = spec
         self.round_policy_error: PolicyError | None = None   # a round policy's last error, until it decides again
         self.round_policy_errors = 0
-        if spec.is_round:     # it decides every round itself (runtime.rounds): no allocation to solve
-            self.allocator = None
-            self.planner = ClusterRounds(self.state, spec, spec.decider(config.policy_options), time.time,
-                                         realloc_delay=config.realloc_delay_seconds)
-            self.policy_name = spec.name
-            placer = self.planner.placer
-        else:
-            # the configured prices only, no list prices: a cost policy needs every type priced in the config
-            prices = resolve_prices(config.worker_types, config.prices, list_prices=False)
-            self.allocator = PolicyAllocator(config.policy, list(config.worker_types), self.state,
-                                             self.state.throughputs, self.state.capacity, prices=prices,
-                                             space_sharing=config.space_sharing, warm=False, lock=self.state.lock,
-                                             on_solve=self._solved, rules=self.rules, entities=entities,
-                                             policy_errors="fallback", options=config.policy_options)
-            self.policy_name = self.allocator.spec.name
-            # the mechanism as the simulator builds it for this policy (a cost policy's is idle-aware)
-            self.planner = DynamicPlanner(self.state, MechanismConfig(mid_round_backfill=config.backfill,
-                                                                      round_seconds=config.round_seconds)
-                                          .for_policy(self.allocator.spec))
-            placer = self.planner.mech.placer
-        placer.rules = ServerRules(crules, self._job_rules, self._job_tags)
+        # the planner as the simulator's is built (gavel_ng.assembly), kept on the live workers and durable
+        topology, gpu_map, version = self.state.topology()
+        world = World(topology, time.time, self.state, self.state.throughputs,
+                      ClusterSource(self.state, adapts=runs_adaptive(spec)), self.state.capacity, rules=self.rules,
+                      server_rules=ServerRules(crules, self._job_rules, self._job_tags), entities=entities,
+                      # the configured prices only, no list prices: a cost policy needs every type priced in the config
+                      prices=resolve_prices(config.worker_types, config.prices, list_prices=False),
+                      options=config.policy_options,
+                      mechanism=MechanismConfig(mid_round_backfill=config.backfill, round_seconds=config.round_seconds),
+                      space_sharing=config.space_sharing, warm=False, lock=self.state.lock, on_solve=self._solved,
+                      policy_errors="fallback", realloc_delay=config.realloc_delay_seconds)
+        built = assemble(spec, world, Keep(lambda p: DynamicPlanner(self.state, p, gpu_map, version),
+                                           lambda p: ClusterRounds(self.state, p, gpu_map, version)))
+        self.planner, self.allocator, self.policy_name = built.planner, built.allocator, built.name
         self.store.save_cluster_info(ClusterInfo(self.policy_name, config.round_seconds, list(config.worker_types),
-                                                 str(self.checkpoint_root.resolve()), spec.is_round,
+                                                 str(self.checkpoint_root.resolve()), built.decides_rounds,
                                                  dict(config.prices), self.state_id))
         try:
             self.planner.restore()
         except (sqlite3.DatabaseError, ValueError, TypeError, KeyError) as exc:
             raise damaged(self.state_dir, _what(exc)) from None
-        self.loop: SchedulerLoop | None = None
-        self.executor = DeployExecutor(self.state, self.planner.placement, self.checkpoint_root,
-                                       self.stop_event, self._topology_changed, self.state_id)
         self._saved_classes = None
         self._row_index: tuple[object, dict[int, list[int]]] = (None, {})   # allocation rows by job (status)
         self.submitting = threading.Lock()     # one SubmitJobs at a time (SchedulerServicer.SubmitJobs)
-        self.executor.on_publish = self._save_classes
-        self.waiting = self.executor.waiting = Waiting(self.state, crules.quotas, self.policy_name)
-        if config.backfill and not spec.is_round:   # a round policy's plans carry no waitlist (docs/deploy.md)
-            self.executor.backfill = LiveBackfill(self.executor, lambda: self.planner.plan_map,
-                                                  arrivals=self.planner.mech.arrivals)
-        self.loop = SchedulerLoop(self.planner, self.allocator, self.executor, admission=self.admission,
-                                  owner=self._owner)
         self.metrics = Metrics(self.state, self.policy_errors)
-        self.executor.launcher.on_batch = self.metrics.launches.observe
+        self.waiting = Waiting(self.state, crules.quotas, self.policy_name)
+        # GPUs freed mid-round go to the plan's waiting entries (a round policy's plans have none) and to jobs
+        # that arrived since the plan (those the policy can place without a solve: built.arrivals)
+        backfill = functools.partial(LiveBackfill, gpu_map=lambda: self.planner.plan_map,
+                                     arrivals=built.arrivals) if config.backfill else None
+        self.executor = DeployExecutor(self.state, self.planner.placement, self.checkpoint_root, self.stop_event,
+                                       self.state_id, waiting=self.waiting, backfill=backfill,
+                                       on_publish=self._save_classes, on_launch_batch=self.metrics.launches.observe)
+        self.loop = SchedulerLoop(self.planner, self.executor, self.admission, self._owner)
         self.metrics_port = config.metrics_port
         self.health = health.HealthServicer()     # readiness: NOT_SERVING while the store cannot be written
         self._set_health(False)
@@ -433,16 +423,9 @@ class SchedulerService:
                 self.admission.release(key)
 
     def check_policy_jobs(self, spec: JobSpec, where: str) -> None:
-        """What a round policy's declared properties refuse: a fixed job under a policy that runs adaptive
-        jobs only, and soft type preferences (it picks a type every round by its own rule)."""
-        if not self.spec.is_round:
-            return
-        if self.spec.jobs == ADAPTIVE and spec.adaptive is None:
-            raise InputError(f"{where}.adaptive", None, f"required: {self.spec.name} runs adaptive jobs only")
-        if spec.rules is not None and spec.rules.preferred_types:
-            raise InputError(f"{where}.preferred_types", list(spec.rules.preferred_types),
-                             f"not honoured by {self.spec.name}, a round policy (it picks each round's type itself); "
-                             "use allowed_types")
+        """What the policy's declared properties refuse of a job (assembly.check_job)."""
+        check_job(self.spec, spec.adaptive is not None, spec.rules.preferred_types if spec.rules is not None else (),
+                  where)
 
     def _class_rates(self, jobs: list[JobState]):
         """(class, rates, sources) of these jobs' classes as the policy believes them (lock held)."""
@@ -518,10 +501,6 @@ class SchedulerService:
                              capacity=capacity.tolist(), pairs=sum(len(r) == 2 for r in alloc.rows))
         except StoreError:
             pass                           # a record for people only; the store said why once
-
-    def _topology_changed(self) -> None:
-        if self.loop is not None:
-            self.loop.reset_pending = True
 
     def check_worker(self, worker_id: str, call_token: str, claim: bool = False) -> None:
         """Heartbeats and reports for a worker come from its credential, and from the daemon that registered

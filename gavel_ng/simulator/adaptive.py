@@ -120,7 +120,7 @@ class AdaptiveRunner:
     """Start-up and progress of adaptive entries, round after round (module docstring)."""
 
     def __init__(self, jobs, topology, worker_types: list[str], round_seconds: float, realloc_delay: float,
-                 network_gbps: float = NETWORK_GBPS):
+                 network_gbps: float = NETWORK_GBPS, *, ledger=None, learned=None):
         self.jobs = jobs
         self.topo = topology
         self.names = list(worker_types)
@@ -129,8 +129,8 @@ class AdaptiveRunner:
         self.network = network_gbps
         self.last_config: dict[int, tuple[int, int]] = {}   # job -> (type, GPUs) of the previous round
         self.owed: dict[int, float] = {}                    # job -> start-up seconds still to pay
-        self.learned = None                                 # a LearnedModels told what each job ran on
-        self.ledger = None                                  # a RestartLedger: measured delays (executor's)
+        self.learned = learned                              # a LearnedModels told what each job ran on
+        self.ledger = ledger                                # a RestartLedger: measured delays (executor's)
 
     def run(self, plan, entries: np.ndarray, now: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Run the adaptive `entries` of a one-job-per-entry plan: (start-up, seconds held, finished)."""

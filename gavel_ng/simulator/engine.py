@@ -10,13 +10,13 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..allocator import PolicyAllocator
+from ..assembly import World, assemble
 from ..cluster import Cluster
 from ..columns import Columns
 from ..elastic.workload import POLLUX_NETWORK_GBPS, ElasticTrace, fit_to_cluster, fixed_job_table
 from ..errors import InputError
 from ..logs import collapse_repeats
-from ..mechanism import MechanismConfig, RoundMechanism, RoundPlan, SchedulerLoop
+from ..mechanism import MechanismConfig, RoundPlan, SchedulerLoop
 from ..policies.cost import SLO_DROPPED
 from ..policies.entities import Entity
 from ..policies.registry import get_policy, needs_pairs, space_sharing_name
@@ -25,14 +25,14 @@ from ..rules import AdmissionControl, ClusterRules, RuleCompiler, ServerRules, c
 from ..throughputs import ThroughputTable
 from ..topology import Topology
 from ..traces import Trace, TraceGenerator
-from .adaptive import AdaptiveRunner
+from .adaptive import NETWORK_GBPS, AdaptiveRunner, ArraysSource
 from .estimated import EstimatedThroughputs
-from .executor import IdealPlanner, JobArrays, SimExecutor
+from .executor import JobArrays, SimExecutor
 from .learned import LearnedModels
 from .metrics import summarize
 from .oracle import TableThroughputs
 from .restarts import RestartLedger
-from .rounds import adaptive_models, check_adaptive_fits, check_round_config, round_planner
+from .rounds import adaptive_models, check_adaptive_fits, check_round_config
 
 log = logging.getLogger(__name__)
 GAVEL_COMPAT_SOLVE_INTERVAL = 1920.0
@@ -188,9 +188,8 @@ def _simulate(cluster: Cluster, table: ThroughputTable | None, trace, config: Si
     compiler = RuleCompiler(crules, simulated_servers(cluster.gpus, cluster.server_size, crules))
     ruled = not crules.empty or any(r is not None and r.constrains for r in full.rules)
     crules.check_entities(config.entities, "--rules", "--entities")
-    if spec.is_round:
-        check_round_config(spec, config, crules, full.rules)
-        check_adaptive_fits(models, cluster, config.gpu_counts)
+    check_round_config(spec, config, full.rules)
+    check_adaptive_fits(models, cluster, config.gpu_counts)
     _check_fits(full, jobs, cluster, compiler if ruled else None, config.entities,
                 None if models is None else models.adaptive)
     source = (lambda n: generator.ensure(n)) if generator else (lambda n: full)
@@ -200,64 +199,42 @@ def _simulate(cluster: Cluster, table: ThroughputTable | None, trace, config: Si
     topology = Topology.from_cluster(cluster, crules.server_labels)
     admission = None if crules.admission.accept_all else AdmissionControl(crules.admission)
     owner = lambda m: (getattr(jobs.rules_of(m), "user", None), int(jobs.sf[m]))  # noqa: E731
-    estimator = allocator = None
-    if spec.is_round:
-        ex = SimExecutor(jobs, source, config.round_seconds, len(workers), config.preemption_overhead_s,
-                         prices=prices)
-        learned = None
-        if jobs.measured_restarts:
-            ex.restarts = RestartLedger(config.round_seconds, topology.gpu_server)
-        if jobs.any_adaptive:
-            ex.adaptive = AdaptiveRunner(jobs, topology, workers, config.round_seconds, config.realloc_delay)
-            ex.adaptive.ledger = ex.restarts
-            if config.policy_model == "learned":
-                learned = ex.adaptive.learned = LearnedModels(jobs, workers, ex.adaptive.network)
-        planner = round_planner(spec, config, jobs, topology, ex.now, crules, ruled, learned, ex.restarts)
-        loop = SchedulerLoop(planner, None, ex, admission=admission, owner=owner)
-    else:
-        packed = needs_pairs(space_sharing_name(config.policy, config.space_sharing))
-        if packed:
-            jobs.add_pairs(table, workers)
-        if config.estimate_throughputs:
-            estimator = EstimatedThroughputs(table, jobs, workers, config.profile_fraction, config.reference_jobs,
-                                             seed=config.seed)
-        beliefs = estimator if estimator is not None else \
-            TableThroughputs(jobs, table, Columns.types(workers, config.placement_sensitive).names, pairs=packed)
-        allocator = PolicyAllocator(config.policy, workers, jobs, beliefs, cluster.capacity(),
-                                    prices=priced.price_per_gpu_hour, space_sharing=config.space_sharing,
-                                    placement_sensitive=config.placement_sensitive, warm=config.warm_start,
-                                    rules=compiler if ruled else None, entities=config.entities,
-                                    options=config.options)
-        ex = SimExecutor(jobs, source, config.round_seconds, len(workers), config.preemption_overhead_s,
-                         integer_steps=config.gavel_compat, col_pool=allocator.pools, prices=prices)
-        if jobs.measured_restarts:
-            ex.restarts = RestartLedger(config.round_seconds, topology.gpu_server)
-        if ruled:
-            ex.rules, ex.rules_columns = compiler, list(workers)
-        if estimator is not None:
-            ex.on_round = estimator.on_round
-            ex.believed_throughputs = estimator.believed
-        planner = _mechanism(config, allocator, topology, crules, jobs, ruled)
-        interval = GAVEL_COMPAT_SOLVE_INTERVAL if config.gavel_compat and config.min_solve_interval == 0 \
-            else config.min_solve_interval
-        loop = SchedulerLoop(planner, allocator, ex, interval, admission, owner)
-    if observe is not None:
-        inner = ex.on_round
-
-        def on_round(plan, steps, start, used):
-            if inner is not None:
-                inner(plan, steps, start, used)
-            observe(plan)
-
-        ex.on_round = on_round
-
+    packed = needs_pairs(space_sharing_name(config.policy, config.space_sharing))
+    if packed:
+        jobs.add_pairs(table, workers)
+    columns = Columns.types(workers, config.placement_sensitive)
+    estimator = EstimatedThroughputs(table, jobs, workers, config.profile_fraction, config.reference_jobs,
+                                     seed=config.seed) if config.estimate_throughputs else None
+    beliefs = estimator if estimator is not None else TableThroughputs(jobs, table, columns.names, pairs=packed)
+    restarts = RestartLedger(config.round_seconds, topology.gpu_server) if jobs.measured_restarts else None
+    learned = LearnedModels(jobs, workers, NETWORK_GBPS) if jobs.any_adaptive and config.policy_model == "learned" \
+        else None
+    adaptive = AdaptiveRunner(jobs, topology, workers, config.round_seconds, config.realloc_delay, NETWORK_GBPS,
+                              ledger=restarts, learned=learned) if jobs.any_adaptive else None
     lo, hi = window
     left = [hi - lo]
 
     def finished(ids: np.ndarray) -> None:
         left[0] -= int(((ids >= lo) & (ids < hi)).sum())
 
-    ex.on_finish = finished
+    ex = SimExecutor(jobs, source, config.round_seconds, len(workers), config.preemption_overhead_s,
+                     integer_steps=config.gavel_compat, col_pool=None if columns.plain else columns.pool,
+                     prices=prices, restarts=restarts, adaptive=adaptive,
+                     on_round=_observers(estimator.on_round if estimator is not None else None,
+                                         None if observe is None else lambda plan, *_: observe(plan)),
+                     on_finish=finished)
+    world = World(topology, ex.now, jobs, beliefs, ArraysSource(jobs, workers, learned=learned, restarts=restarts),
+                  cluster.capacity(), rules=compiler if ruled else None,
+                  server_rules=ServerRules(crules, jobs.rules_of) if ruled else None, entities=config.entities,
+                  prices=priced.price_per_gpu_hour, options=config.options, mechanism=_mechanism(config, spec.agnostic),
+                  policy_mechanism=not config.gavel_compat, ideal=config.ideal,
+                  min_solve_interval=GAVEL_COMPAT_SOLVE_INTERVAL if config.gavel_compat and
+                  config.min_solve_interval == 0 else config.min_solve_interval,
+                  space_sharing=config.space_sharing, placement_sensitive=config.placement_sensitive,
+                  warm=config.warm_start, realloc_delay=config.realloc_delay, gpu_counts=config.gpu_counts,
+                  seed=config.seed)
+    built = assemble(spec, world)
+    loop = SchedulerLoop(built.planner, ex, admission, owner)
     last_arrival = float(full.arrivals[lo:hi].max())
     cap = config.max_sim_seconds if config.max_sim_seconds is not None else 2 * last_arrival + 60 * DAY
     unstable, reason = False, ""
@@ -275,9 +252,6 @@ def _simulate(cluster: Cluster, table: ThroughputTable | None, trace, config: Si
             progress(ex.now(), hi - lo - left[0], hi - lo, len(loop.active))
     if unstable:
         log.warning("run marked unstable: %s", reason)
-    if allocator is None:   # a round policy decides every round: its decisions are its solves
-        loop.stats.solves = len(planner.solve_seconds)
-        loop.stats.solve_seconds = float(sum(planner.solve_seconds))
     summary = summarize(config, cluster, jobs, window, ex, loop.stats, unstable, reason,
                         time.perf_counter() - wall)
     summary["refused"] = sum(1 for m in ex.refused if lo <= m < hi)   # admission refusals in the window
@@ -286,17 +260,9 @@ def _simulate(cluster: Cluster, table: ThroughputTable | None, trace, config: Si
     # every average, so a run with any reads better than it is (issue 37)
     summary["jobs_in_window"] = min(hi, len(jobs)) - lo - summary["refused"]
     summary["jobs_unfinished"] = summary["jobs_in_window"] - summary["jobs_measured"]
-    summary["solver_fallbacks"] = allocator.fallbacks if allocator is not None else 0
-    if allocator is None:
-        summary["mode"] = "round policy"     # its own decision every round, no allocation or mechanism
-        summary["policy_model"] = config.policy_model if jobs.any_adaptive else "exact"
-    summary["policy_solved"] = allocator.spec.name if allocator is not None else spec.name
+    summary.update(built.planner.summary())   # solver fallbacks, the policy solved, mode, backfill, constraints
+    summary["policy_model"] = config.policy_model if jobs.any_adaptive else "exact"
     summary["placement_sensitive"] = bool(config.placement_sensitive)
-    summary["backfill"] = bool(config.backfill and not config.gavel_compat and not config.ideal
-                               and allocator is not None)   # round policies do not backfill
-    # the policy's own constraints, measured on what ran (mechanism.limits); {}: it added none
-    meter = getattr(planner, "meter", None)
-    summary["constraints"] = meter.report() if meter is not None else {}
     summary["backfilled_entries"] = ex.backfilled
     summary["backfill_gpu_hours"] = round(ex.backfill_gpu_seconds / 3600, 3)
     summary["paired_fraction"] = round(ex.paired_seconds / ex.run_seconds, 6) if ex.run_seconds else 0.0
@@ -307,22 +273,29 @@ def _simulate(cluster: Cluster, table: ThroughputTable | None, trace, config: Si
     return SimResult(summary, jobs, window, full.job_types, config, cluster)
 
 
-def _mechanism(config: SimConfig, allocator: PolicyAllocator, topology: Topology, crules: ClusterRules,
-               jobs: JobArrays, ruled: bool):
-    """Gavel's round mechanism for an allocation policy (or the ideal time-sharing baseline)."""
-    if config.ideal:
-        return IdealPlanner(allocator.columns.num, config.round_seconds)
-    mcfg = MechanismConfig.gavel_compat(allocator.is_agnostic, config.seed) if config.gavel_compat \
+def _mechanism(config: SimConfig, agnostic: bool) -> MechanismConfig:
+    """The run's settings of Gavel's round mechanism (an allocation policy's; the assembly adds the policy's
+    own declared ones unless --gavel-compat runs the prototype's as it was)."""
+    mcfg = MechanismConfig.gavel_compat(agnostic, config.seed) if config.gavel_compat \
         else MechanismConfig.since_reset(config.seed) if config.reset_ledger else MechanismConfig(seed=config.seed)
-    if not config.gavel_compat:
-        mcfg = mcfg.for_policy(allocator.spec)   # deliver the types a cost policy paid for (issue 17)
     if not config.backfill:
         mcfg = replace(mcfg, mid_round_backfill=False)
-    mcfg = replace(mcfg, round_seconds=config.round_seconds)   # (measures the policy's constraints per round)
-    planner = RoundMechanism(topology, mcfg, allocator.columns)
-    if ruled:
-        planner.placer.rules = ServerRules(crules, jobs.rules_of)
-    return planner
+    return replace(mcfg, round_seconds=config.round_seconds)   # (measures the policy's constraints per round)
+
+
+def _observers(*callbacks):
+    """One on_round callback calling each given one in order (None: none given)."""
+    given = [c for c in callbacks if c is not None]
+    if not given:
+        return None
+    if len(given) == 1:
+        return given[0]
+
+    def on_round(plan, steps, start, used):
+        for c in given:
+            c(plan, steps, start, used)
+
+    return on_round
 
 
 def _window(window: tuple[int, int] | None, generator: TraceGenerator | None, trace: Trace) -> tuple[int, int]:

@@ -67,11 +67,6 @@ class EstimatedThroughputs:
                 est.add_job(j, sf, profile_from_table(self.truth, key, est.plan_profile(sf)))
                 self.profiled += 1
 
-    def believed(self, jobs: list[int]) -> np.ndarray:
-        """Isolated steps/s per worker type as the estimator sees them (for backfill)."""
-        self.sync(jobs)
-        return self.est.isolated_matrix(list(jobs), self.workers)
-
     # ----- ThroughputSource: the policy's input -------------------------------------------
     def isolated(self, jobs: list[int], columns: list[str]) -> np.ndarray:
         self.sync(jobs)

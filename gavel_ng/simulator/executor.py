@@ -24,8 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..allocator import PolicyJobs
-from ..mechanism import AllocationRows, JobView, RoundPlan, RoundResult, make_plan
-from ..mechanism.limits import Meter
+from ..mechanism import RoundPlan, RoundResult
 from ..rules.model import entities_of
 from ..throughputs import UNCONSOLIDATED, ThroughputTable
 from ..traces import Trace
@@ -169,7 +168,9 @@ class SimExecutor:
     unknown (the jobs that ran there get a nan cost)."""
 
     def __init__(self, jobs: JobArrays, source, round_seconds: float, num_types: int,
-                 preemption_overhead: float = 0.0, integer_steps: bool = False, col_pool=None, prices=None):
+                 preemption_overhead: float = 0.0, integer_steps: bool = False, col_pool=None, prices=None, *,
+                 restarts: RestartLedger | None = None, adaptive: AdaptiveRunner | None = None,
+                 on_round=None, on_finish=None):
         self.jobs = jobs
         self.source = source          # callable(n) -> Trace with at least n jobs, or None when exhausted
         self.L = float(round_seconds)
@@ -179,8 +180,10 @@ class SimExecutor:
         self.integer_steps = integer_steps
         # allocation columns -> types, for fluid (ideal) plans over placement-sensitive columns
         self.col_pool = None if col_pool is None else np.asarray(col_pool, dtype=np.int64)
-        self.on_round = None                 # callback(plan, steps, start, used) per member, after a round
-        self.believed_throughputs = None     # callable(jobs) -> (n, J) what backfill sees; None: the truth
+        self.on_round = on_round             # callback(plan, steps, start, used) per member, after a round
+        self.on_finish = on_finish           # callback(array of job ids) as jobs finish or are refused
+        self.restarts = restarts             # jobs pay their set's restart delays (simulator.restarts)
+        self.adaptive = adaptive             # runs adaptive entries (a trace with adaptive jobs)
         self.paired_seconds = 0.0            # job-seconds run sharing a GPU
         self.run_seconds = 0.0               # job-seconds run
         self.backfilled = 0                  # entries started mid-round on freed GPUs (simulator.backfill)
@@ -194,12 +197,7 @@ class SimExecutor:
         self.busy = np.zeros(num_types)      # GPU-seconds used per type
         self.prices = np.full(num_types, np.nan) if prices is None else np.asarray(prices, dtype=float)
         self.finished_total = 0
-        self.on_finish = None                # callback(list of job ids)
         self.refused: dict[int, str] = {}    # job -> why admission refused it (gavel_ng.rules.admission)
-        self.rules = None                    # a RuleCompiler: backfill sees only the types a job may use
-        self.rules_columns: list[str] = []   # ... named by these worker types
-        self.adaptive: AdaptiveRunner | None = None   # runs adaptive entries (a trace with adaptive jobs)
-        self.restarts: RestartLedger | None = None   # jobs pay their set's restart delays (engine sets it)
 
     def now(self) -> float:
         return self.clock
@@ -247,14 +245,6 @@ class SimExecutor:
     def next_arrival(self) -> float | None:
         job = self._upcoming()
         return None if job is None else float(self.jobs.arrival[job])
-
-    def job_view(self, jobs: list[int]) -> JobView:
-        idx = np.asarray(jobs, dtype=np.int64)
-        T = self.jobs.T[self.jobs.key[idx]] if self.believed_throughputs is None else self.believed_throughputs(jobs)
-        if self.rules is not None and self.jobs.rules:
-            T, _ = self.rules.compile([self.jobs.rules[m] for m in jobs], jobs, self.jobs.sf[idx], T,
-                                      np.full(T.shape[1], np.inf), [*self.rules_columns], strict=False)
-        return JobView(list(jobs), self.jobs.sf[idx].tolist(), T)
 
     def refuse(self, job: int, reason: str) -> None:
         """Admission refused an arrived job: it never runs, and counts as settled."""
@@ -562,45 +552,6 @@ class SimExecutor:
         start = np.cumsum(sizes) - sizes
         f = np.flatnonzero(sizes[e] == 2)
         return f, 2 * start[e[f]] + 1 - f
-
-
-class IdealPlanner:
-    """Paper Fig 15b's baseline: every row gets exactly its allocated time fractions each round. The
-    policy's constraints are measured as the mechanism measures them (`meter`), on those fractions."""
-
-    def __init__(self, num_types: int, round_seconds: float):
-        self.J = num_types
-        self.L = float(round_seconds)
-        self.meter = Meter()
-        self.reset(AllocationRows([], np.zeros((0, num_types)), np.zeros(0)))
-
-    def reset(self, alloc: AllocationRows) -> None:
-        self.limits = alloc.limits
-        self.rows = [tuple(int(m) for m in r) for r in alloc.rows]
-        self.X = np.asarray(alloc.X, dtype=float).reshape(len(self.rows), self.J)
-        self.row_sf = np.asarray(alloc.row_sf, dtype=np.int64)
-        self.alive = self.X.sum(axis=1) > 1e-9
-        self.rows_of_job: dict[int, list[int]] = {}
-        for k, r in enumerate(self.rows):
-            for m in r:
-                self.rows_of_job.setdefault(m, []).append(k)
-
-    def retire(self, job: int) -> None:
-        for k in self.rows_of_job.pop(job, ()):
-            self.alive[k] = False
-
-    def plan(self, new_jobs: JobView | None = None) -> RoundPlan:
-        live = np.flatnonzero(self.alive)
-        keys = [self.rows[k] for k in live.tolist()]
-        E = len(keys)
-        return make_plan(keys, live, np.full(E, -1), self.row_sf[live], [()] * E,
-                         np.ones(E, bool), np.ones(E, bool), share=self.X[live])
-
-    def record(self, plan: RoundPlan, occupied: np.ndarray) -> None:
-        if self.limits is not None and plan.num_entries:
-            y = np.zeros((len(self.rows), self.J))
-            y[plan.rows] = plan.share * (np.asarray(occupied, dtype=float) / self.L)[:, None]
-            self.meter.observe(self.limits, y.ravel())
 
 
 def isolated_throughput(T: np.ndarray, sf: np.ndarray, capacity: np.ndarray, n_active: np.ndarray) -> np.ndarray:

@@ -38,7 +38,8 @@ def make_state(state_dir) -> SchedulerService:
         st.register(pb.RegisterWorkerRequest(worker_id=wid, address=f"10.0.0.1:{gpus}", gpu_type=gpu_type,
                                              gpus=gpus), lambda address: (None, None))
     ids = st.submit(JOBS)
-    svc.planner.reset(svc.allocator.allocate(ids, time.time()))
+    svc.planner.arrive(ids)
+    svc.planner.plan(time.time())                  # the first solve: the allocation status shows
     store = svc.store
     store.add_attempt(ids[0], 1, [("w-v100", 1)], "v100", time.time(), 0)
     store.update_job(ids[0], status="running", attempts=1, steps_done=400)
@@ -129,7 +130,7 @@ def test_a_round_policy_shows_its_decision_live_and_offline(tmp_path):
                                                         gpu_type=gpu_type, gpus=gpus), lambda address: (None, None))
         ids = svc.state.submit(JOBS)
         svc.planner.arrive(ids)
-        svc.planner.plan()
+        svc.planner.plan(time.time())
         online = ClusterStatus.from_proto(svc.status())
         offline = read_state_dir(tmp_path / "state")
         svc.state.cancel(ids[0])

@@ -39,6 +39,13 @@ class FakeWorker:
         return serve_worker(self, secret)
 
 
+def adopt(svc: SchedulerService, alloc) -> None:
+    """An allocation given instead of solved (mechanism.AllocationRows): what the mechanism plans from and
+    status shows next, as a solve leaves them."""
+    svc.planner.mech.reset(alloc)
+    svc.planner.save_allocation(alloc)
+
+
 def serve_worker(service, secret: str, max_workers: int = 4):
     """(server, address): a Worker service on loopback that takes the scheduler's calls (the cluster token:
     what a worker that registered without a call token of its own expects)."""

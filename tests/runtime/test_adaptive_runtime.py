@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from gavel_ng.assembly import Keep, World, assemble, runs_adaptive
 from gavel_ng.cli.status_cmd import format_status
 from gavel_ng.errors import InputError
 from gavel_ng.policies import get_policy
@@ -24,7 +25,7 @@ from gavel_ng.runtime.adaptive import AdaptiveReport, note_launch
 from gavel_ng.runtime.config import ClusterConfig
 from gavel_ng.runtime.jobs import Attempt
 from gavel_ng.runtime.measured import MeasuredTable
-from gavel_ng.runtime.rounds import ClusterRounds
+from gavel_ng.runtime.rounds import ClusterRounds, ClusterSource
 from gavel_ng.runtime.state import ClusterState, Registration
 from gavel_ng.runtime.status import read_state_dir
 from gavel_ng.runtime.store import Store
@@ -44,14 +45,17 @@ def _state(tmp_path) -> ClusterState:
 def _planner(st: ClusterState, name: str, jobs: list[int], options: dict | None = None) -> ClusterRounds:
     """The round policy's planner as the service builds it, told of `jobs` (what SchedulerLoop does)."""
     spec = get_policy(name)
-    planner = ClusterRounds(st, spec, spec.decider(options), time.time)
+    topology, gpu_map, version = st.topology()
+    world = World(topology, time.time, st, st.throughputs, ClusterSource(st, adapts=runs_adaptive(spec)), st.capacity,
+                  options=options or {})
+    planner = assemble(spec, world, Keep(None, lambda p: ClusterRounds(st, p, gpu_map, version))).planner
     planner.arrive(jobs)
     return planner
 
 
 def _gpus_planned(st: ClusterState, job: int) -> int:
     policy = _planner(st, "goodput", [job])
-    plan = policy.plan()
+    plan = policy.plan(time.time())
     assert plan.num_entries == 1 and int(plan.member_job[0]) == job
     assert all(w == "w1" for w, _ in policy.placement(plan, 0))
     return len(plan.gpus[0])
@@ -111,7 +115,7 @@ def test_fixed_jobs_keep_their_scale_factor_beside_adaptive_ones(tmp_path):
     st = _state(tmp_path)
     ada, fixed = st.submit([ADA, JobSpec("ResNet-18 (batch size 32)", 100, size="tiny")])
     # a waiting job counted as Pollux's near-zero speedup: the p-mean starves nobody
-    plan = _planner(st, "goodput", [ada, fixed], {"waiting": STARVED}).plan()
+    plan = _planner(st, "goodput", [ada, fixed], {"waiting": STARVED}).plan(time.time())
     got = {int(plan.member_job[e]): len(plan.gpus[e]) for e in range(plan.num_entries)}
     assert got == {ada: 1, fixed: 1}
 
@@ -136,9 +140,9 @@ def test_goodput_agnostic_places_jobs_on_live_workers_of_two_types(tmp_path):
     st.register(Registration("a", "127.0.0.1:1", "v100", 2), lambda address: (None, None))
     jobs = st.submit([ADA, ADA, JobSpec("ResNet-18 (batch size 32)", 100, size="tiny")])
     policy = _planner(st, "goodput_agnostic", jobs)
-    assert sum(len(g) for g in policy.plan().gpus) == 2          # one worker: its two GPUs
+    assert sum(len(g) for g in policy.plan(time.time()).gpus) == 2          # one worker: its two GPUs
     st.register(Registration("b", "127.0.0.1:2", "k80", 4), lambda address: (None, None))   # a worker joins
-    plan = policy.plan()
+    plan = policy.plan(time.time())
     placed = [policy.placement(plan, e) for e in range(plan.num_entries)]
     assert sorted(int(m) for m in plan.member_job) == sorted(jobs)
     gpus = [g for p in placed for g in p]
@@ -156,7 +160,7 @@ def test_a_running_job_keeps_its_gpus_under_a_new_planner(tmp_path):
     # (no re-allocation delay here, so no restart factor: a waiting job at Pollux's near-zero speedup keeps
     # both jobs running, where the default would give the adaptive job the fixed job's GPU)
     policy = _planner(st, "goodput", [ada, fixed], {"waiting": STARVED})
-    plan = policy.plan()
+    plan = policy.plan(time.time())
     got = {int(plan.member_job[e]): (policy.placement(plan, e), bool(plan.renewed[e])) for e in range(plan.num_entries)}
     assert got == {ada: ([("w1", 1)], True), fixed: ([("w1", 0)], True)}
 
@@ -192,7 +196,7 @@ def test_a_round_policy_keeps_the_rules_and_its_declared_jobs(make_service):
                                   "allowed_types": ["K80"]})
     jobs = st.submit([only_k80, ADA])
     svc.planner.arrive(jobs)
-    plan = svc.planner.plan()
+    plan = svc.planner.plan(time.time())
     where = {int(plan.member_job[e]): {w for w, _ in svc.planner.placement(plan, e)} for e in range(plan.num_entries)}
     assert where[jobs[0]] == {"b"}
     svc.check_policy_jobs(only_k80, "jobs[0]")

@@ -36,8 +36,8 @@ def test_the_cluster_plans_and_backfills_within_the_policys_budget(make_service,
     register(svc, "w-k80", "k80", 2)
     ids = svc.state.submit([JOB] * 4)
     types = list(svc.state.worker_types)
-    svc.planner.reset(svc.allocator.allocate(ids, time.time()))
-    plan = svc.planner.plan()
+    svc.planner.arrive(ids)
+    plan = svc.planner.plan(time.time())
     assert 0 < spend(plan.types, plan.sfs, types) <= BUDGET   # main: all 4 GPUs, 8 $/h
 
     ex, live = svc.executor, svc.executor.backfill
@@ -73,10 +73,10 @@ def test_a_job_over_its_row_everywhere_runs_on_the_time_the_cluster_idled(make_s
     register(svc, "w-v100", "v100", 1)
     [job] = svc.state.submit([JOB])
     planner = svc.planner
-    planner.reset(svc.allocator.allocate([job], time.time()))
+    planner.arrive([job])
     ran = []
     for _ in range(60):
-        plan = planner.plan()
+        plan = planner.plan(time.time())
         ran.append(plan.num_entries)
         planner.record(plan, np.full(plan.num_entries, svc.executor.L))
         if not plan.num_entries:

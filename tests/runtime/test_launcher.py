@@ -45,8 +45,8 @@ def test_a_launch_whose_job_ended_while_it_was_recorded_is_written_off(make_serv
     svc = make_service()
     register(svc, "w1", "v100", 4)
     a, b = svc.state.submit([JOB, JOB])
-    svc.planner.reset(svc.allocator.allocate([a, b], time.time()))
-    svc.executor._begin_round(svc.executor.publish(svc.planner.plan()))
+    svc.planner.arrive([a, b])
+    svc.executor._begin_round(svc.executor.publish(svc.planner.plan(time.time())))
     launcher, st = svc.executor.launcher, svc.state
     now = time.time()
     with st.lock:

@@ -18,7 +18,7 @@ JOB = JobSpec("ResNet-18 (batch size 32)", steps=1000, size="tiny")
 def rounds(planner, n: int = 1):
     """Plan and record n rounds; the placements ((worker, GPU) per job) and renewals of the last."""
     for _ in range(n):
-        plan = planner.plan()
+        plan = planner.plan(time.time())
         planner.record(plan, np.full(plan.num_entries, 1.0))
     where = {int(plan.keys[e][0]): planner.placement(plan, e) for e in range(plan.num_entries)}
     return where, dict(zip((int(k[0]) for k in plan.keys), plan.renewed.tolist()))
@@ -36,20 +36,20 @@ def test_workers_joining_and_leaving_keep_placements_and_renewals(make_service):
     register(svc, "w-k80", "k80", 1)
     a, b, c, d = svc.state.submit([JOB] * 4)
     planner = svc.planner
-    planner.reset(one_type_each([a, b, c], [0, 0, 2]))
+    planner.mech.reset(one_type_each([a, b, c], [0, 0, 2]))
     first, _ = rounds(planner)
     assert first[c] == [("w-k80", 0)] and {first[a][0], first[b][0]} == {("w-v100", 0), ("w-v100", 1)}
 
     register(svc, "w-p100", "p100", 1)          # numbered between the v100s and the k80: the k80 GPU moves
     second, renewed = rounds(planner)           # the allocation has not been re-solved yet
     assert second == first and all(renewed.values())
-    planner.reset(one_type_each([a, b, c, d], [0, 0, 2, 1]))
+    planner.mech.reset(one_type_each([a, b, c, d], [0, 0, 2, 1]))
     third, renewed = rounds(planner)
     assert {m: third[m] for m in (a, b, c)} == first and third[d] == [("w-p100", 0)]
     assert renewed == {a: True, b: True, c: True, d: False}
 
     svc.state.worker_lost(svc.state.workers["w-v100"], "test")
-    planner.reset(one_type_each([a, b, c, d], [0, 0, 2, 1]))
+    planner.mech.reset(one_type_each([a, b, c, d], [0, 0, 2, 1]))
     fourth, renewed = rounds(planner)
     assert set(fourth) == {c, d} and renewed == {c: True, d: True}
     assert all(w != "w-v100" for gpus in fourth.values() for w, _ in gpus)
@@ -60,8 +60,7 @@ def test_ledger_and_allocation_survive_a_restart(make_service):
     register(svc, "w-v100", "v100", 1)
     register(svc, "w-k80", "k80", 1)
     ids = svc.state.submit([JOB] * 3)
-    alloc = svc.allocator.allocate(ids, time.time())   # the policy: also sets state.allocation
-    svc.planner.reset(alloc)
+    svc.planner.arrive(ids)                     # solved at the first plan, which also sets state.allocation
     rounds(svc.planner, 4)
     shown = svc.state.allocation
     svc.state.cancel(ids[0])                    # finished: its rows must not come back
@@ -82,7 +81,8 @@ def test_ledger_and_allocation_survive_a_restart(make_service):
     assert again.planner.mech.plan().num_entries == 0     # no allocation until the first solve
     register(again, "w-v100", "v100", 1)
     register(again, "w-k80", "k80", 1)
-    again.planner.reset(again.allocator.allocate(ids[1:], time.time()))
+    again.planner.arrive(ids[1:])
+    again.planner.plan(time.time())              # the first solve
     mech = again.planner.mech
     for r, got in zip(kept.rows, kept.received):
         if r in mech.rows:
@@ -116,10 +116,10 @@ def test_a_cost_policy_gets_the_simulators_idle_aware_mechanism(make_service):
         register(svc, "w-v100", "v100", 1)
         register(svc, "w-p100", "p100", 5)
         ids = svc.state.submit([JOB] * 5)
-        svc.planner.reset(AllocationRows([(m,) for m in ids], X, np.ones(5)))
+        svc.planner.mech.reset(AllocationRows([(m,) for m in ids], X, np.ones(5)))
         used, where = [], []
         for _ in range(50):
-            plan = svc.planner.plan()
+            plan = svc.planner.plan(time.time())
             svc.planner.record(plan, np.full(plan.num_entries, 1.0))
             types = dict(zip((int(k[0]) for k in plan.keys), plan.types.tolist()))
             used.append(0 in types.values())

@@ -38,14 +38,14 @@ def _service(make_service, clock: Clock, **config):
 
 def _round(svc, clock: Clock) -> list[int]:
     """One round of ROUND seconds: who ran."""
-    plan = svc.planner.plan()
+    plan = svc.planner.plan(svc.planner.rounds.clock())
     clock.now += ROUND
     svc.planner.record(plan, np.full(plan.num_entries, ROUND))
     return plan.member_job.tolist()
 
 
 def _next(svc) -> list[int]:
-    return svc.planner.plan().member_job.tolist()
+    return svc.planner.plan(svc.planner.rounds.clock()).member_job.tolist()
 
 
 def test_tiresias_resumes_its_queues_and_promotions_after_a_restart(make_service):

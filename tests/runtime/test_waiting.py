@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from service_helpers import register
+from service_helpers import adopt, register
 
 from gavel_ng.mechanism import AllocationRows
 from gavel_ng.protocol.jobspec import JobSpec
@@ -22,8 +22,11 @@ def decide(svc, alloc: AllocationRows | None = None) -> dict[int, str]:
     """Plan a round as the loop does (the policy's allocation unless given) and publish it; each job's reason."""
     st = svc.state
     active = [m for m, j in st.jobs.items() if j.status == "queued"]
-    svc.planner.reset(alloc if alloc is not None else svc.allocator.allocate(active, time.time()))
-    svc.executor.publish(svc.planner.plan())
+    if alloc is not None:
+        adopt(svc, alloc)
+    else:
+        svc.planner.arrive(active)    # solved at the plan
+    svc.executor.publish(svc.planner.plan(time.time()))
     with st.lock:
         return {m: svc.waiting.current(j) for m, j in st.jobs.items()}
 
@@ -167,6 +170,6 @@ def test_the_arrivals_backfill_sees_no_rate_on_a_type_the_rules_forbid(make_serv
     svc = make_service()
     register(svc, "w1", "v100", 1)
     [m] = svc.state.submit([JobSpec(JOB.job_type, steps=100, size="tiny", rules=JobRules(allowed_types=("k80",)))])
-    view = svc.executor.job_view([m])             # what a mid-round arrival is placed by (runtime.backfill)
+    view = svc.allocator.believed([m])            # what a mid-round arrival is placed by (runtime.backfill)
     rates = dict(zip(svc.state.worker_types, np.asarray(view.throughputs)[0]))
     assert rates["v100"] == 0 and rates["p100"] == 0 and rates["k80"] > 0
