@@ -206,8 +206,10 @@ class SchedulerServicer:
                                  f"{sum(map(bool, never))} of {len(specs)} jobs cannot run)")
 
             def admit(ids: list[int], chunk: list[JobSpec]) -> None:
+                # admitted by check_rules above, the whole batch at once; counted now under their ids (nothing
+                # else admits meanwhile: one submission at a time, and the round loop admits nothing on a cluster)
                 for m, spec in zip(ids, chunk):
-                    self.svc.admission.admit(m, getattr(spec.rules, "user", None), spec.scale_factor)
+                    self.svc.admission.add(m, getattr(spec.rules, "user", None), spec.scale_factor)
 
             ids = self.state.submit(specs, key, bound, admit)
         log.info("accepted %d jobs (%d-%d)", len(ids), ids[0], ids[-1])
@@ -355,7 +357,9 @@ class SchedulerService:
         self.executor = DeployExecutor(self.state, self.planner.placement, self.checkpoint_root, self.stop_event,
                                        self.state_id, waiting=self.waiting, backfill=backfill,
                                        on_publish=self._save_classes, on_launch_batch=self.metrics.launches.observe)
-        self.loop = SchedulerLoop(self.planner, self.executor, self.admission, self._owner)
+        # no admission in the loop: a job is admitted once, when it is submitted (check_rules: a refusal refuses
+        # the submission, naming the limit), and counted until it ends (released at the next submission)
+        self.loop = SchedulerLoop(self.planner, self.executor)
         self.metrics_port = config.metrics_port
         self.health = health.HealthServicer()     # readiness: NOT_SERVING while the store cannot be written
         self._set_health(False)
@@ -390,15 +394,11 @@ class SchedulerService:
         j = self.state.jobs.get(job)
         return {str(job)} | ({j.spec.name} if j is not None and j.spec.name else set())
 
-    def _owner(self, job: int) -> tuple[str | None, int]:
-        spec = self.state.jobs[job].spec
-        return getattr(spec.rules, "user", None), spec.scale_factor
-
     def check_rules(self, specs) -> None:
         """InputError naming the job and the rule when its rules leave it no worker type, its entity
         is not declared, or admission refuses it (checked for the whole batch before any is accepted; lock held)."""
         for m in [m for m, _ in self.admission.active.items() if m in self.state.jobs
-                  and self.state.jobs[m].status in FINISHED]:   # ended since the loop last looked
+                  and self.state.jobs[m].status in FINISHED]:   # ended since the last submission
             self.admission.release(m)
         types = list(self.state.worker_types)
         taken = []

@@ -6,8 +6,10 @@ from __future__ import annotations
 import time
 
 import numpy as np
+import pytest
 from service_helpers import adopt, register
 
+from gavel_ng.errors import InputError
 from gavel_ng.mechanism import AllocationRows
 from gavel_ng.protocol.jobspec import JobSpec
 from gavel_ng.rules.model import JobRules
@@ -78,13 +80,16 @@ def test_over_its_entitys_quota(make_service):
     assert why.startswith("over its entity's quota: entity 'team' holds 1 of its 1 v100 GPUs") and "1 GPU more" in why
 
 
-def test_held_by_admission(make_service):
+def test_admission_decides_once_at_submission(make_service):
+    """A job admission let in at submission is not asked about again: the round loop plans it even when its
+    user is over the limit by then (here: a job counted after it was submitted)."""
     svc = make_service(rules={"admission": {"max_jobs_per_user": 1}})
-    svc.admission.admit(-1, "ann", 1)               # ann's one job, admitted at an earlier submission
     [m] = svc.state.submit([JobSpec(JOB.job_type, steps=100, size="tiny", rules=JobRules(user="ann"))])
-    svc.loop.step()                                 # admission refuses it in the loop; nothing to run
-    why = decide(svc)[m]
-    assert why == "held by admission: user 'ann' has 1 active jobs (max_jobs_per_user 1)"
+    svc.admission.add(-1, "ann", 1)                 # ann at her limit now
+    svc.loop.step()                                 # no worker yet: an idle wait
+    assert m in svc.loop.active and m in svc.planner.inner.active   # the loop let it in; the planner has it
+    with pytest.raises(InputError, match="max_jobs_per_user.*refused by admission: user 'ann' has 1 active jobs"):
+        svc.check_rules([JobSpec(JOB.job_type, steps=100, size="tiny", rules=JobRules(user="ann"))])
 
 
 def test_not_allocated_not_placed_and_new(make_service):
