@@ -51,6 +51,11 @@ class AllocationPlanner:
         self.solves = 0
         self.solve_seconds = 0.0
 
+    @property
+    def slo_dropped(self) -> set[int]:
+        """Jobs whose SLO the policy dropped at some solve."""
+        return self.allocator.slo_dropped
+
     # ----- Planner protocol ---------------------------------------------------------------------
     def arrive(self, jobs: list[int]) -> None:
         for m in jobs:

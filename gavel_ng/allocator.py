@@ -135,6 +135,7 @@ class PolicyAllocator:
         self.raise_policy_errors = policy_errors == "raise"
         self.policy_errors = 0                # errors of the policy's own, when not raised (a live cluster)
         self.policy_error: PolicyError | None = None   # the last of them; None once the policy solves again
+        self.slo_dropped: set[int] = set()    # jobs whose SLO the policy dropped at some solve (cost policies)
         # warm max-min LP only for single-job rows on plain columns, with fixed capacity and throughputs
         self.session = PolicySession(name, self.column_capacity(), warm=warm and not live and not self.packed
                                      and not placement_sensitive and throughputs.fixed, options=options)
@@ -212,6 +213,9 @@ class PolicyAllocator:
             log.info("policy %s solves again after %d failed solves", self.spec.name, self.failures)
             self.failures = 0
         self.policy_error = None
+        if sol.slo_dropped:
+            by_name = dict(zip(problem.job_ids, ids))
+            self.slo_dropped.update(by_name[n] for n in sol.slo_dropped)
         if not sol.ok:   # the solver failed: `finish` chose a valid fallback and logged why
             self.fallbacks += 1
         if sol.warnings:   # each already logged where it arose (repeats collapsed, see gavel_ng.logs)

@@ -36,6 +36,8 @@ class RoundPlanner:
     the topology giving each type's (a policy's declared configuration set, `PolicySpec.gpu_counts`);
     `rules` the placer's server rules (gavel_ng.rules.placement.ServerRules; None: none)."""
 
+    slo_dropped = frozenset()   # a round policy states no SLOs to drop
+
     def __init__(self, name: str, decide: Callable[[RoundContext], object], source: RoundSource,
                  topology: Topology, clock: Callable[[], float], *, realloc_delay: float = 0.0,
                  gpu_counts: tuple[int, ...] | Callable[[Topology], list] = DEFAULT_GPU_COUNTS, seed: int = 0,

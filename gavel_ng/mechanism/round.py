@@ -15,7 +15,7 @@ runtime launches, renews and preempts micro-tasks on workers. This module import
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Set
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -59,6 +59,7 @@ class Planner(Protocol):
 
     solves: int
     solve_seconds: float
+    slo_dropped: Set[int]    # jobs whose SLO the policy dropped (a cost policy's): the simulator's metric
 
     def arrive(self, jobs: list[int]) -> None:
         """These jobs were admitted (in arrival order)."""

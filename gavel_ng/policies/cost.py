@@ -27,9 +27,9 @@ be met is then met at full speed at worst. An SLO that cannot be met any more (t
 deadline passed, or even that best rate is too slow) is dropped; so are, when the
 remaining SLOs together do not fit in the cluster, the most demanding ones until the rest
 fit. A job whose SLO was dropped is scheduled like a job without one (its cheapest
-progress); it is not starved. The policy names those jobs in one warning kind
-(`SLO_DROPPED`), which the simulator's warning ledger turns into the per-job `slo_dropped`
-column of jobs.csv and the summary's `slo_dropped` count.
+progress); it is not starved. The policy names those jobs in its solution (`Solution.slo_dropped`:
+the simulator's per-job `slo_dropped` column of jobs.csv and the summary's `slo_dropped` count)
+and in one warning kind (`SLO_DROPPED`), for people.
 """
 
 from __future__ import annotations
@@ -189,6 +189,7 @@ def min_cost_slo(p: Problem):
     sol = p.solve(p.maximize(work_per_dollar(p, prices)))
     if dropped.any():
         names = [p.input.job_ids[i] for i in np.flatnonzero(dropped)]
+        sol.slo_dropped = names   # as data (the simulator's slo_dropped), the warning for people
         sol.warnings.append(SLO_DROPPED % (len(names), ", ".join(names)))
         log.warning(SLO_DROPPED, len(names), ", ".join(names), extra={"jobs": names})   # one kind, see gavel_ng.logs
     return sol

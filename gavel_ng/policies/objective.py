@@ -61,6 +61,7 @@ class Solution:
     warnings: list[str] = field(default_factory=list)
     ok: bool = True
     entry_rows: EntryRows | None = None   # the policy's linear constraints over the allocation's entries
+    slo_dropped: list = field(default_factory=list)   # job ids whose SLO the policy dropped (cost policies)
 
     def defer_objective(self, evaluate: Callable[[], float | None]) -> None:
         """Compute the objective on first read: an agnostic variant reports it under the true

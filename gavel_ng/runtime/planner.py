@@ -49,6 +49,10 @@ class LivePlanner:
     def solve_seconds(self) -> float:
         return self.inner.solve_seconds
 
+    @property
+    def slo_dropped(self):
+        return self.inner.slo_dropped
+
     def arrive(self, jobs: list[int]) -> None:
         self.inner.arrive(jobs)
 

@@ -17,7 +17,6 @@ from ..elastic.workload import POLLUX_NETWORK_GBPS, ElasticTrace, fit_to_cluster
 from ..errors import InputError
 from ..logs import collapse_repeats
 from ..mechanism import MechanismConfig, RoundPlan, SchedulerLoop
-from ..policies.cost import SLO_DROPPED
 from ..policies.entities import Entity
 from ..policies.registry import get_policy, needs_pairs, space_sharing_name
 from ..round_planner import DEFAULT_GPU_COUNTS
@@ -139,20 +138,9 @@ def simulate(cluster: Cluster, table: ThroughputTable | None, trace: Trace | Tra
     with collapse_repeats() as ledger:
         result = _simulate(cluster, table, trace, config, progress, observe)
     result.summary["warnings"] = ledger.summary()
-    result.slo_dropped = _slo_dropped(ledger, len(result.jobs))
     lo, hi = result.window
     result.summary["slo_dropped"] = int(result.slo_dropped[lo:hi].sum())
     return result
-
-
-def _slo_dropped(ledger, num_jobs: int) -> np.ndarray:
-    """Per job: did a cost policy ever drop its SLO (the jobs its SLO_DROPPED warnings named)?"""
-    out = np.zeros(num_jobs, dtype=bool)
-    kind = ledger.kinds.get(SLO_DROPPED)
-    if kind is not None:
-        ids = [int(j) for j in kind.jobs if str(j).isdigit() and int(j) < num_jobs]
-        out[ids] = True
-    return out
 
 
 def _simulate(cluster: Cluster, table: ThroughputTable | None, trace, config: SimConfig,
@@ -270,7 +258,9 @@ def _simulate(cluster: Cluster, table: ThroughputTable | None, trace, config: Si
     if estimator is not None:
         summary["estimator_measurements"] = estimator.measurements
         summary["estimator_rejected"] = estimator.est.rejected
-    return SimResult(summary, jobs, window, full.job_types, config, cluster)
+    dropped = np.zeros(len(jobs), bool)
+    dropped[sorted(built.planner.slo_dropped)] = True
+    return SimResult(summary, jobs, window, full.job_types, config, cluster, dropped)
 
 
 def _mechanism(config: SimConfig, agnostic: bool) -> MechanismConfig:
