@@ -85,6 +85,7 @@ class Attempt:
     sharing: int | None = None           # who shared the GPUs since the last measurement (None: alone)
     mixed: bool = False                  # ... or that changed meanwhile: the interval measures nothing
     counted: float = 0.0                 # its GPU-seconds are counted up to here (lost, then reclaimed)
+    renewing: bool = False               # a renewal of its lease is being recorded (runtime.executor)
 
     @property
     def workers(self) -> list[str]:

@@ -193,10 +193,16 @@ def test_a_stalled_scheduler_kills_no_worker_and_a_worker_declared_dead_gets_its
         [m] = svc.state.submit([JOB])
         wait_for(lambda: w.running(), "the job did not start")
         w.beat_every(0.1)
-        with svc.state.lock:          # the scheduler stalls 3 timeouts long; heartbeats wait for it
+        again = threading.Thread(target=w.register)   # a registration takes the lock: it waits for the stall
+        with svc.state.lock:          # the scheduler holds its state 3 timeouts long
+            seen = svc.state.workers["w1"].last_seen
+            again.start()
             time.sleep(1.5)
-            svc.state._checked = -1.0     # and checks the workers before any heartbeat got in (the order)
+            # heartbeats that change nothing are answered without the lock meanwhile
+            assert svc.state.workers["w1"].last_seen > seen
+            svc.state._checked = -1.0     # and checks the workers while the registration still waits
             svc.state.check_workers()
+        again.join()
         time.sleep(0.5)
         assert svc.state.workers["w1"].alive and not svc.store.events("worker_down")
         stalls = svc.store.events("stall")            # measured, logged once and recorded
