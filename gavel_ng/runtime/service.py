@@ -562,7 +562,8 @@ class SchedulerService:
         self.server, self.port = make_server(self.bind, self.port, {"Scheduler": SchedulerServicer(self)},
                                              self.security, max_workers=HANDLERS, health_servicer=self.health,
                                              authenticate=self.authenticate,
-                                             pool=TimedPool(HANDLERS, self.state.stalls))
+                                             pool=TimedPool(HANDLERS, self.state.stalls, express=(
+                                                 f"/{_service_name('Scheduler')}/Heartbeat",)))
         self.state_lock.describe(self.bind, self.port)
         threading.Thread(target=self.state.stalls.run_ticker, args=(self.stop_event,), name="stalls",
                          daemon=True).start()

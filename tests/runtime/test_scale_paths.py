@@ -283,3 +283,32 @@ def test_a_rounds_preemptions_are_logged_twenty_one_by_one_and_the_rest_counted(
     assert lines[LOG_EACH] == "10 more attempts preempted in round 0 (each has its end event in the state)"
     assert lines[-1].startswith(f"job {ids[-1]} attempt 1 preempted at step")
     assert len(st.store.events("end")) == LOG_EACH + 11
+
+
+def test_a_heartbeat_is_answered_while_every_handler_thread_waits_for_the_state(make_service):
+    """Heartbeats have threads of their own (liveness.TimedPool): 80 registrations waiting for the state's
+    lock fill the 64 handler threads and the pool's queue, and a heartbeat is still answered at once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    svc = make_service()
+    svc.start()
+    w = Worker(svc, "w1")
+    callers = ThreadPoolExecutor(80)
+    try:
+        w.register()
+        stub = Stub(open_channel(f"127.0.0.1:{svc.port}", None), "Scheduler", svc.secret, timeout=60)
+        with svc.state.lock:
+            waiting = [callers.submit(stub.RegisterWorker, pb.RegisterWorkerRequest(
+                worker_id=f"x{k}", address=f"127.0.0.1:{20000 + k}", gpu_type="v100", gpus=1)) for k in range(80)]
+            time.sleep(1.0)                   # every handler thread now waits for the lock
+            start = time.monotonic()
+            w.heartbeat()
+            answered = time.monotonic() - start
+            assert not any(f.done() for f in waiting)
+        assert answered < 2.0, answered
+        for f in waiting:
+            f.result(timeout=60)
+        assert len(svc.state.workers) == 81
+    finally:
+        callers.shutdown(wait=False)
+        w.close()
