@@ -2,7 +2,9 @@
 test_imports: deferred and TYPE_CHECKING ones too).
 
 * model: what a cluster, a job and its measurements are (errors, jobs, cluster, throughputs,
-  traces, profiles, rules, the estimator, the adaptive-job model in `elastic`, ...): only model.
+  traces, profiles, rules, the estimator, the adaptive-job model in `elastic`, ...), in an order of
+  its own (MODEL_ORDER): a model part imports only the parts before it. Only `workloads` (the
+  PyTorch models) and what names it need torch; the scheduler knows the job types by `jobtypes`.
 * protocol: the scheduler <-> worker/job messages: model.
 * job side: what runs inside a training job or on a worker (iterator, worker, the shipped
   examples): model and protocol, so that a job starts without the solvers.
@@ -18,15 +20,21 @@ from __future__ import annotations
 import pytest
 from test_imports import ROOT, import_graph
 
-MODEL = frozenset({"errors", "logs", "jobs", "cluster", "throughputs", "traces", "pairs", "columns", "topology",
-                   "allocation", "plots", "profiles", "workloads", "rules", "estimator", "elastic"})
+# the model layer bottom to top: each part may import the parts before it, none after it
+MODEL_ORDER = ("errors", "logs",                                         # errors and log helpers: no model
+               "jobtypes", "throughputs", "jobs", "pairs", "allocation",   # plain records of one thing each
+               "columns", "rules",                                       # read throughputs
+               "workloads", "profiles",                                  # PyTorch models; the tables built from them
+               "cluster", "topology", "estimator", "traces",             # built on profiles, rules, jobs
+               "plots", "elastic")                                       # the adaptive-job model uses them all
+MODEL = frozenset(MODEL_ORDER)
 PROTOCOL = MODEL | {"protocol"}
 SOLVING = MODEL | {"policies", "problem_io", "mechanism", "allocator", "round_planner"}
 TOP = None   # may import anything
 
 # top-level part of gavel_ng -> the parts it may import (its own part always)
 ALLOWED: dict[str, frozenset[str] | None] = {
-    **{m: MODEL for m in MODEL},
+    **{m: frozenset(MODEL_ORDER[:i]) for i, m in enumerate(MODEL_ORDER)},
     "protocol": MODEL,
     "iterator": PROTOCOL,
     "worker": PROTOCOL | {"iterator"},
@@ -80,3 +88,10 @@ def test_the_check_sees_a_violation():
     modules = {m: ROOT / (m.replace(".", "/") + ".py") for m in graph}
     assert violations(graph, modules) == [
         ("gavel_ng.mechanism.rounds", "gavel_ng.policies.lp", "gavel_ng/mechanism/rounds.py:7")]
+
+
+def test_the_model_layer_has_an_order():
+    graph = {"gavel_ng.jobs": {"gavel_ng.traces": 5}, "gavel_ng.traces": {"gavel_ng.jobs": 3}}
+    modules = {m: ROOT / (m.replace(".", "/") + ".py") for m in graph}
+    assert violations(graph, modules) == [("gavel_ng.jobs", "gavel_ng.traces", "gavel_ng/jobs.py:5")]
+    assert len(MODEL_ORDER) == len(MODEL)
