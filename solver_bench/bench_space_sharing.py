@@ -38,7 +38,7 @@ import pandas as pd
 CHILD = r"""
 import json, resource, sys, time
 from gavel_ng.policies import solve
-from gavel_ng.policies.registry import solve_partitioned
+from gavel_ng.policies.pipeline import solve_partitioned
 from gavel_ng.profiles.table_io import resolve_table
 from solver_bench.instances import random_problem
 ref, policy, n, seed = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])

@@ -70,7 +70,7 @@ def run(args) -> int:
 
     options = parse_policy_options(args.policy_option)
     if args.partitions > 1:
-        from ..policies.registry import solve_partitioned
+        from ..policies.pipeline import solve_partitioned
 
         sol = solve_partitioned(inp, name, args.partitions, solver=args.solver, compare=True, options=options)
     else:

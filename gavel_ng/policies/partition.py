@@ -1,7 +1,7 @@
 """Partitioned solves for very large problems (POP, Narayanan et al., SOSP'21).
 
 Jobs are dealt into k random groups of (almost) equal size, each with 1/k of every
-pool's GPUs; the k sub-problems are solved in parallel (registry.solve_partitioned) and
+pool's GPUs; the k sub-problems are solved in parallel (pipeline.solve_partitioned) and
 their allocations merged. Every sub-allocation is valid on its share of the cluster,
 pairs form only inside a group, so the merged allocation is valid on the whole cluster.
 The objective of the merge is evaluated on the full problem; with `compare=True` the

@@ -35,8 +35,9 @@ import numpy as np
 from .fields import call_policy
 from .layout import Vars
 from .objective import Solution
+from .pipeline import agnostic_problem, objective_value, solve
 from .problem import Problem
-from .registry import agnostic_problem, get_policy, objective_value, solve
+from .registry import get_policy
 from .scheduling_problem import SchedulingProblem
 from .solving import fill_leftover, repair, spread_over_types
 from .warm_lp import WarmMaxMin, dense_rows, warm_objective

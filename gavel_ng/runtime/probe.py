@@ -19,7 +19,8 @@ import numpy as np
 
 from ..cluster import Cluster
 from ..errors import PolicyError
-from ..policies.registry import ADAPTIVE, PolicySpec, solve
+from ..policies.pipeline import solve
+from ..policies.registry import ADAPTIVE, PolicySpec
 from ..policies.rounds import RoundJobs
 from ..policies.scheduling_problem import SchedulingProblem
 from ..round_planner import RoundPlanner

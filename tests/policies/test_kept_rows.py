@@ -7,8 +7,9 @@ import pytest
 
 from gavel_ng.cluster import Cluster
 from gavel_ng.policies import SchedulingProblem, list_policies, solve
+from gavel_ng.policies.pipeline import agnostic_problem
 from gavel_ng.policies.problem import Problem
-from gavel_ng.policies.registry import agnostic_problem, get_policy
+from gavel_ng.policies.registry import get_policy
 from gavel_ng.policies.session import SOLVER, PolicySession
 from gavel_ng.policies.warm_lp import dense_rows, warm_objective
 

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from gavel_ng.cluster import Cluster
-from gavel_ng.policies import SchedulingProblem, agnostic_throughputs, policy, registry, solve
+from gavel_ng.policies import REGISTRY, SchedulingProblem, agnostic_throughputs, policy, solve
 from gavel_ng.policies.session import SOLVER, PolicySession, warm_objective
 
 WARM = SOLVER
@@ -11,11 +11,8 @@ WARM = SOLVER
 @pytest.fixture
 def scratch_policies():
     """Policies registered by a test are removed afterwards (the registry is global)."""
-    saved = dict(registry._REGISTRY), dict(registry._ALIASES)
-    yield
-    for live, old in zip((registry._REGISTRY, registry._ALIASES), saved):
-        live.clear()
-        live.update(old)
+    with REGISTRY.kept():
+        yield
 
 
 def churn(table, cluster, steps=30, seed=1):

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 import gavel_ng as g
 from gavel_ng.errors import InputError
+from gavel_ng.policies.pipeline import agnostic_problem
 from gavel_ng.policies.problem import Problem
-from gavel_ng.policies.registry import agnostic_problem
 from gavel_ng.rules import ClusterRules, JobRules, RuleCompiler, Server
 
 TYPES = ["v100", "p100", "k80"]
