@@ -210,4 +210,6 @@ def test_sia_and_pollux_sia_run_a_small_pollux_workload_to_completion():
 
 
 def test_a_null_scale_up_means_no_limit_and_passes_the_option_check():
-    get_policy("sia").decider({"scale_up": None})   # null is the documented "no limit"
+    spec = get_policy("sia")
+    assert spec.decider({"scale_up": None}).__self__.scale_up is None   # null is the documented "no limit"
+    assert spec.decider({}).__self__.scale_up == 2.0                    # Sia's default

@@ -39,9 +39,12 @@ def test_existing_point_ids_are_unchanged():
 
 def test_any_policy_goes_with_any_source():
     # no point is refused for its policy's name or its trace file's name
-    for kwargs in ({"jobs_per_hour": 1.0, "policy": "pollux"}, {"workload": "pollux", "policy": "las"},
-                   {"trace": "jobs.csv", "policy": "goodput"}, {"trace": "w.txt", "realloc_delay": 10.0}):
-        SweepPoint(**kwargs)
+    grid = ({"jobs_per_hour": 1.0, "policy": "pollux"}, {"workload": "pollux", "policy": "las"},
+            {"trace": "jobs.csv", "policy": "goodput"}, {"trace": "w.txt", "realloc_delay": 10.0})
+    points = [SweepPoint(**kwargs) for kwargs in grid]
+    for point, kwargs in zip(points, grid):
+        assert {k: getattr(point, k) for k in kwargs} == kwargs     # kept as given, nothing swapped or dropped
+    assert len({p.point_id for p in points}) == len(points)
 
 
 def test_policy_options_are_one_json_object_with_one_spelling():
