@@ -237,8 +237,7 @@ class Layout(Vars):
         cap = inp.capacity
         if inp.num_jobs == 0:
             return np.zeros((0, len(cap)))
-        iso = np.where(self._iso_usable, cap[None, :] / (inp.total_jobs * inp.scale_factors[:, None]), 0.0)
-        return iso / np.maximum(iso.sum(axis=1, keepdims=True), 1.0)
+        return isolated_shares(self._iso_usable, inp.scale_factors, cap, inp.total_jobs)
 
     @cached_property
     def thr_isolated(self) -> np.ndarray:
@@ -347,6 +346,19 @@ class Layout(Vars):
         jobs = self.members[self.var_row[is_single], 0]
         x[is_single] = self.x_isolated[jobs, self.var_col[is_single]]
         return x
+
+
+def isolated_shares(usable: np.ndarray, scale_factors: np.ndarray, capacity: np.ndarray,
+                    total_jobs: int | None = None) -> np.ndarray:
+    """(M, J) the isolated allocation: each job 1/n of every type it can use (`usable`), n = `total_jobs` (default
+    M), its row scaled down to at most all of its time. Always valid, whatever the policy: what sharing incentive
+    compares to (Layout.x_isolated), and the one fallback of a solve that failed (Layout.fallback_x) or raised
+    (allocator.PolicyAllocator)."""
+    n = len(scale_factors) if total_jobs is None else total_jobs
+    if n == 0:
+        return np.zeros((len(scale_factors), len(capacity)))
+    iso = np.where(usable, capacity[None, :] / (n * np.asarray(scale_factors, dtype=float)[:, None]), 0.0)
+    return iso / np.maximum(iso.sum(axis=1, keepdims=True), 1.0)
 
 
 def var_codes(p: Layout, job_map: np.ndarray | None = None) -> np.ndarray:

@@ -20,7 +20,7 @@ from ..errors import InputError, PolicyError
 from ..rules.limits import enforce
 from .constraints import violations
 from .fields import call_policy, defined_at
-from .layout import map_x
+from .layout import Vars, map_x
 from .objective import Objective, Solution
 from .partition import merge, relative_gap, split
 from .problem import Problem
@@ -100,15 +100,23 @@ def _solve_on(spec: PolicySpec, inp: SchedulingProblem, solver: str | None) -> t
         return _run(spec, real, solver), real
     blind = Problem(agnostic_problem(inp))
     sol = _run(spec, blind, solver)
-    if spec.spread:
-        spread = spread_over_types(real, sol.x)
-        # spreading over types is not the policy's decision: keep the solver's types if it would break a
-        # constraint the policy stated (over what it sees, so checked there)
-        if not blind.constraints or violations(blind, sol.x) or not violations(blind, spread):
-            sol.x = spread
+    sol.x = spread_as_declared(spec, real, sol.x, blind)
     sol.allocation = real.allocation(sol.x)
     sol.objective = objective_value(spec, real, sol.x)
     return sol, blind
+
+
+def spread_as_declared(spec: PolicySpec, p: Vars, x: np.ndarray, seen: Problem | None = None) -> np.ndarray:
+    """The end of every solve of an agnostic variant, cold or warm (session.py): its shares spread over the
+    types in proportion to their GPUs (`spread=True`), as if it could not tell them apart. Spreading is not
+    the policy's decision: the solver's types stay where spreading would break a constraint the policy
+    stated (over what it sees, `seen`, so checked there)."""
+    if not spec.agnostic or not spec.spread:
+        return x
+    spread = spread_over_types(p, x)
+    if seen is None or not seen.constraints or violations(seen, x) or not violations(seen, spread):
+        return spread
+    return x
 
 
 def _expand(sol: Solution, classes: SchedulingProblem, inp: SchedulingProblem, inverse: np.ndarray) -> Solution:

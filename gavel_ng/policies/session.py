@@ -35,11 +35,11 @@ import numpy as np
 from .fields import call_policy
 from .layout import Vars
 from .objective import Solution
-from .pipeline import agnostic_problem, objective_value, solve
+from .pipeline import agnostic_problem, objective_value, solve, spread_as_declared
 from .problem import Problem
 from .registry import get_policy
 from .scheduling_problem import SchedulingProblem
-from .solving import fill_leftover, repair, spread_over_types
+from .solving import fill_leftover, repair
 from .warm_lp import WarmMaxMin, dense_rows, warm_objective
 
 __all__ = ["PolicySession", "JobRows", "JobGrid", "warm_objective", "SOLVER"]
@@ -119,21 +119,19 @@ class PolicySession:
 
     def _finish(self, inp: SchedulingProblem, p: Vars, x: np.ndarray, fill: bool, kept: bool,
                 value, start: float) -> Solution:
-        """What solve_objective does after its LP (then `finish`), and registry._solve_on after that.
-        On kept rows x is the warm LP's, within its bounds: the fill takes it as it is (a job or type
-        over by HiGHS's tolerance gets nothing more) and the repair after it clips."""
+        """What solve_objective does after its LP (then `finish`), and pipeline.spread_as_declared after
+        that, as a cold solve does. On kept rows x is the warm LP's, within its bounds: the fill takes it as
+        it is (a job or type over by HiGHS's tolerance gets nothing more) and the repair after it clips. The
+        warm shapes state no constraints (warm_objective), so spreading checks none; the blind problem has
+        the real one's variables, so spreading and the allocation need only `p`."""
         if fill:
             x = fill_leftover(p, x if kept else repair(p, x))
-        x = repair(p, x)
-        if not self.spec.agnostic:   # the objective when first read: a simulated round never reads it
-            sol = Solution(p.allocation(x), x, None, SOLVER, time.perf_counter() - start)
-            sol.defer_objective(lambda: value(x))
-            return sol
-        # the blind problem has the real one's variables, so spreading and the allocation need only it
-        if self.spec.spread:
-            x = spread_over_types(p, x)
+        x = spread_as_declared(self.spec, p, repair(p, x))
         sol = Solution(p.allocation(x), x, None, SOLVER, time.perf_counter() - start)
-        sol.defer_objective(lambda: objective_value(self.spec, Problem(inp), x))
+        if self.spec.agnostic:   # the objective when first read: a simulated round never reads it
+            sol.defer_objective(lambda: objective_value(self.spec, Problem(inp), x))
+        else:
+            sol.defer_objective(lambda: value(x))
         return sol
 
 
