@@ -42,9 +42,9 @@ from .mechanism import AllocationRows
 from .mechanism.limits import Limits
 from .pairs import PairTable
 from .policies import Entity, SchedulingProblem
-from .policies.layout import isolated_shares
+from .policies.lp.layout import isolated_shares
+from .policies.lp.warm.session import PolicySession
 from .policies.registry import needs_pairs, space_sharing_name
-from .policies.session import PolicySession
 from .rules.compile import RuleCompiler
 
 log = logging.getLogger(__name__)

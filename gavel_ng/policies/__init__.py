@@ -6,15 +6,15 @@ modules, each registers itself with `@policy`); the installed packages' policies
 """
 
 from . import builtin  # noqa: F401  (registers the built-in policies)
-from .affine import Affine, LinearConstraint
-from .entities import Entity
-from .objective import Objective, Solution
-from .pipeline import agnostic_throughputs, solve
+from .input.entities import Entity
+from .input.scheduling_problem import Combinations, SchedulingProblem
+from .lp.affine import Affine, LinearConstraint
+from .lp.objective import Objective, Solution
+from .lp.pipeline import agnostic_throughputs, solve
+from .lp.problem import Problem
 from .plugins import load_entry_points
-from .problem import Problem
 from .registry import REGISTRY, aliases, get_policy, list_policies, policy, round_policy
 from .rounds import Entry, RoundContext
-from .scheduling_problem import Combinations, SchedulingProblem
 
 REGISTRY.defer(load_entry_points)
 

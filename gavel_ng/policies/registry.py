@@ -33,17 +33,12 @@ import contextlib
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
 
 from ..errors import InputError
 
-if TYPE_CHECKING:
-    import numpy as np
-
-    from .problem import Problem
-
 log = logging.getLogger(__name__)
-PolicyFn = Callable[["Problem"], object]
+# of a Problem (policies.lp.problem, a layer above the names: the registry knows no LP)
+PolicyFn = Callable[..., object]
 
 
 ALLOCATION, ROUND = "allocation", "round"    # the two kinds of policy (module docstring)
@@ -56,7 +51,7 @@ class PolicySpec:
     fn: PolicyFn
     summary: str
     agnostic: bool = False
-    evaluate: Callable[[Problem, np.ndarray], float] | None = None
+    evaluate: Callable[..., float] | None = None   # (Problem, x) -> the objective at x
     spread: bool = True
     symmetric: bool = False
     packed: bool = False  # the space-sharing variant NAME_packed: jobs may share a GPU (needs inp.pairs)

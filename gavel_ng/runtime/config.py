@@ -228,7 +228,7 @@ class ClusterConfig:
     @property
     def entity_specs(self):
         """The parsed `entities` (policies.entities.Entity by name)."""
-        from ..policies.entities import parse_entities
+        from ..policies.input.entities import parse_entities
 
         return parse_entities(self.entities, "cluster-config.entities")
 

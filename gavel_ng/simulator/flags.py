@@ -22,7 +22,7 @@ def _rules(path, field):
 
 
 def _entities(path, field):
-    from ..policies.entities import read_entities
+    from ..policies.input.entities import read_entities
 
     return read_entities(path, field)
 

@@ -5,7 +5,7 @@ import pytest
 
 from gavel_ng.errors import InputError
 from gavel_ng.policies import REGISTRY, Entity, SchedulingProblem, policy, solve
-from gavel_ng.policies.entities import _ENTITY_POLICIES, entity_policies, entity_policy
+from gavel_ng.policies.input.entities import _ENTITY_POLICIES, entity_policies, entity_policy
 from gavel_ng.policies.registry import get_policy, is_agnostic_twin, needs_pairs, space_sharing_name
 
 

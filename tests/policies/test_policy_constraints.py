@@ -16,9 +16,9 @@ from test_space_sharing import cluster_for, random_jobs
 import gavel_ng as g
 from gavel_ng.errors import InputError, PolicyError
 from gavel_ng.policies import SchedulingProblem, policy
-from gavel_ng.policies.pipeline import agnostic_problem
-from gavel_ng.policies.problem import Problem
-from gavel_ng.policies.session import PolicySession
+from gavel_ng.policies.lp.pipeline import agnostic_problem
+from gavel_ng.policies.lp.problem import Problem
+from gavel_ng.policies.lp.warm.session import PolicySession
 
 TEST_POLICIES: dict = {}   # registered only while this module's tests run (others list every policy)
 

@@ -3,7 +3,7 @@ import pytest
 
 from gavel_ng.cluster import Cluster
 from gavel_ng.policies import REGISTRY, SchedulingProblem, agnostic_throughputs, policy, solve
-from gavel_ng.policies.session import SOLVER, PolicySession, warm_objective
+from gavel_ng.policies.lp.warm.session import SOLVER, PolicySession, warm_objective
 
 WARM = SOLVER
 
@@ -145,7 +145,7 @@ def test_warm_by_shape_not_by_name(reference_table, scratch_policies):
 
 
 def test_shape_check(reference_table):
-    from gavel_ng.policies.problem import Problem
+    from gavel_ng.policies.lp.problem import Problem
 
     cluster = Cluster.parse("v100=2,k80=2")
     T = np.array([[3.0, 1.0], [2.0, 2.0], [1.0, 0.5]])
