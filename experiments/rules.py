@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from gavel_ng.cluster import Cluster
-from gavel_ng.policies.entities import Entity
+from gavel_ng.policies.input.entities import Entity
 from gavel_ng.rules import ClusterRules, JobRules
 from gavel_ng.simulator.engine import SimConfig, parse_window, simulate
 from gavel_ng.throughputs import ThroughputTable

@@ -7,9 +7,9 @@ runs on the profiles measured by Sia's artifact (`--elastic-profiles sia`: Pollu
 model fitted per application and GPU type, measured gradient noise), and the mixes come from
 our generators of Sia's description (`--workload sia-philly|sia-helios|sia-newtrace`):
 
-* goodput: ours, one whole (type, GPU count) per job per 60 s round (gavel_ng.policies.goodput);
+* goodput: ours, one whole (type, GPU count) per job per 60 s round (gavel_ng.policies.builtin.goodput);
 * sia: Sia's ILP (p = -0.5, lambda = 1.1, restart factor, power-of-two / whole-server
-  configurations, 2x scale-up per round) (gavel_ng.policies.sia);
+  configurations, 2x scale-up per round) (gavel_ng.policies.builtin.sia);
 * pollux_sia: PolluxSched as Sia ran it on a mixed cluster (type-blind, 4-GPU virtual nodes, at most
   16 GPUs per job, a placement over several types keeps its majority type and idles the rest, a 30 s
   restart assumed for every job); pollux: ours (one type per job inside its search);

@@ -42,8 +42,9 @@ from .mechanism import AllocationRows, JobView
 from .mechanism.limits import Limits
 from .pairs import PairTable
 from .policies import Entity, SchedulingProblem
+from .policies.lp.layout import isolated_shares
+from .policies.lp.warm.session import PolicySession
 from .policies.registry import needs_pairs, space_sharing_name
-from .policies.session import PolicySession
 from .rules.compile import RuleCompiler
 
 log = logging.getLogger(__name__)
@@ -236,9 +237,9 @@ class PolicyAllocator:
 
     def _fallback(self, ids: list[int], sf: np.ndarray, T: np.ndarray, cap: np.ndarray,
                   exc: Exception) -> AllocationRows:
-        """Equal shares while the policy cannot solve: each job an equal part of its time on every column it can
-        run on (T not 0, enough GPUs), each column scaled to its capacity. Each is logged as one kind (a ledger
-        shows the first and counts the rest, gavel_ng.logs) and counted in `fallbacks`."""
+        """Equal shares while the policy cannot solve: the isolated allocation (policies.lp.layout.isolated_shares, the
+        fallback of a failed solve too), 1/n of every type a job can run on (T not 0, enough GPUs). Each is logged
+        as one kind (a ledger shows the first and counts the rest, gavel_ng.logs) and counted in `fallbacks`."""
         self.failures += 1
         self.fallbacks += 1
         if not isinstance(exc, PolicyError):
@@ -247,7 +248,4 @@ class PolicyAllocator:
         sf = np.asarray(sf, dtype=float)
         ok = (np.asarray(T) != 0) & (sf[:, None] <= cap[None, :])
         ok[:, len(self.worker_types):] = False      # twin columns share their type's GPUs: only the types
-        per_job = ok / np.maximum(ok.sum(axis=1, keepdims=True), 1)
-        used = (sf[:, None] * per_job).sum(axis=0)
-        scale = np.minimum(1.0, np.divide(cap, used, out=np.ones_like(cap), where=used > 0))
-        return AllocationRows([(m,) for m in ids], per_job * scale[None, :], sf.copy())
+        return AllocationRows([(m,) for m in ids], isolated_shares(ok, sf, np.asarray(cap, dtype=float)), sf.copy())

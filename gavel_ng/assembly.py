@@ -28,7 +28,7 @@ from .allocation_planner import AllocationPlanner
 from .allocator import JobSource, PolicyAllocator, ThroughputSource
 from .errors import InputError
 from .mechanism import IdealPlanner, MechanismConfig, Planner, RoundMechanism
-from .policies.entities import Entity
+from .policies.input.entities import Entity
 from .policies.registry import ADAPTIVE, BOTH, FIXED, PolicySpec
 from .policies.rounds import RoundSource
 from .round_planner import DEFAULT_GPU_COUNTS, RoundPlanner

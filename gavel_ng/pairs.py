@@ -2,7 +2,7 @@
 
 A plain data type that the throughput sources fill (the oracle table, the measured table,
 the online estimator) and that a policy's input carries (`SchedulingProblem.pairs`); the
-LP layout built from it is gavel_ng.policies.packing.
+LP layout built from it is gavel_ng.policies.lp.packing.
 """
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ import numpy as np
 
 from .cluster import Cluster
 from .errors import InputError, read_json, require
-from .policies.entities import parse_entities
-from .policies.scheduling_problem import SchedulingProblem
+from .policies.input.entities import parse_entities
+from .policies.input.scheduling_problem import SchedulingProblem
 from .rules import ClusterRules, JobRules, RuleCompiler, check_entity, parse_job_rules, simulated_servers
 
 TOP_FIELDS = {"policy", "cluster", "jobs", "entities", "prices", "pairs", "rules", "gpus_per_server"}

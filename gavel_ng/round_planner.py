@@ -20,7 +20,7 @@ import numpy as np
 from .columns import Columns
 from .errors import PolicyError
 from .mechanism import Placer, RoundPlan, make_plan
-from .policies.fields import call_policy, defined_at
+from .policies.input.fields import call_policy, defined_at
 from .policies.rounds import Entry, RoundContext, RoundSource
 from .topology import Topology
 

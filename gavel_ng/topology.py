@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from .cluster import Cluster
+from .rules.compile import Server, labelled_servers
 
 
 @dataclass(frozen=True)
@@ -23,32 +25,26 @@ class Topology:
     server_labels: tuple = ()       # frozenset of labels per server (gavel_ng.rules); empty: none anywhere
 
     @classmethod
+    def from_servers(cls, worker_types: list[str], servers: Sequence[Server]) -> Topology:
+        """Servers (type, GPUs, labels) grouped type by type in `worker_types` order, each type's in the order
+        given; GPUs numbered in that order. What a simulated cluster and a real one's live workers both are."""
+        j_of = {w: j for j, w in enumerate(worker_types)}
+        servers = sorted(servers, key=lambda s: j_of[s.worker_type])    # stable: a type's servers keep their order
+        server_type = np.array([j_of[s.worker_type] for s in servers], dtype=np.int64)
+        sizes = np.array([s.gpus for s in servers], dtype=np.int64)
+        starts = np.concatenate([[0], np.cumsum(sizes)])
+        gpu_server = np.repeat(np.arange(len(servers), dtype=np.int64), sizes)
+        gpu_type = server_type[gpu_server]
+        labels = tuple(s.labels for s in servers)
+        return cls(list(worker_types), np.bincount(gpu_type, minlength=len(worker_types)).astype(float), gpu_type,
+                   gpu_server, server_type, [np.arange(starts[s], starts[s + 1]) for s in range(len(servers))],
+                   [np.flatnonzero(server_type == j) for j in range(len(worker_types))],
+                   labels if any(labels) else ())
+
+    @classmethod
     def from_cluster(cls, cluster: Cluster, labels: dict[str, dict[str, int]] | None = None) -> Topology:
         """`labels[type][label]`: the first N servers of the type carry the label (a simulated cluster)."""
-        gpu_type, gpu_server, server_type, server_gpus, type_servers = [], [], [], [], []
-        g = 0
-        for j, w in enumerate(cluster.worker_types):
-            n, size = cluster.gpus[w], cluster.server_size(w)
-            mine = []
-            for start in range(0, n, size):
-                k = min(size, n - start)
-                s = len(server_type)
-                server_type.append(j)
-                server_gpus.append(np.arange(g, g + k))
-                gpu_type += [j] * k
-                gpu_server += [s] * k
-                mine.append(s)
-                g += k
-            type_servers.append(np.array(mine, dtype=np.int64))
-        server_labels = ()
-        if labels:
-            st = np.array(server_type)
-            rank = [int((st[:s] == st[s]).sum()) for s in range(len(st))]
-            server_labels = tuple(frozenset(lb for lb, n in labels.get(cluster.worker_types[t], {}).items() if k < n)
-                                  for t, k in zip(server_type, rank))
-        return cls(cluster.worker_types, cluster.capacity(), np.array(gpu_type, dtype=np.int64),
-                   np.array(gpu_server, dtype=np.int64), np.array(server_type, dtype=np.int64),
-                   server_gpus, type_servers, server_labels)
+        return cls.from_servers(cluster.worker_types, labelled_servers(cluster.gpus, cluster.server_size, labels or {}))
 
     @property
     def num_gpus(self) -> int:

@@ -27,9 +27,9 @@ from scipy.optimize import Bounds, LinearConstraint, milp
 
 from gavel_ng.columns import Columns
 from gavel_ng.elastic import best_goodput_many, pollux_workload
-from gavel_ng.policies.configurations import MIP_GAP, _undominated, config_values, program
-from gavel_ng.policies.lp import LinearProgram
+from gavel_ng.policies.lp.highs import LinearProgram
 from gavel_ng.policies.rounds import to_speedups
+from gavel_ng.policies.rounds.configurations import MIP_GAP, _undominated, config_values, program
 
 TYPES = ("t4", "v100", "a100")
 PER_SERVER = np.array([4, 4, 8])

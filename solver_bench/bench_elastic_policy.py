@@ -1,4 +1,4 @@
-"""Decision time of the `goodput` round policies (gavel_ng.policies.goodput) at cluster scale.
+"""Decision time of the `goodput` round policies (gavel_ng.policies.builtin.goodput) at cluster scale.
 
     python -m solver_bench.bench_elastic_policy [--jobs 1000] [--gpus 1000,600,400] [--repeat 3]
 

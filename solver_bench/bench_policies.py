@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from gavel_ng.policies import solve
-from gavel_ng.policies.problem import Problem
+from gavel_ng.policies.lp.problem import Problem
 from gavel_ng.throughputs import ThroughputTable
 
 from .instances import random_problem

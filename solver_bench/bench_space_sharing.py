@@ -22,7 +22,7 @@ Then, with the rounds that end with a unit at its cap settled by the priority LP
 code before, run back to back (load 1): meets the target. Entity shares are as before within
 4e-8 relative, units' levels after each round within 1e-6; jobs' allocations may differ where
 the optimum is not unique.
-How: gavel_ng/policies/hierarchical.py's docstring.
+How: gavel_ng/policies/builtin/hierarchical.py's docstring.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ import pandas as pd
 CHILD = r"""
 import json, resource, sys, time
 from gavel_ng.policies import solve
-from gavel_ng.policies.registry import solve_partitioned
+from gavel_ng.policies.lp.pipeline import solve_partitioned
 from gavel_ng.profiles.table_io import resolve_table
 from solver_bench.instances import random_problem
 ref, policy, n, seed = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])

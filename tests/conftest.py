@@ -46,14 +46,10 @@ def pytest_collection_modifyitems(config, items):
 @contextlib.contextmanager
 def registry_kept():
     """The policies registered inside (a plugin, a decorator) leave at its end: the registry is global."""
-    from gavel_ng.policies import plugins, registry
+    from gavel_ng.policies import REGISTRY
 
-    registry.ensure_loaded()
-    saved = dict(registry._REGISTRY), dict(registry._ALIASES), dict(plugins._LOADED)
-    yield
-    for live, old in zip((registry._REGISTRY, registry._ALIASES, plugins._LOADED), saved):
-        live.clear()
-        live.update(old)
+    with REGISTRY.kept():
+        yield
     for name in [m for m in sys.modules if m.startswith(("gavel_ng_plugin_", "gng_test_"))]:
         del sys.modules[name]
 

@@ -16,6 +16,7 @@ built, and counting it would make every `from ..pkg.mod import x` a cycle.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -83,6 +84,7 @@ def imports_of(module: str, path: Path, modules: dict[str, Path]) -> dict[str, i
     return found
 
 
+@functools.cache     # read once per test process: the layer, cycle and torch checks share it (read-only)
 def import_graph() -> tuple[dict[str, dict[str, int]], dict[str, Path]]:
     modules = module_files()
     return {m: imports_of(m, p, modules) for m, p in modules.items()}, modules

@@ -24,9 +24,10 @@ from . import (
     worker_cmd,
 )
 
-# top-level modules of optional dependencies -> the extra of pyproject.toml that installs them
-EXTRAS = {"grpc": "worker", "grpc_tools": "worker", "grpc_health": "worker", "google": "worker", "torch": "worker",
-          "prometheus_client": "worker", "ray": "sweep"}
+# top-level modules of optional dependencies -> the smallest extra of pyproject.toml that installs them (a
+# command that declares its own extra, `set_defaults(extra=...)`, names that one instead)
+EXTRAS = {"grpc": "scheduler", "grpc_tools": "scheduler", "grpc_health": "scheduler", "google": "scheduler",
+          "prometheus_client": "scheduler", "torch": "worker", "pynvml": "worker", "ray": "sweep"}
 
 SERVICES = ("scheduler", "worker")     # their log lines carry timestamps
 COMMANDS = (solve_cmd, policies_cmd, profiles_cmd, simulate_cmd, scheduler_cmd, worker_cmd, submit_cmd, status_cmd,
@@ -95,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         extra = EXTRAS.get((exc.name or "").partition(".")[0])
         if extra is None:
             raise
+        extra = getattr(args, "extra", None) or extra
         print(f"gavel-ng {args.command}: needs the '{extra}' extra (missing module {exc.name}): "
               f"pip install 'gavel-ng[{extra}]'", file=sys.stderr)
         return 2

@@ -24,12 +24,10 @@ from ..elastic.sia_workloads import WORKLOAD_NAMES
 from ..errors import InputError
 from ..logs import format_warnings
 from ..policies import get_policy
-from ..policies.entities import read_entities
 from ..policies.plugins import add_flag as add_plugin_flag
 from ..policies.plugins import load_plugins
 from ..policies.registry import options_per_policy
 from ..profiles.table_io import resolve_table
-from ..rules.model import read_cluster_rules
 
 
 def parse_policy_options(texts: list[str] | None, flag: str = "--policy-option") -> dict:
@@ -153,8 +151,9 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from ..simulator import SimConfig, default_table
-    from ..simulator.engine import parse_window
+    from ..simulator import default_table
+    from ..simulator.flags import config_from_settings
+    from ..simulator.flags import flag as flag_of
 
     load_plugins(args.plugin)
     policies = list(dict.fromkeys(p.strip() for p in args.policy.split(",") if p.strip())) or ["las"]
@@ -182,17 +181,7 @@ def run(args) -> int:
     table = resolve_table(args.throughputs) if args.throughputs else \
         None if pollux else default_table(cluster.worker_types)
     trace = load_trace(args, cluster, table, pollux)
-    config = SimConfig(policy=policies[0], round_seconds=args.round_seconds, window=parse_window(args.window),
-                       min_solve_interval=args.min_solve_interval, preemption_overhead_s=args.preemption_overhead,
-                       ideal=args.ideal, gavel_compat=args.gavel_compat, warm_start=not args.cold_solves,
-                       seed=args.seed, max_sim_seconds=None if args.max_hours is None else args.max_hours * 3600,
-                       max_active_jobs=args.max_active_jobs, reset_ledger=args.ledger == "reset",
-                       space_sharing=args.space_sharing, placement_sensitive=args.placement_sensitive,
-                       estimate_throughputs=args.estimate_throughputs, profile_fraction=args.profile_fraction,
-                       reference_jobs=args.reference_jobs, realloc_delay=args.realloc_delay,
-                       options=options[policies[0]],
-                       rules=read_cluster_rules(args.rules), entities=read_entities(args.entities),
-                       backfill=not args.no_backfill, policy_model=args.policy_model)
+    config = config_from_settings(args, policies[0], options[policies[0]], flag_of)
     return report(args, policies, cluster, table, trace, config, options)
 
 

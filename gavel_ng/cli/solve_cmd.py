@@ -70,7 +70,7 @@ def run(args) -> int:
 
     options = parse_policy_options(args.policy_option)
     if args.partitions > 1:
-        from ..policies.registry import solve_partitioned
+        from ..policies.lp.pipeline import solve_partitioned
 
         sol = solve_partitioned(inp, name, args.partitions, solver=args.solver, compare=True, options=options)
     else:
@@ -100,7 +100,7 @@ def run(args) -> int:
 
 
 def _effective(inp, sol) -> np.ndarray:
-    from ..policies.problem import Problem
+    from ..policies.lp.problem import Problem
 
     return Problem(inp).thr.value(sol.x) if sol.x.size else np.zeros(inp.num_jobs)
 

@@ -16,6 +16,7 @@ def add_parser(sub) -> None:
     p = sub.add_parser("worker", help="run a worker daemon that runs jobs on this server's GPUs",
                        description="Register with the scheduler, heartbeat, run each job as processes on its "
                                    "GPUs (CUDA_VISIBLE_DEVICES), report steps and time, enforce leases.")
+    p.set_defaults(extra="worker")       # what a server that runs jobs installs (torch with the rest)
     p.add_argument("--scheduler", required=True, metavar="HOST:PORT", help="address of the scheduler service")
     p.add_argument("--gpu-type", default="auto", metavar="TYPE",
                    help="worker type of this server's GPUs, one of the cluster's worker_types (e.g. v100; "

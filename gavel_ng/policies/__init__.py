@@ -6,25 +6,17 @@ modules, each registers itself with `@policy`); the installed packages' policies
 """
 
 from . import builtin  # noqa: F401  (registers the built-in policies)
-from .affine import Affine, LinearConstraint
-from .entities import Entity
-from .objective import Objective, Solution
+from .input.entities import Entity
+from .input.scheduling_problem import Combinations, SchedulingProblem
+from .lp.affine import Affine, LinearConstraint
+from .lp.objective import Objective, Solution
+from .lp.pipeline import agnostic_throughputs, solve
+from .lp.problem import Problem
 from .plugins import load_entry_points
-from .problem import Problem
-from .registry import (
-    agnostic_throughputs,
-    aliases,
-    defer_until_lookup,
-    get_policy,
-    list_policies,
-    policy,
-    round_policy,
-    solve,
-)
+from .registry import REGISTRY, aliases, get_policy, list_policies, policy, round_policy
 from .rounds import Entry, RoundContext
-from .scheduling_problem import Combinations, SchedulingProblem
 
-defer_until_lookup(load_entry_points)
+REGISTRY.defer(load_entry_points)
 
 __all__ = [
     "Affine", "LinearConstraint", "Combinations", "Entity", "SchedulingProblem", "Objective", "Problem",

@@ -12,7 +12,8 @@ Installed packages need no flag: every entry point of the group `gavel_ng.polici
     mine = "my_package.policies"
 
 is imported when the registry first loads the built-in policies. One that fails to load
-is logged as a warning and left out; it never breaks the registry.
+is logged as a warning and left out; it never breaks the registry. A plugin that registers a
+name already taken fails to load, unless its decorator says `replace=True` (registry.Registry).
 
 Sweeps run points in other processes (a process pool, Ray workers on other machines),
 so a plugin travels as a `Plugin`: a file's text with its path (for messages), or a
@@ -40,10 +41,6 @@ from ..errors import InputError
 log = logging.getLogger(__name__)
 ENTRY_POINT_GROUP = "gavel_ng.policies"
 FLAG = "--plugin"
-
-# plugin identity -> the policy names it registered (so loading it again is a no-op)
-_LOADED: dict[tuple[str, ...], tuple[str, ...]] = {}
-
 
 @dataclass(frozen=True)
 class Plugin:
@@ -105,14 +102,14 @@ def load_plugins(specs: Iterable[str | Plugin], field: str = FLAG) -> list[Plugi
 def load(plugin: str | Plugin, field: str = FLAG) -> tuple[str, ...]:
     """Load one plugin; the policy names it registered. InputError (naming the plugin) when
     it cannot be read, fails to import, or registers no policy."""
-    from . import registry
+    from .registry import REGISTRY
 
     plugin = read_plugin(plugin, field)
     ident = plugin.identity()
-    if ident in _LOADED:
-        return _LOADED[ident]
-    registry.ensure_loaded()   # first, so that a plugin may replace an installed policy and stay replaced
-    before = _snapshot()
+    if ident in REGISTRY.plugins:    # plugin identity -> the names it registered: loading it again is a no-op
+        return REGISTRY.plugins[ident]
+    REGISTRY.load_deferred()   # first, so that a plugin may replace an installed policy and stay replaced
+    before = REGISTRY.state()
     try:
         if plugin.is_file:
             module = _exec_file(plugin)
@@ -120,18 +117,18 @@ def load(plugin: str | Plugin, field: str = FLAG) -> tuple[str, ...]:
             already = plugin.spec in sys.modules
             module = importlib.import_module(plugin.spec)
     except (Exception, SystemExit) as exc:  # a user's code failing is bad input, not a crash
-        _restore(before)
+        REGISTRY.restore(before)
         raise InputError(field, plugin.spec, _import_failure(plugin, exc)) from None
-    names = _registered_since(before)
+    names = REGISTRY.since(before)
     if not names and not plugin.is_file and already:
-        names = _registered_by(module.__name__)   # imported before, outside this loader
+        names = REGISTRY.defined_in(module.__name__)   # imported before, outside this loader
     if not names:
         raise InputError(field, plugin.spec, "registers no policy (decorate a function with "
                                              "@gavel_ng.policy(\"NAME\", ...), or a round policy (a function of "
                                              "the round context, or a class with decide(ctx)) with "
                                              "@gavel_ng.round_policy(\"NAME\", ...))")
     _warn_replaced(before, names, plugin.spec)
-    _LOADED[ident] = names
+    REGISTRY.plugins[ident] = names
     log.info("plugin %s: %s", plugin.spec, ", ".join(names))
     return names
 
@@ -141,6 +138,8 @@ def load_entry_points() -> list[str]:
     logged as one warning naming it and skipped. Returns the policy names they registered."""
     from importlib.metadata import entry_points
 
+    from .registry import REGISTRY
+
     try:
         eps = list(entry_points(group=ENTRY_POINT_GROUP))
     except Exception as exc:  # noqa: BLE001 - broken metadata must not break the registry
@@ -149,24 +148,24 @@ def load_entry_points() -> list[str]:
     names: list[str] = []
     for ep in eps:
         ident = ("entry_point", ep.name, ep.value)
-        if ident in _LOADED:
-            names += _LOADED[ident]
+        if ident in REGISTRY.plugins:
+            names += REGISTRY.plugins[ident]
             continue
-        before = _snapshot()
+        before = REGISTRY.state()
         module = ep.value.partition(":")[0].strip()
         already = module in sys.modules
         try:
             ep.load()
         except (Exception, SystemExit) as exc:
-            _restore(before)
-            _LOADED[ident] = ()
+            REGISTRY.restore(before)
+            REGISTRY.plugins[ident] = ()
             log.warning("policy entry point %s = %s (%s) failed to load, its policies are left out: %s: %s",
                         ep.name, ep.value, _distribution(ep), type(exc).__name__, _one_line(exc))
             continue
-        new = _registered_since(before) or (_registered_by(module) if already else ())
+        new = REGISTRY.since(before) or (REGISTRY.defined_in(module) if already else ())
         if not new:
             log.warning("policy entry point %s = %s (%s) registers no policy", ep.name, ep.value, _distribution(ep))
-        _LOADED[ident] = new
+        REGISTRY.plugins[ident] = new
         names += new
     return names
 
@@ -233,40 +232,8 @@ def _one_line(exc: BaseException) -> str:
     return text if len(text) <= 300 else text[:297] + "..."
 
 
-def _snapshot() -> tuple[dict, dict]:
-    from . import registry
-
-    return dict(registry._REGISTRY), dict(registry._ALIASES)
-
-
-def _restore(snapshot: tuple[dict, dict]) -> None:
-    """Undo what a failed plugin registered before it failed."""
-    from . import registry
-
-    for live, saved in zip((registry._REGISTRY, registry._ALIASES), snapshot):
-        live.clear()
-        live.update(saved)
-
-
-def _registered_since(snapshot: tuple[dict, dict]) -> tuple[str, ...]:
-    from . import registry
-
-    specs, aliases = snapshot
-    names = [n for n, s in registry._REGISTRY.items() if specs.get(n) is not s]
-    names += [a for a, t in registry._ALIASES.items() if aliases.get(a) != t]
-    return tuple(dict.fromkeys(names))
-
-
-def _registered_by(module: str) -> tuple[str, ...]:
-    from . import registry
-
-    return tuple(n for n, s in registry._REGISTRY.items()
-                 if getattr(s.fn, "__module__", None) == module or
-                 str(getattr(s.fn, "__module__", "")).startswith(module + "."))
-
-
-def _warn_replaced(snapshot: tuple[dict, dict], names: tuple[str, ...], spec: str) -> None:
-    specs, _ = snapshot
+def _warn_replaced(state: tuple[dict, dict, dict], names: tuple[str, ...], spec: str) -> None:
+    specs = state[0]
     replaced = [n for n in names if n in specs and not specs[n].agnostic]
     if replaced:
         log.warning("plugin %s replaces the policies %s", spec, ", ".join(replaced))

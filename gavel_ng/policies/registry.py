@@ -20,32 +20,25 @@ decide how it runs (which jobs it runs adaptively, its default round length):
         return ctx.assign(ctx.speedups)
 
 Both kinds run by name in `simulate`, `sweep` and on a cluster; only allocation policies
-have a one-shot form (`solve`).
+have a one-shot form (`solve`, in pipeline.py: the registry holds names, not solving).
+
+The registry is one object, `REGISTRY` (a `Registry`): a name is registered once; registering a
+taken name again is an error unless the registration says `replace=True` (a plugin that means to
+stand in for a built-in policy).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
 
-import numpy as np
-
-from ..errors import InputError, PolicyError
-from ..rules.limits import enforce
-from .constraints import violations
-from .fields import call_policy, defined_at
-from .layout import map_x
-from .objective import Objective, Solution
-from .partition import merge, relative_gap, split
-from .problem import Problem
-from .scheduling_problem import SchedulingProblem
-from .solving import FormulationError, repair, spread_over_types
+from ..errors import InputError
 
 log = logging.getLogger(__name__)
-PolicyFn = Callable[[Problem], object]
+# of a Problem (policies.lp.problem, a layer above the names: the registry knows no LP)
+PolicyFn = Callable[..., object]
 
 
 ALLOCATION, ROUND = "allocation", "round"    # the two kinds of policy (module docstring)
@@ -58,7 +51,7 @@ class PolicySpec:
     fn: PolicyFn
     summary: str
     agnostic: bool = False
-    evaluate: Callable[[Problem, np.ndarray], float] | None = None
+    evaluate: Callable[..., float] | None = None   # (Problem, x) -> the objective at x
     spread: bool = True
     symmetric: bool = False
     packed: bool = False  # the space-sharing variant NAME_packed: jobs may share a GPU (needs inp.pairs)
@@ -183,14 +176,107 @@ def _check_option(policy: str, name: str, value: object, default: object) -> Non
 
 PACKED = "_packed"
 AGNOSTIC = "_agnostic"
-_REGISTRY: dict[str, PolicySpec] = {}
-_ALIASES: dict[str, str] = {}
+
+
+@dataclass
+class Registry:
+    """Policy names -> PolicySpec, aliases -> names, and which plugin registered which names.
+
+    `add` refuses a name (or alias) already taken unless `replace=True`; `kept()` undoes everything
+    registered inside it (tests; a plugin that fails halfway is undone with `state`/`restore`)."""
+
+    specs: dict[str, PolicySpec] = field(default_factory=dict)
+    aliases: dict[str, str] = field(default_factory=dict)
+    plugins: dict[tuple[str, ...], tuple[str, ...]] = field(default_factory=dict)   # plugin identity -> names
+    deferred: list[Callable[[], object]] = field(default_factory=list)
+
+    def add(self, spec: PolicySpec, aliases: tuple[str, ...] = (), replace: bool = False) -> None:
+        """Register `spec` under its name and `aliases`; ValueError for a name taken, unless `replace`."""
+        for name in (spec.name, *aliases):
+            taken = name in self.specs or name in self.aliases
+            if taken and not replace:
+                raise ValueError(f"policy {name!r} is registered already (by {self._origin(name)}); "
+                                 "register under another name, or say replace=True to stand in for it")
+        self.specs[spec.name] = spec
+        self.aliases.pop(spec.name, None)
+        for a in aliases:
+            self.specs.pop(a, None)
+            self.aliases[a] = spec.name
+
+    def _origin(self, name: str) -> str:
+        spec = self.specs.get(self.aliases.get(name, name))
+        return getattr(spec.fn, "__module__", None) or "?" if spec is not None else "?"
+
+    def get(self, name: str) -> PolicySpec:
+        """A policy by name or alias; `NAME_packed` is NAME's space-sharing variant (spec.packed)."""
+        self.load_deferred()
+        if name.endswith(PACKED) and name not in self.specs and name not in self.aliases:
+            base = self.get(name[:-len(PACKED)])
+            if base.is_round:
+                raise InputError("policy", name, f"{base.name} is a round policy: it has no space-sharing variant")
+            return replace(base, name=base.name + PACKED, summary=f"{base.summary} (space sharing)", packed=True,
+                           base=base.name)
+        name = self.aliases.get(name, name)
+        if name not in self.specs:
+            raise InputError("policy", name, f"unknown policy; known: {', '.join(self.names())}")
+        return self.specs[name]
+
+    def names(self, include_aliases: bool = False) -> list[str]:
+        self.load_deferred()
+        names = sorted(self.specs)
+        return names + sorted(self.aliases) if include_aliases else names
+
+    def state(self) -> tuple[dict, dict, dict]:
+        """What `restore` returns to (the registry without the deferred loaders)."""
+        return dict(self.specs), dict(self.aliases), dict(self.plugins)
+
+    def restore(self, state: tuple[dict, dict, dict]) -> None:
+        for live, saved in zip((self.specs, self.aliases, self.plugins), state):
+            live.clear()
+            live.update(saved)
+
+    @contextlib.contextmanager
+    def kept(self) -> Iterator[Registry]:
+        """Everything registered inside leaves at its end (the deferred loaders run first, so they stay)."""
+        self.load_deferred()
+        saved = self.state()
+        try:
+            yield self
+        finally:
+            self.restore(saved)
+
+    def since(self, state: tuple[dict, dict, dict]) -> tuple[str, ...]:
+        """The names and aliases registered (or replaced) after `state` was taken."""
+        specs, aliases, _ = state
+        names = [n for n, s in self.specs.items() if specs.get(n) is not s]
+        names += [a for a, t in self.aliases.items() if aliases.get(a) != t]
+        return tuple(dict.fromkeys(names))
+
+    def defined_in(self, module: str) -> tuple[str, ...]:
+        """The names whose policy function or class is defined in `module` (or a module under it)."""
+        return tuple(n for n, s in self.specs.items()
+                     if getattr(s.fn, "__module__", None) == module or
+                     str(getattr(s.fn, "__module__", "")).startswith(module + "."))
+
+    def defer(self, loader: Callable[[], object]) -> None:
+        """Run `loader` (once) before the registry is next looked up."""
+        self.deferred.append(loader)
+
+    def load_deferred(self) -> None:
+        """Run the deferred loaders (the installed packages' policies), once per process."""
+        while self.deferred:
+            self.deferred.pop(0)()
+
+
+# The one registry of this process: the package's __init__ imports the built-in policies (each registers
+# itself) and defers the installed packages' entry points (plugins.py) to the first lookup.
+REGISTRY = Registry()
 
 
 def policy(name: str, summary: str = "", *, aliases: tuple[str, ...] = (),
            agnostic_aliases: tuple[str, ...] = (), evaluate=None, agnostic: bool = True, spread: bool = True,
            symmetric: bool = False, pairs: bool = False, idle_aware: bool = False, entities: bool = False,
-           per_job: bool = False, mechanism: str | None = None):
+           per_job: bool = False, mechanism: str | None = None, replace: bool = False):
     """Register `fn(problem) -> Objective | cvxpy objective | Solution` under `name`.
 
     `spread=False` keeps an agnostic variant's per-type choices instead of spreading
@@ -210,29 +296,27 @@ def policy(name: str, summary: str = "", *, aliases: tuple[str, ...] = (),
     (session.py) then states each kind of job once and keeps its row. `mechanism=NAME` declares
     that the policy reproduces a baseline that ran under another round mechanism than Gavel's
     (a preset of `MechanismConfig.PRESETS`, e.g. Sia's artifact's Gavel): the simulator and the
-    runtime run its allocation under that preset.
+    runtime run its allocation under that preset. `replace=True` stands in for a policy registered
+    under `name` (and its variant) already; without it a taken name is an error (Registry.add).
     """
 
     def register(fn: PolicyFn) -> PolicyFn:
         text = summary or (fn.__doc__ or "").strip().splitlines()[0] if (summary or fn.__doc__) else ""
-        _REGISTRY[name] = PolicySpec(name, fn, text, False, evaluate, spread, symmetric, pairs=pairs,
-                                    idle_aware=idle_aware, entities=entities, per_job=per_job, mechanism=mechanism)
-        for a in aliases:
-            _ALIASES[a] = name
+        REGISTRY.add(PolicySpec(name, fn, text, False, evaluate, spread, symmetric, pairs=pairs,
+                                idle_aware=idle_aware, entities=entities, per_job=per_job, mechanism=mechanism),
+                     aliases, replace)
         if agnostic:
-            _REGISTRY[name + AGNOSTIC] = PolicySpec(name + AGNOSTIC, fn, f"{text} (heterogeneity-agnostic)",
-                                                    True, evaluate, spread, symmetric, pairs=pairs, base=name,
-                                                    idle_aware=idle_aware, entities=entities, per_job=per_job,
-                                                    mechanism=mechanism)
-            for a in agnostic_aliases:
-                _ALIASES[a] = name + AGNOSTIC
+            REGISTRY.add(PolicySpec(name + AGNOSTIC, fn, f"{text} (heterogeneity-agnostic)", True, evaluate, spread,
+                                    symmetric, pairs=pairs, base=name, idle_aware=idle_aware, entities=entities,
+                                    per_job=per_job, mechanism=mechanism), agnostic_aliases, replace)
         return fn
 
     return register
 
 
 def round_policy(name: str, summary: str = "", *, jobs: str = BOTH, round_seconds: float = 60.0,
-                 type_aware: bool = True, aliases: tuple[str, ...] = (), gpu_counts: Callable | None = None):
+                 type_aware: bool = True, aliases: tuple[str, ...] = (), gpu_counts: Callable | None = None,
+                 replace: bool = False):
     """Register a round policy (policies.rounds): `fn(ctx)` returning a column per job or a list of
     `Entry`, or a class built with the policy's options whose `decide(ctx)` does.
 
@@ -242,7 +326,8 @@ def round_policy(name: str, summary: str = "", *, jobs: str = BOTH, round_second
     `round_seconds` is how often it decides by default; `type_aware=False` declares a policy blind
     to the worker type (shown as heterogeneity-agnostic). `gpu_counts(topology)`, when given, declares
     the policy's own configuration set: one list of GPU counts per worker type, from which the planner
-    builds `ctx.columns` instead of its global counts (Sia's follow each type's server size)."""
+    builds `ctx.columns` instead of its global counts (Sia's follow each type's server size). `replace`:
+    as for `policy`."""
     if gpu_counts is not None and not callable(gpu_counts):
         raise TypeError(f"round policy {name}: gpu_counts must be a function of the topology")
     if jobs not in (FIXED, ADAPTIVE, BOTH):
@@ -255,10 +340,8 @@ def round_policy(name: str, summary: str = "", *, jobs: str = BOTH, round_second
         if not callable(decide):
             raise TypeError(f"round policy {name}: register a function of the context or a class with decide(ctx)")
         text = summary or ((fn.__doc__ or "").strip().splitlines() or [""])[0]
-        _REGISTRY[name] = PolicySpec(name, fn, text, not type_aware, kind=ROUND, jobs=jobs,
-                                     round_seconds=float(round_seconds), gpu_counts=gpu_counts)
-        for a in aliases:
-            _ALIASES[a] = name
+        REGISTRY.add(PolicySpec(name, fn, text, not type_aware, kind=ROUND, jobs=jobs,
+                                round_seconds=float(round_seconds), gpu_counts=gpu_counts), aliases, replace)
         return fn
 
     return register
@@ -266,17 +349,7 @@ def round_policy(name: str, summary: str = "", *, jobs: str = BOTH, round_second
 
 def get_policy(name: str) -> PolicySpec:
     """A policy by name or alias; `NAME_packed` is NAME's space-sharing variant (spec.packed)."""
-    ensure_loaded()
-    if name.endswith(PACKED) and name not in _REGISTRY and name not in _ALIASES:
-        base = get_policy(name[:-len(PACKED)])
-        if base.is_round:
-            raise InputError("policy", name, f"{base.name} is a round policy: it has no space-sharing variant")
-        return replace(base, name=base.name + PACKED, summary=f"{base.summary} (space sharing)", packed=True,
-                       base=base.name)
-    name = _ALIASES.get(name, name)
-    if name not in _REGISTRY:
-        raise InputError("policy", name, f"unknown policy; known: {', '.join(list_policies())}")
-    return _REGISTRY[name]
+    return REGISTRY.get(name)
 
 
 def space_sharing_name(policy: str, space_sharing: bool) -> str:
@@ -308,188 +381,9 @@ def is_agnostic_twin(policy: str, other: str) -> bool:
 
 
 def list_policies(include_aliases: bool = False) -> list[str]:
-    ensure_loaded()
-    names = sorted(_REGISTRY)
-    return names + sorted(_ALIASES) if include_aliases else names
+    return REGISTRY.names(include_aliases)
 
 
 def aliases() -> dict[str, str]:
-    ensure_loaded()
-    return dict(_ALIASES)
-
-
-def agnostic_throughputs(T: np.ndarray) -> np.ndarray:
-    """Each job equally fast on every type it can run on (its mean throughput there)."""
-    pos = T > 0
-    mean = np.where(pos, T, 0.0).sum(axis=1) / np.maximum(pos.sum(axis=1), 1)
-    return np.where(pos, mean[:, None], 0.0)
-
-
-def agnostic_problem(inp: SchedulingProblem) -> SchedulingProblem:
-    """What a heterogeneity-agnostic policy sees: every type equally fast for each job, and
-    each useful pair equally good on every type (its mean fraction), so that it still packs
-    well-matched jobs together; the variable layout is the real problem's."""
-    blind = replace(inp.with_throughputs(agnostic_throughputs(inp.throughputs)), soft_preferences=False)
-    return blind if inp.pairs is None else replace(blind, pairs=inp.pairs.agnostic())
-
-
-def solve(inp: SchedulingProblem, name: str, solver: str | None = None, partitions: int = 1,
-          seed: int = 0, options: dict | None = None) -> Solution:
-    """Solve a registered policy on a scheduling problem, with its `options` (keyword arguments of the
-    policy's function, PolicySpec.bind).
-
-    `partitions=k > 1` splits jobs and GPUs into k random sub-problems solved in parallel
-    (POP, SOSP'21) and merges them; see partition.py. Whatever the policy, the allocation
-    keeps the problem's limits (quotas, labelled servers: gavel_ng.rules). The constraints the
-    policy added come back as rows over the allocation's entries (`Solution.entry_rows`), for the
-    mechanism to keep in what runs (a partitioned solve's sub-problems keep their own: none come back)."""
-    sol, seen = _solve(inp, name, solver, partitions, seed, options)
-    if inp.limits is not None:
-        real = Problem(inp)
-        x = enforce(real, sol.x)
-        if not np.array_equal(x, sol.x):
-            sol.x, sol.allocation = x, real.allocation(x)
-    if seen is not None and seen.constraints:
-        sol.entry_rows = seen.entry_rows(sol.allocation)
-    return sol
-
-
-def _solve(inp: SchedulingProblem, name: str, solver: str | None, partitions: int, seed: int,
-           options: dict | None) -> tuple[Solution, Problem | None]:
-    """The solution, and the Problem the policy stated its constraints on (None: none to pass on)."""
-    spec = get_policy(name)
-    if spec.is_round:
-        raise InputError("policy", name, "is a round policy: it decides round by round, with no one-shot "
-                                         "allocation to solve (simulate it, or run it on a cluster)")
-    spec = spec.bind(options)
-    if spec.packed and inp.pairs is None and inp.combinations is None:
-        sol = solve(inp, spec.base, solver, partitions, seed, options)
-        sol.warnings.append(f"{name}: the problem has no pair throughputs (build it with space_sharing=True); "
-                            "solved without space sharing")
-        log.warning(sol.warnings[-1], extra={"kind": "packed policy without pair throughputs"})
-        return sol, None
-    if partitions > 1:
-        return solve_partitioned(inp, name, partitions, solver=solver, seed=seed, options=options), None
-    if spec.symmetric and inp.combinations is None and inp.counts is None and inp.num_jobs > 1:
-        classes, inverse = inp.job_classes()
-        if classes.num_jobs < inp.num_jobs:
-            sol, seen = _solve_on(spec, classes, solver)
-            if not seen.constraints:
-                return _expand(sol, classes, inp, inverse), None
-            # constraints of the policy's own may name single jobs: solve every job on its own
-    return _solve_on(spec, inp, solver)
-
-
-def _solve_on(spec: PolicySpec, inp: SchedulingProblem, solver: str | None) -> tuple[Solution, Problem]:
-    """The policy on one input, and the Problem it stated its objective on."""
-    real = Problem(inp)
-    if not spec.agnostic:
-        return _run(spec, real, solver), real
-    blind = Problem(agnostic_problem(inp))
-    sol = _run(spec, blind, solver)
-    if spec.spread:
-        spread = spread_over_types(real, sol.x)
-        # spreading over types is not the policy's decision: keep the solver's types if it would break a
-        # constraint the policy stated (over what it sees, so checked there)
-        if not blind.constraints or violations(blind, sol.x) or not violations(blind, spread):
-            sol.x = spread
-    sol.allocation = real.allocation(sol.x)
-    sol.objective = objective_value(spec, real, sol.x)
-    return sol, blind
-
-
-def _expand(sol: Solution, classes: SchedulingProblem, inp: SchedulingProblem, inverse: np.ndarray) -> Solution:
-    """Give every job its class's allocation (class totals then split into concrete pairs)."""
-    real = Problem(inp)
-    sol.x = map_x(Problem(classes), sol.x, real, inverse)
-    sol.allocation = real.allocation(sol.x)
-    return sol
-
-
-def _run(spec: PolicySpec, p: Problem, solver: str | None) -> Solution:
-    """The policy stated and solved on p; what it states wrong (a return value that is no objective, a
-    non-DCP objective, constraints that admit no allocation) is a PolicyError naming it, as is an error
-    its code raises (fields.call_policy). A solver's own failure is not: it falls back (Solution.ok)."""
-    try:
-        out = call_policy(spec.name, spec.fn, p)
-        if isinstance(out, Solution):
-            if out.objective is None and spec.evaluate is not None:
-                out.objective = call_policy(spec.name, spec.evaluate, p, out.x)
-            return out
-        return p.solve(as_objective(p, out, spec), solver)
-    except FormulationError as exc:
-        raise PolicyError(spec.name, defined_at(spec.fn), str(exc)) from None
-
-
-def as_objective(p: Problem, out: object, spec: PolicySpec) -> Objective:
-    if isinstance(out, Objective):
-        return out
-    import cvxpy as cp
-
-    if isinstance(out, (cp.Maximize, cp.Minimize)):
-        return Objective("cvxpy", cvx=out, problem=p)
-    what = "None (a missing return?)" if out is None else type(out).__name__
-    raise PolicyError(spec.name, defined_at(spec.fn), f"returned {what}: a policy returns an objective "
-                      "(p.maximize_min(...), p.maximize(...), cvxpy Maximize/Minimize) or a Solution")
-
-
-def objective_value(spec: PolicySpec, p: Problem, x: np.ndarray) -> float | None:
-    """The policy's objective at x under p's throughputs."""
-    if spec.evaluate is not None:
-        return call_policy(spec.name, spec.evaluate, p, x)
-    out = call_policy(spec.name, spec.fn, p)
-    if isinstance(out, Solution):
-        return None
-    return as_objective(p, out, spec).value(x)
-
-
-def solve_partitioned(inp: SchedulingProblem, name: str, k: int, solver: str | None = None, seed: int = 0,
-                      compare: bool = False, workers: int | None = None, options: dict | None = None) -> Solution:
-    """POP (partition.py): k random sub-problems on 1/k of every pool's GPUs, solved in
-    parallel and merged; the objective is evaluated on the full problem. `compare=True`
-    also solves the full problem and reports the relative gap (warnings, `partition_gap`)."""
-    start = time.perf_counter()
-    spec = get_policy(name).bind(options)
-    k = int(max(1, min(k, inp.num_jobs)))
-    groups = split(inp, k, seed)
-    subs = [inp.subset(g, 1.0 / k) for g in groups]
-    cap = inp.capacity / k
-    fits = ((inp.throughputs > 0) & (inp.scale_factors[:, None] <= cap[None, :])).any(axis=1)
-    if k == 1 or not fits.all():
-        sol = solve(inp, name, solver, options=options)
-        if k > 1:
-            sol.warnings.append(f"partitioning into {k} would leave job {inp.job_ids[int(np.argmin(fits))]} no type "
-                                "with enough GPUs; solved the whole problem instead")
-        return sol
-    with ThreadPoolExecutor(max_workers=workers or k) as pool:
-        sols = list(pool.map(lambda sub: solve(sub, name, solver, options=options), subs))
-    full = Problem(inp)
-    x = repair(full, merge(full, groups, [(Problem(sub), sol.x) for sub, sol in zip(subs, sols)]))
-    warnings = [w for s in sols for w in s.warnings]
-    value = objective_value(spec, full, x)
-    sol = Solution(full.allocation(x), x, value, f"{sols[0].solver} x{k} partitions",
-                   time.perf_counter() - start, warnings, all(s.ok for s in sols))
-    sol.partition_gap = None
-    if compare:
-        ref = solve(inp, name, solver, options=options)
-        sol.partition_gap = relative_gap(value, ref.objective)
-        sol.warnings.append(f"partitioned into {k}: objective {value:.6g} vs {ref.objective:.6g} "
-                            f"for the full solve (relative gap {sol.partition_gap:.2%})")
-    return sol
-
-
-# Loaders run once, before the first lookup: the package's __init__ adds the installed
-# packages' entry points (plugins.py). The built-in policies need none: the package's
-# __init__ imports their modules, which register themselves.
-_deferred: list[Callable[[], object]] = []
-
-
-def defer_until_lookup(loader: Callable[[], object]) -> None:
-    """Run `loader` (once) before the registry is next looked up."""
-    _deferred.append(loader)
-
-
-def ensure_loaded() -> None:
-    """Run the deferred loaders (the installed packages' policies), once per process."""
-    while _deferred:
-        _deferred.pop(0)()
+    REGISTRY.load_deferred()
+    return dict(REGISTRY.aliases)

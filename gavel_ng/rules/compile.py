@@ -43,14 +43,19 @@ def base_type(column: str) -> str:
 
 
 def simulated_servers(gpus: dict[str, int], server_size, rules: ClusterRules) -> list[Server]:
+    """A simulated cluster's servers under the cluster's rules (`rules.server_labels`, labelled_servers)."""
+    return labelled_servers(gpus, server_size, rules.server_labels)
+
+
+def labelled_servers(gpus: dict[str, int], server_size, labels: dict[str, dict[str, int]]) -> list[Server]:
     """A simulated cluster's servers: `server_size(type)` GPUs each (the last may have fewer), the
-    first N of a type carrying each label that `rules.server_labels[type]` gives N servers."""
+    first N of a type carrying each label that `labels[type]` gives N servers (the one label rule)."""
     out = []
     for w, n in gpus.items():
         size = server_size(w)
-        labels = rules.server_labels.get(w, {})
+        mine = labels.get(w, {})
         for k, start in enumerate(range(0, n, size)):
-            out.append(Server(w, min(size, n - start), frozenset(lb for lb, c in labels.items() if k < c)))
+            out.append(Server(w, min(size, n - start), frozenset(lb for lb, c in mine.items() if k < c)))
     return out
 
 

@@ -2,7 +2,7 @@
 
 A `Limits` says, for group g of jobs and capacity pool q (a worker type, with its
 `_unconsolidated` twin), that the group's jobs hold at most `cap[g, q]` of the pool's
-GPUs: `sum_{m in g} sf_m x[m, q] <= cap[g, q]`. The problem builder (policies.layout)
+GPUs: `sum_{m in g} sf_m x[m, q] <= cap[g, q]`. The problem builder (policies.lp.layout)
 adds these rows to every LP it builds, so every optimizing policy sees them; `enforce`
 scales a group's time down where an allocation still exceeds one (heuristic policies,
 type-blind spreading), so that no policy's allocation ever breaks a limit. Only numpy here:

@@ -7,7 +7,7 @@ Two typed records, parsed from job files, problem files, trace columns and Pytho
   server with (affinity) or never share one with (anti-affinity), and who owns it (`user`,
   for admission; `entity`, the group it belongs to: quotas are per entity, and the
   hierarchical policy shares the cluster across entities, declared with their weights under
-  `entities`, policies.entities).
+  `entities`, policies.input.entities).
 - `ClusterRules`, set by the operator: GPU quotas per entity and worker type, at most one
   distributed job per server, the penalty of a soft preference, server labels (simulated
   clusters: the first N servers of a type), and the admission policy.
@@ -213,7 +213,7 @@ class ClusterRules:
 
 
 def check_entity(name: str | None, declared, where: str, declare_in: str = "'entities'") -> None:
-    """An entity a job or quota names must be declared (with its weight; policies.entities)."""
+    """An entity a job or quota names must be declared (with its weight; policies.input.entities)."""
     require(name is None or name in declared, where, name,
             f"not a declared entity (declared: {', '.join(declared) or 'none'}); declare it in {declare_in}")
 

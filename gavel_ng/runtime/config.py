@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from ..errors import InputError, read_json, require
+from ..jobtypes import parse_job_type
 from ..protocol.jobspec import JobSpec, is_int, is_number
 from ..throughputs import BUILTIN_TABLES
 from .measured import MeasuredTable
@@ -53,8 +54,6 @@ def validate_submission(spec: JobSpec, table: MeasuredTable, worker_types: list[
         raise InputError(f"{where}.scale_factor", spec.scale_factor,
                          f"no throughput for {spec.job_type} at this scale factor on {', '.join(worker_types)}")
     if not spec.command:
-        from ..workloads import parse_job_type
-
         try:
             parse_job_type(spec.job_type)
         except ValueError:
@@ -228,8 +227,8 @@ class ClusterConfig:
 
     @property
     def entity_specs(self):
-        """The parsed `entities` (policies.entities.Entity by name)."""
-        from ..policies.entities import parse_entities
+        """The parsed `entities` (policies.input.entities.Entity by name)."""
+        from ..policies.input.entities import parse_entities
 
         return parse_entities(self.entities, "cluster-config.entities")
 

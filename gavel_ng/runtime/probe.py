@@ -19,9 +19,10 @@ import numpy as np
 
 from ..cluster import Cluster
 from ..errors import PolicyError
-from ..policies.registry import ADAPTIVE, PolicySpec, solve
+from ..policies.input.scheduling_problem import SchedulingProblem
+from ..policies.lp.pipeline import solve
+from ..policies.registry import ADAPTIVE, PolicySpec
 from ..policies.rounds import RoundJobs
-from ..policies.scheduling_problem import SchedulingProblem
 from ..round_planner import RoundPlanner
 from ..topology import Topology
 

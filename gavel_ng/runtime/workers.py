@@ -124,28 +124,17 @@ class WorkerRegistry:
     def topology(self, live: list[WorkerState] | None = None) -> tuple[Topology, list[tuple[str, int]], int]:
         """Live workers as servers, GPUs numbered type by type; gpu_map[g] = (worker id, local GPU).
         `live`: live_sorted() as copied under the lock, to build this without it."""
-        types = self.worker_types
-        live = self.live_sorted() if live is None else live
-        gpu_type, gpu_server, server_type, server_gpus, gpu_map = [], [], [], [], []
-        type_servers: list[list[int]] = [[] for _ in types]
-        for s, w in enumerate(live):
-            j = types.index(w.gpu_type)
-            first = len(gpu_type)
-            server_type.append(j)
-            server_gpus.append(np.arange(first, first + w.gpus, dtype=np.int64))
-            type_servers[j].append(s)
-            for local in range(w.gpus):
-                gpu_type.append(j)
-                gpu_server.append(s)
-                gpu_map.append((w.worker_id, local))
-        cap = np.bincount(np.array(gpu_type, dtype=np.int64), minlength=len(types)).astype(float)
-        topo = Topology(list(types), cap, np.array(gpu_type, dtype=np.int64), np.array(gpu_server, dtype=np.int64),
-                        np.array(server_type, dtype=np.int64), server_gpus,
-                        [np.array(t, dtype=np.int64) for t in type_servers], tuple(w.labels for w in live))
+        live = self.live_sorted() if live is None else live     # type by type: the topology's server order
+        topo = Topology.from_servers(self.worker_types, self._as_servers(live))
+        gpu_map = [(w.worker_id, local) for w in live for local in range(w.gpus)]
         return topo, gpu_map, self.version
 
     def servers(self) -> list:
         """The live workers as gavel_ng.rules servers (type, GPUs, labels)."""
+        return self._as_servers(w for w in self.workers.values() if w.alive)
+
+    @staticmethod
+    def _as_servers(workers) -> list:
         from ..rules import Server
 
-        return [Server(w.gpu_type, w.gpus, w.labels) for w in self.workers.values() if w.alive]
+        return [Server(w.gpu_type, w.gpus, w.labels) for w in workers]

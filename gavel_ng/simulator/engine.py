@@ -17,7 +17,7 @@ from ..elastic.workload import POLLUX_NETWORK_GBPS, ElasticTrace, fit_to_cluster
 from ..errors import InputError
 from ..logs import collapse_repeats
 from ..mechanism import MechanismConfig, RoundPlan, SchedulerLoop
-from ..policies.entities import Entity
+from ..policies.input.entities import Entity
 from ..policies.registry import get_policy, needs_pairs, space_sharing_name
 from ..round_planner import DEFAULT_GPU_COUNTS
 from ..rules import AdmissionControl, ClusterRules, RuleCompiler, ServerRules, check_entity, simulated_servers

@@ -34,7 +34,6 @@ METRICS = ("avg_jct_hours", "p50_jct_hours", "p90_jct_hours", "p99_jct_hours", "
            "lease_renewal_fraction", "unstable", "unstable_reason", "policy_solves", "solve_seconds", "rounds",
            "simulated_hours", "wall_seconds", "mode", "solver_fallbacks", "policy_solved", "paired_fraction",
            "gpu_hours", "reallocations", "adaptive_jobs", "jobs_in_window", "jobs_unfinished")
-OPTIONAL = ("space_sharing", "placement_sensitive", "estimate_throughputs", "profile_fraction", "reference_jobs")
 BOOKKEEPING = ("point_id", "status", "error", "finished_at", "host", "digest")   # digest: fingerprint.py
 JOB_COLUMNS = ("job_id", "job_type", "scale_factor", "weight", "arrival_s", "finish_s", "jct_s", "ftf_rho",
                "slo_s", "slo_violated", "slo_dropped", "cost_usd", "entity")
@@ -86,10 +85,8 @@ def simulate_point(point: SweepPoint, table_payload: str | None = None, plugins:
     `plugins` (policies.plugins.Plugin, shipped by the driver) are loaded first, so that a
     user's policy resolves by name in this process too; loading is a no-op where they are."""
     from ..cluster import Cluster
-    from ..policies.entities import read_entities
-    from ..rules.model import read_cluster_rules
-    from ..simulator import SimConfig, simulate
-    from ..simulator.engine import parse_window
+    from ..simulator import simulate
+    from ..simulator.flags import config_from_settings
 
     _load(plugins)
     cluster = Cluster.parse(point.cluster, gpus_per_server=point.gpus_per_server).priced()
@@ -99,15 +96,7 @@ def simulate_point(point: SweepPoint, table_payload: str | None = None, plugins:
         _table(point.throughputs, point.heterogeneity, tuple(cluster.worker_types), table_payload,
                _file_stamp(point.throughputs))
     trace = _trace(point, cluster, table, pollux)
-    config = SimConfig(policy=point.policy, round_seconds=point.round_seconds, window=parse_window(point.window),
-                       min_solve_interval=point.min_solve_interval, preemption_overhead_s=point.preemption_overhead,
-                       ideal=point.ideal, gavel_compat=point.gavel_compat, seed=point.seed,
-                       max_sim_seconds=None if point.max_hours is None else point.max_hours * HOUR,
-                       max_active_jobs=point.max_active_jobs, reset_ledger=point.ledger == "reset",
-                       realloc_delay=point.realloc_delay, options=point.options,
-                       rules=read_cluster_rules(point.rules, "rules"),
-                       entities=read_entities(point.entities, "entities"), **_optional(point))
-    return simulate(cluster, table, trace, config)
+    return simulate(cluster, table, trace, config_from_settings(point, point.policy, point.options))
 
 
 def _format(trace: str | None) -> str | None:
@@ -143,20 +132,6 @@ def _load(plugins: tuple) -> None:
         from ..policies.plugins import load_plugins
 
         load_plugins(plugins)
-
-
-def _optional(point: SweepPoint) -> dict[str, Any]:
-    """Settings only newer simulators know: passed when set, an error naming them otherwise."""
-    from dataclasses import fields as dc_fields
-
-    from ..simulator import SimConfig
-
-    known = {f.name for f in dc_fields(SimConfig)}
-    wanted = {k: v for k, v in point.changed().items() if k in OPTIONAL}
-    missing = sorted(set(wanted) - known)
-    if missing:
-        raise InputError("sweep point", ", ".join(missing), "not supported by this simulator yet")
-    return wanted
 
 
 def run_point(point: SweepPoint, table_payload: str | None = None, plugins: tuple = ()) -> PointResult:

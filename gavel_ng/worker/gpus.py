@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 
 PRODUCT_ENV = "GAVEL_NG_GPU_PRODUCT"     # a product name, e.g. the Kubernetes node label's value
 TYPE_MAP_ENV = "GAVEL_NG_GPU_TYPE_MAP"   # a JSON file {"product pattern": "type"}, like --gpu-type-map
-ALLOCATION_ENVS = ("CUDA_VISIBLE_DEVICES", "SLURM_STEP_GPUS", "SLURM_JOB_GPUS")   # id lists, in this order
+GRANT_ENVS = ("CUDA_VISIBLE_DEVICES", "SLURM_STEP_GPUS", "SLURM_JOB_GPUS")   # id lists, in this order
 
 # Product name pattern -> worker type, first match wins. Names and patterns are compared normalized
 # (lower case, each run of other characters one space) and a pattern matches whole words, so "a10"
@@ -107,7 +107,7 @@ def _text(value) -> str:
 
 
 @dataclass(frozen=True)
-class Allocation:
+class GpuGrant:
     """The GPUs this process was granted: `ids` (entries as given), else only a `count`."""
 
     source: str                       # e.g. "CUDA_VISIBLE_DEVICES='2,3'"
@@ -115,11 +115,11 @@ class Allocation:
     count: int | None = None
 
 
-def read_allocation(env: Mapping[str, str] = os.environ) -> Allocation | None:
+def read_grant(env: Mapping[str, str] = os.environ) -> GpuGrant | None:
     """CUDA_VISIBLE_DEVICES (set, even empty), else SLURM_STEP_GPUS / SLURM_JOB_GPUS, else
     SLURM_GPUS_ON_NODE; None outside any. As CUDA does, a list ends at its first entry that is
     not an index or a GPU UUID ("-1", Slurm's "NoDevFiles": no GPU)."""
-    for var in ALLOCATION_ENVS:
+    for var in GRANT_ENVS:
         value = env.get(var)
         if value is None or (var != "CUDA_VISIBLE_DEVICES" and not value.strip()):
             continue
@@ -128,10 +128,10 @@ def read_allocation(env: Mapping[str, str] = os.environ) -> Allocation | None:
             if not (item.isdigit() or item.startswith("GPU-")):
                 break
             ids.append(item)
-        return Allocation(f"{var}={value!r}", ids=tuple(ids))
+        return GpuGrant(f"{var}={value!r}", ids=tuple(ids))
     value = env.get("SLURM_GPUS_ON_NODE", "").strip()
     if value.isdigit():
-        return Allocation(f"SLURM_GPUS_ON_NODE={value!r}", count=int(value))
+        return GpuGrant(f"SLURM_GPUS_ON_NODE={value!r}", count=int(value))
     return None
 
 
@@ -146,7 +146,7 @@ def choose(gpus: str, gpu_type: str, gpu_ids: list[int] | None, type_map: Mappin
            env: Mapping[str, str] = os.environ, query: Callable[[], NvmlReport] = query_nvml) -> Choice:
     """The worker's type and GPU ids from its flags ("auto" or explicit; explicit wins) and what
     the machine, the allocation and the environment say. An InputError when they cannot tell."""
-    alloc = read_allocation(env)
+    alloc = read_grant(env)
     need_nvml = "auto" in (gpus, gpu_type) or bool(alloc and alloc.ids and any(i.startswith("GPU-")
                                                                                 for i in alloc.ids))
     nvml = query() if need_nvml else NvmlReport(error="not asked")
@@ -187,7 +187,7 @@ def choose(gpus: str, gpu_type: str, gpu_ids: list[int] | None, type_map: Mappin
     return Choice(kind, tuple(ids), f"{len(ids)} x {', '.join(products)} -> {kind}, ids from {source}")
 
 
-def _granted(alloc: Allocation | None, nvml: NvmlReport) -> tuple[list[int], str]:
+def _granted(alloc: GpuGrant | None, nvml: NvmlReport) -> tuple[list[int], str]:
     """The GPU ids this process may use, and where that came from (UUIDs resolved through NVML)."""
     if alloc is None:
         return [d.index for d in nvml.devices], "NVML"

@@ -109,7 +109,7 @@ def loss_step(model: nn.Module, optimizer: torch.optim.Optimizer, batch: Batch) 
 
 
 WORKLOAD = Workload(
-    family="A3C", task="deep reinforcement learning", dataset="Pong",
-    batch_sizes=(4,), build_model=build_model, make_batch=make_batch,
+    family="A3C",
+    build_model=build_model, make_batch=make_batch,
     make_optimizer=make_optimizer, loss_step=loss_step,
     env_steps_per_sample=CONFIGS["full"].rollout)

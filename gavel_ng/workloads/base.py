@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from ..jobtypes import FAMILIES
+
 Batch = Mapping[str, torch.Tensor]
 SIZES = ("full", "tiny")
 
@@ -33,10 +35,7 @@ class Workload:
     ``train_step`` is the same step returning a Python float for real training loops.
     """
 
-    family: str
-    task: str
-    dataset: str
-    batch_sizes: tuple[int, ...]
+    family: str                 # a name of gavel_ng.jobtypes.FAMILIES, which says its task, data and batch sizes
     build_model: Callable[..., nn.Module]
     make_batch: Callable[..., dict[str, torch.Tensor]]
     make_optimizer: Callable[..., torch.optim.Optimizer]
@@ -44,6 +43,18 @@ class Workload:
     # Simulator (e.g. Atari emulator) steps per batch element and iteration: host work
     # that a real job does and a synthetic batch skips; the profiles record it.
     env_steps_per_sample: int = 0
+
+    @property
+    def batch_sizes(self) -> tuple[int, ...]:
+        return FAMILIES[self.family].batch_sizes
+
+    @property
+    def task(self) -> str:
+        return FAMILIES[self.family].task
+
+    @property
+    def dataset(self) -> str:
+        return FAMILIES[self.family].dataset
 
     def train_step(self, model: nn.Module, optimizer: torch.optim.Optimizer,
                    batch: Batch) -> float:

@@ -140,6 +140,6 @@ def loss_step(model: nn.Module, optimizer: torch.optim.Optimizer, batch: Batch) 
 
 
 WORKLOAD = Workload(
-    family="CycleGAN", task="image-to-image translation", dataset="monet2photo",
-    batch_sizes=(1,), build_model=build_model, make_batch=make_batch,
+    family="CycleGAN",
+    build_model=build_model, make_batch=make_batch,
     make_optimizer=make_optimizer, loss_step=loss_step)

@@ -83,6 +83,6 @@ def loss_step(model: nn.Module, optimizer: torch.optim.Optimizer, batch: Batch) 
 
 
 WORKLOAD = Workload(
-    family="LM", task="language modeling", dataset="WikiText-2",
-    batch_sizes=(5, 10, 20, 40, 80), build_model=build_model, make_batch=make_batch,
+    family="LM",
+    build_model=build_model, make_batch=make_batch,
     make_optimizer=make_optimizer, loss_step=loss_step)

@@ -79,6 +79,6 @@ def loss_step(model: nn.Module, optimizer: torch.optim.Optimizer, batch: Batch) 
 
 
 WORKLOAD = Workload(
-    family="Recommendation", task="recommendation", dataset="ML-20M",
-    batch_sizes=(512, 1024, 2048, 4096, 8192), build_model=build_model, make_batch=make_batch,
+    family="Recommendation",
+    build_model=build_model, make_batch=make_batch,
     make_optimizer=make_optimizer, loss_step=loss_step)

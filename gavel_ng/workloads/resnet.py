@@ -126,8 +126,7 @@ def classification_step(model: nn.Module, optimizer: torch.optim.Optimizer,
     return loss
 
 
-def resnet_workload(family: str, dataset: str, batch_sizes: tuple[int, ...],
-                    configs: dict[str, ResNetConfig]) -> Workload:
+def resnet_workload(family: str, configs: dict[str, ResNetConfig]) -> Workload:
     """A ResNet family: only the per-size configurations differ between 18 and 50."""
 
     def build_model(size: str = "full") -> nn.Module:
@@ -137,6 +136,5 @@ def resnet_workload(family: str, dataset: str, batch_sizes: tuple[int, ...],
                    device: torch.device | str = "cpu") -> Batch:
         return image_batch(configs[check_size(size)], batch_size, seed, device)
 
-    return Workload(family=family, task="image classification", dataset=dataset, batch_sizes=batch_sizes,
-                    build_model=build_model, make_batch=make_batch, make_optimizer=lambda m: sgd(m, 0.1),
+    return Workload(family=family, build_model=build_model, make_batch=make_batch, make_optimizer=lambda m: sgd(m, 0.1),
                     loss_step=classification_step)

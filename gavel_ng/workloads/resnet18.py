@@ -11,4 +11,4 @@ CONFIGS = {
     "full": ResNetConfig(False, (2, 2, 2, 2), (64, 128, 256, 512), 32, 10, False),
     "tiny": ResNetConfig(False, (1, 1, 1, 1), (8, 16, 32, 32), 16, 10, False),
 }
-WORKLOAD = resnet_workload("ResNet-18", "CIFAR-10", (16, 32, 64, 128, 256), CONFIGS)
+WORKLOAD = resnet_workload("ResNet-18", CONFIGS)

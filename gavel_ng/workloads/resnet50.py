@@ -11,4 +11,4 @@ CONFIGS = {
     "full": ResNetConfig(True, (3, 4, 6, 3), (64, 128, 256, 512), 224, 1000, True),
     "tiny": ResNetConfig(True, (1, 1, 1, 1), (8, 8, 16, 16), 32, 10, True),
 }
-WORKLOAD = resnet_workload("ResNet-50", "ImageNet", (16, 32, 64, 128), CONFIGS)
+WORKLOAD = resnet_workload("ResNet-50", CONFIGS)

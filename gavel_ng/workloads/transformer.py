@@ -142,6 +142,6 @@ def loss_step(model: nn.Module, optimizer: torch.optim.Optimizer, batch: Batch) 
 
 
 WORKLOAD = Workload(
-    family="Transformer", task="language translation", dataset="Multi30k (de-en)",
-    batch_sizes=(16, 32, 64, 128, 256), build_model=build_model, make_batch=make_batch,
+    family="Transformer",
+    build_model=build_model, make_batch=make_batch,
     make_optimizer=make_optimizer, loss_step=loss_step)

@@ -11,6 +11,7 @@ formulation is not such an error: it falls back to a valid allocation, counted e
 from __future__ import annotations
 
 import json
+import logging
 import re
 import textwrap
 
@@ -174,13 +175,16 @@ class _Jobs:
                           np.full(n, np.inf))
 
 
-def test_every_builtin_policy_passes_the_start_probe():
-    """The probe must never refuse a policy that works: every registered one, prices given."""
+def test_every_builtin_policy_passes_the_start_probe(caplog):
+    """The probe must never refuse a policy that works: every registered one, prices given; and it decides,
+    rather than give up on an error of its own (which it logs as inconclusive and lets pass)."""
     from gavel_ng.policies import get_policy, list_policies
     from gavel_ng.runtime.probe import probe_policy
 
+    caplog.set_level(logging.DEBUG, logger="gavel_ng.runtime.probe")
     for name in list_policies():
         probe_policy(get_policy(name), ["v100", "p100", "k80"], {"v100": 2.48, "p100": 1.46, "k80": 0.45})
+    assert len(list_policies()) > 20 and "inconclusive" not in caplog.text, caplog.text
 
 
 def test_a_solvers_failure_falls_back_and_every_one_is_counted(bad, capsys):

@@ -44,8 +44,10 @@ def _runs(capsys, *args: str) -> list[dict]:
 
 
 def test_simulate_gives_each_policy_its_own_options(capsys):
-    both = _runs(capsys, "--policy", "goodput,sia", "--policy-option", "lam=0.2", "--policy-option", "sia.scale_up=1")
-    alone = _runs(capsys, "--policy", "sia", "--policy-option", "lam=0.2", "--policy-option", "scale_up=1")
+    # scale_up: a plain key only sia takes; sia.p: scoped to sia (goodput takes a p of its own). Options that keep
+    # the run short: lam=0.2 would make it unstable, a simulated 1440 h
+    both = _runs(capsys, "--policy", "goodput,sia", "--policy-option", "scale_up=1", "--policy-option", "sia.p=-0.25")
+    alone = _runs(capsys, "--policy", "sia", "--policy-option", "scale_up=1", "--policy-option", "p=-0.25")
     assert both == _runs(capsys, "--policy", "goodput") + alone
     assert alone != _runs(capsys, "--policy", "sia")      # sia's options changed its run: they reached it
     assert main(["simulate", *RUN, "--policy", "goodput,sia", "--policy-option", "q=1"]) == 2

@@ -112,9 +112,12 @@ def test_args_parse_with_the_cli(kind):
     from gavel_ng.cli import build_parser
 
     parser = build_parser()
-    for w in find(kind):
+    workloads = find(kind)
+    assert workloads
+    for w in workloads:
         c = container(w)
-        parser.parse_args([expand(a, c) for a in c["args"]])
+        args = parser.parse_args([expand(a, c) for a in c["args"]])
+        assert args.command == ("scheduler" if kind == "Deployment" else "worker"), c["args"]
 
 
 def test_scheduler_is_one_replica_replaced_not_rolled():

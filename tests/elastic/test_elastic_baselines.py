@@ -8,9 +8,9 @@ import pytest
 from gavel_ng.cluster import Cluster
 from gavel_ng.elastic import cap_tuned_gpus, pollux_workload, read_pollux_csv
 from gavel_ng.errors import InputError
-from gavel_ng.policies.configurations import STARVED
-from gavel_ng.policies.pollux import power_mean
+from gavel_ng.policies.builtin.pollux import power_mean
 from gavel_ng.policies.registry import ADAPTIVE, BOTH, FIXED, get_policy
+from gavel_ng.policies.rounds.configurations import STARVED
 from gavel_ng.simulator import SimConfig, simulate
 from gavel_ng.topology import Topology
 

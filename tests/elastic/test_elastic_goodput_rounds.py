@@ -12,7 +12,7 @@ from gavel_ng.cluster import Cluster
 from gavel_ng.columns import Columns
 from gavel_ng.elastic import contention_free_jct, fit_to_cluster, pollux_workload
 from gavel_ng.errors import InputError
-from gavel_ng.policies.configurations import STARVED, config_values, solve_configurations
+from gavel_ng.policies.rounds.configurations import STARVED, config_values, solve_configurations
 from gavel_ng.simulator import SimConfig, simulate
 
 

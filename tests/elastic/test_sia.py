@@ -9,12 +9,12 @@ from gavel_ng.cluster import Cluster
 from gavel_ng.columns import Columns
 from gavel_ng.elastic import pollux_workload
 from gavel_ng.errors import InputError
-from gavel_ng.policies.configurations import STARVED, config_values
-from gavel_ng.policies.goodput import Goodput
-from gavel_ng.policies.pollux import majority_type, type_power
+from gavel_ng.policies.builtin.goodput import Goodput
+from gavel_ng.policies.builtin.pollux import majority_type, type_power
+from gavel_ng.policies.builtin.sia import Sia, place_configurations, sia_gpu_counts
 from gavel_ng.policies.registry import get_policy
 from gavel_ng.policies.rounds import RoundJobs
-from gavel_ng.policies.sia import Sia, place_configurations, sia_gpu_counts
+from gavel_ng.policies.rounds.configurations import STARVED, config_values
 from gavel_ng.round_planner import RoundPlanner
 from gavel_ng.simulator import SimConfig, simulate
 from gavel_ng.topology import Topology
@@ -210,4 +210,6 @@ def test_sia_and_pollux_sia_run_a_small_pollux_workload_to_completion():
 
 
 def test_a_null_scale_up_means_no_limit_and_passes_the_option_check():
-    get_policy("sia").decider({"scale_up": None})   # null is the documented "no limit"
+    spec = get_policy("sia")
+    assert spec.decider({"scale_up": None}).__self__.scale_up is None   # null is the documented "no limit"
+    assert spec.decider({}).__self__.scale_up == 2.0                    # Sia's default

@@ -7,7 +7,8 @@ import os
 
 import numpy as np
 import pytest
-import torch
+
+torch = pytest.importorskip("torch")   # the worker extra
 
 from gavel_ng.elastic.efficiency import AdaptiveSpec, efficiency
 from gavel_ng.elastic.goodput import best_batch

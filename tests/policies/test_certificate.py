@@ -1,4 +1,4 @@
-"""The warm max-min LP's certificate (policies/certificate.py): solves it answers without HiGHS
+"""The warm max-min LP's certificate (policies/lp/warm/certificate.py): solves it answers without HiGHS
 must reach the cold optimum, and its bound must never lie."""
 
 import numpy as np
@@ -6,8 +6,8 @@ import pytest
 
 from gavel_ng.cluster import Cluster
 from gavel_ng.policies import SchedulingProblem, solve
-from gavel_ng.policies.certificate import certified, level, reach, upper_bound
-from gavel_ng.policies.session import SOLVER, PolicySession
+from gavel_ng.policies.lp.warm.certificate import certified, level, reach, upper_bound
+from gavel_ng.policies.lp.warm.session import SOLVER, PolicySession
 
 
 def min_level(T, sf, w, cap, x):

@@ -5,7 +5,7 @@ import pytest
 
 import gavel_ng as g
 from gavel_ng.policies import Combinations, SchedulingProblem
-from gavel_ng.policies.problem import Problem
+from gavel_ng.policies.lp.problem import Problem
 
 
 def test_pair_rows_share_a_gpu_and_never_hurt_the_objective():

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from gavel_ng.policies.configurations import assign
-from gavel_ng.policies.lp import LinearProgram
+from gavel_ng.policies.lp.highs import LinearProgram
+from gavel_ng.policies.rounds.configurations import assign
 
 
 def brute_force(V, need, keep, pool, cap) -> float:

@@ -9,8 +9,8 @@ import pytest
 
 import gavel_ng as g
 from gavel_ng.policies import SchedulingProblem
-from gavel_ng.policies.cost import SLO_DROPPED, SLO_MARGIN_S, SLO_SLACK
-from gavel_ng.policies.problem import Problem
+from gavel_ng.policies.builtin.cost import SLO_DROPPED, SLO_MARGIN_S, SLO_SLACK
+from gavel_ng.policies.lp.problem import Problem
 
 TYPES = ["v100", "k80"]
 PRICES = [3.0, 1.0]
@@ -90,7 +90,7 @@ def test_a_lost_slo_is_dropped_named_and_the_job_still_runs(caplog):
     inp = build([[10, 4], [10, 4]], steps=[1e4, 2e4], t=[2000.0, 0.0], slo=[1000.0, 1000.0], cap=(2, 2))
     sol = g.solve(inp, "min_cost_slo")
     assert sol.warnings == [SLO_DROPPED % (2, "j0, j1")]
-    assert [r.jobs for r in caplog.records if r.name == "gavel_ng.policies.cost"] == [["j0", "j1"]]
+    assert [r.jobs for r in caplog.records if r.name == "gavel_ng.policies.builtin.cost"] == [["j0", "j1"]]
     # scheduled like jobs without an SLO: their cheapest type, not nothing
     assert alloc(sol) == {"j0": [0.0, 1.0], "j1": [0.0, 1.0]}
 

@@ -4,18 +4,18 @@ import numpy as np
 import pytest
 
 from gavel_ng.errors import InputError
-from gavel_ng.policies import Entity, SchedulingProblem, policy, registry, solve
-from gavel_ng.policies.entities import _ENTITY_POLICIES, entity_policies, entity_policy
+from gavel_ng.policies import REGISTRY, Entity, SchedulingProblem, policy, solve
+from gavel_ng.policies.input.entities import _ENTITY_POLICIES, entity_policies, entity_policy
 from gavel_ng.policies.registry import get_policy, is_agnostic_twin, needs_pairs, space_sharing_name
 
 
 @pytest.fixture
 def scratch():
-    saved = dict(registry._REGISTRY), dict(registry._ALIASES), dict(_ENTITY_POLICIES)
-    yield
-    for live, old in zip((registry._REGISTRY, registry._ALIASES, _ENTITY_POLICIES), saved):
-        live.clear()
-        live.update(old)
+    saved = dict(_ENTITY_POLICIES)
+    with REGISTRY.kept():
+        yield
+    _ENTITY_POLICIES.clear()
+    _ENTITY_POLICIES.update(saved)
 
 
 def test_a_policy_that_packs_itself_is_declared_so(scratch):

@@ -7,7 +7,7 @@ from test_policy_constraints import _test_policies, register  # noqa: F401 (the 
 from test_space_sharing import cluster_for, random_jobs
 
 from gavel_ng.policies import SchedulingProblem, solve
-from gavel_ng.policies.problem import Problem
+from gavel_ng.policies.lp.problem import Problem
 
 PRICES = np.array([3.0, 1.0])
 

@@ -8,8 +8,8 @@ import pytest
 from gavel_ng.columns import Columns
 from gavel_ng.errors import InputError
 from gavel_ng.policies import SchedulingProblem
-from gavel_ng.policies.fields import call_policy, is_user_code
-from gavel_ng.policies.problem import Problem
+from gavel_ng.policies.input.fields import call_policy, is_user_code
+from gavel_ng.policies.lp.problem import Problem
 from gavel_ng.policies.rounds import RoundContext
 
 

@@ -4,9 +4,9 @@ program's fractional relaxations: as good within MIP_GAP, feasible, deterministi
 import numpy as np
 import pytest
 
-from gavel_ng.policies.configurations import MIP_GAP, config_values, program
-from gavel_ng.policies.fixing import exact_by_fixing, knapsack_dp
-from gavel_ng.policies.lp import LinearProgram
+from gavel_ng.policies.lp.highs import LinearProgram
+from gavel_ng.policies.rounds.configurations import MIP_GAP, config_values, program
+from gavel_ng.policies.rounds.fixing import exact_by_fixing, knapsack_dp
 
 
 def fractional_instance(seed: int):

@@ -7,7 +7,7 @@ import pytest
 
 from gavel_ng.cluster import Cluster
 from gavel_ng.errors import InputError
-from gavel_ng.policies.goodput import Goodput
+from gavel_ng.policies.builtin.goodput import Goodput
 from gavel_ng.policies.registry import get_policy
 from gavel_ng.policies.rounds import RoundJobs
 from gavel_ng.round_planner import RoundPlanner

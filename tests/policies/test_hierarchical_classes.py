@@ -6,8 +6,8 @@ import pytest
 
 from gavel_ng.pairs import PairTable
 from gavel_ng.policies import Entity, SchedulingProblem, solve
-from gavel_ng.policies import hierarchical as h
-from gavel_ng.policies.problem import Problem
+from gavel_ng.policies.builtin import hierarchical as h
+from gavel_ng.policies.lp.problem import Problem
 
 WORKERS = ["v100", "p100", "k80"]
 

@@ -7,10 +7,11 @@ import pytest
 
 from gavel_ng.cluster import Cluster
 from gavel_ng.policies import SchedulingProblem, list_policies, solve
-from gavel_ng.policies.problem import Problem
-from gavel_ng.policies.registry import agnostic_problem, get_policy
-from gavel_ng.policies.session import SOLVER, PolicySession
-from gavel_ng.policies.warm_lp import dense_rows, warm_objective
+from gavel_ng.policies.lp.pipeline import agnostic_problem
+from gavel_ng.policies.lp.problem import Problem
+from gavel_ng.policies.lp.warm.session import SOLVER, PolicySession
+from gavel_ng.policies.lp.warm.warm_lp import dense_rows, warm_objective
+from gavel_ng.policies.registry import get_policy
 
 PER_JOB = [name for name in list_policies() if get_policy(name).per_job]
 

@@ -5,7 +5,7 @@ import pytest
 
 import gavel_ng as g
 from gavel_ng.policies import Entity, SchedulingProblem
-from gavel_ng.policies.problem import Problem
+from gavel_ng.policies.lp.problem import Problem
 
 PAPER_T = [[40.0, 10.0], [12.0, 4.0], [100.0, 50.0]]
 

@@ -171,6 +171,29 @@ def test_a_failing_plugin_leaves_the_registry_as_it_was(tmp_path):
     assert "half_done" not in list_policies()
 
 
+def test_a_taken_name_is_refused_unless_the_plugin_says_it_replaces(tmp_path, caplog):
+    las = get_policy("las")
+    clash = write(tmp_path, "clash.py", """\
+        import gavel_ng as g
+
+        @g.policy("las")
+        def my_las(p):
+            return p.maximize_min(p.normalized_thr)
+        """)
+    with pytest.raises(InputError, match="policy 'las' is registered already .*replace=True"):
+        plugins.load(str(clash))
+    assert get_policy("las") is las and get_policy("las_agnostic").fn is las.fn
+    stand_in = write(tmp_path, "stand_in.py", """\
+        import gavel_ng as g
+
+        @g.policy("las", replace=True)
+        def my_las(p):
+            return p.maximize_min(p.normalized_thr)
+        """)
+    assert plugins.load(str(stand_in)) == ("las", "las_agnostic")
+    assert get_policy("las").fn.__name__ == "my_las" and "replaces the policies las" in caplog.text
+
+
 def test_loading_is_idempotent_and_files_never_collide(tmp_path, plugin_file):
     first = plugins.load_plugins([str(plugin_file)])
     assert plugins.load(first[0]) == ("proportional", "proportional_agnostic")

@@ -7,10 +7,10 @@ import pytest
 import gavel_ng as g
 from gavel_ng.errors import InputError
 from gavel_ng.policies import SchedulingProblem
-from gavel_ng.policies.cost import work_per_dollar
-from gavel_ng.policies.ftf import rho
-from gavel_ng.policies.problem import Problem
-from gavel_ng.policies.solving import FormulationError
+from gavel_ng.policies.builtin.cost import work_per_dollar
+from gavel_ng.policies.builtin.ftf import rho
+from gavel_ng.policies.lp.problem import Problem
+from gavel_ng.policies.lp.solving import FormulationError
 
 
 def small(seed=0, M=6, **kw):

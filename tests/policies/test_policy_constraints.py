@@ -16,9 +16,9 @@ from test_space_sharing import cluster_for, random_jobs
 import gavel_ng as g
 from gavel_ng.errors import InputError, PolicyError
 from gavel_ng.policies import SchedulingProblem, policy
-from gavel_ng.policies.problem import Problem
-from gavel_ng.policies.registry import agnostic_problem
-from gavel_ng.policies.session import PolicySession
+from gavel_ng.policies.lp.pipeline import agnostic_problem
+from gavel_ng.policies.lp.problem import Problem
+from gavel_ng.policies.lp.warm.session import PolicySession
 
 TEST_POLICIES: dict = {}   # registered only while this module's tests run (others list every policy)
 
@@ -32,16 +32,12 @@ def register(name, **kw):
 
 @pytest.fixture(scope="module", autouse=True)
 def _test_policies():
-    from gavel_ng.policies import registry
+    from gavel_ng.policies import REGISTRY
 
-    registry.list_policies()   # built-ins first, so that restoring keeps them
-    saved = dict(registry._REGISTRY), dict(registry._ALIASES)
-    for name, (fn, kw) in TEST_POLICIES.items():
-        policy(name, **kw)(fn)
-    yield
-    for live, old in zip((registry._REGISTRY, registry._ALIASES), saved):
-        live.clear()
-        live.update(old)
+    with REGISTRY.kept():
+        for name, (fn, kw) in TEST_POLICIES.items():
+            policy(name, **kw)(fn)
+        yield
 
 
 SETTINGS = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -1,4 +1,4 @@
-"""Pollux's population search on small integer arrays (gavel_ng.policies.pollux_search) against the plain
+"""Pollux's population search on small integer arrays (gavel_ng.policies.builtin.pollux_search) against the plain
 formulation it replaced, kept here as the reference: the same random draws must give the same
 matrices, the same fitness and the same decisions."""
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from gavel_ng.cluster import Cluster
-from gavel_ng.policies.pollux import Pollux, PolluxSia, majority_type, power_mean
-from gavel_ng.policies.pollux_search import FitnessTable, Search
+from gavel_ng.policies.builtin.pollux import Pollux, PolluxSia, majority_type, power_mean
+from gavel_ng.policies.builtin.pollux_search import FitnessTable, Search
 from gavel_ng.policies.rounds import RoundJobs
 from gavel_ng.round_planner import RoundPlanner
 from gavel_ng.topology import Topology

@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 import gavel_ng as g
 from gavel_ng.errors import InputError
 from gavel_ng.policies import Entity, SchedulingProblem, get_policy, list_policies
-from gavel_ng.policies.problem import Problem
-from gavel_ng.policies.solving import repair
+from gavel_ng.policies.lp.problem import Problem
+from gavel_ng.policies.lp.solving import repair
 
 SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

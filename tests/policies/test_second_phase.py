@@ -15,7 +15,7 @@ from gavel_ng.cluster import Cluster
 from gavel_ng.jobs import Job
 from gavel_ng.pairs import PairTable
 from gavel_ng.policies import SchedulingProblem, solve
-from gavel_ng.policies.problem import Problem
+from gavel_ng.policies.lp.problem import Problem
 
 
 def table_problem(table, n: int, seed: int, space_sharing: bool) -> SchedulingProblem:

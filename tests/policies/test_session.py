@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 
 from gavel_ng.cluster import Cluster
-from gavel_ng.policies import SchedulingProblem, agnostic_throughputs, policy, registry, solve
-from gavel_ng.policies.session import SOLVER, PolicySession, warm_objective
+from gavel_ng.policies import REGISTRY, SchedulingProblem, agnostic_throughputs, policy, solve
+from gavel_ng.policies.lp.warm.session import SOLVER, PolicySession, warm_objective
 
 WARM = SOLVER
 
@@ -11,11 +11,8 @@ WARM = SOLVER
 @pytest.fixture
 def scratch_policies():
     """Policies registered by a test are removed afterwards (the registry is global)."""
-    saved = dict(registry._REGISTRY), dict(registry._ALIASES)
-    yield
-    for live, old in zip((registry._REGISTRY, registry._ALIASES), saved):
-        live.clear()
-        live.update(old)
+    with REGISTRY.kept():
+        yield
 
 
 def churn(table, cluster, steps=30, seed=1):
@@ -148,7 +145,7 @@ def test_warm_by_shape_not_by_name(reference_table, scratch_policies):
 
 
 def test_shape_check(reference_table):
-    from gavel_ng.policies.problem import Problem
+    from gavel_ng.policies.lp.problem import Problem
 
     cluster = Cluster.parse("v100=2,k80=2")
     T = np.array([[3.0, 1.0], [2.0, 2.0], [1.0, 0.5]])

@@ -14,9 +14,9 @@ from gavel_ng.errors import InputError
 from gavel_ng.jobs import Job
 from gavel_ng.pairs import PairTable
 from gavel_ng.policies import SchedulingProblem, get_policy, solve
-from gavel_ng.policies.packing import _northwest, _within
-from gavel_ng.policies.problem import Problem
-from gavel_ng.policies.registry import solve_partitioned
+from gavel_ng.policies.lp.packing import _northwest, _within
+from gavel_ng.policies.lp.pipeline import solve_partitioned
+from gavel_ng.policies.lp.problem import Problem
 from gavel_ng.throughputs import ThroughputTable
 
 WORKERS = ["v100", "p100", "k80"]

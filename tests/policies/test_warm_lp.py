@@ -1,11 +1,11 @@
-"""The warm max-min LP (policies/warm_lp.py) writes its HiGHS models only before it runs them: after
+"""The warm max-min LP (policies/lp/warm/warm_lp.py) writes its HiGHS models only before it runs them: after
 any run of arrivals, departures, slot reuse and rewritten rows, the models must hold exactly what
 the slots say, and every solve must reach the level a fresh model reaches on the same rows."""
 
 import numpy as np
 import pytest
 
-from gavel_ng.policies.warm_lp import INF, WarmMaxMin
+from gavel_ng.policies.lp.warm.warm_lp import INF, WarmMaxMin
 
 
 def dense_lp(h):

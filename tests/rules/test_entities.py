@@ -15,7 +15,7 @@ from gavel_ng.cli import main
 from gavel_ng.cli.status_cmd import format_status
 from gavel_ng.cluster import Cluster
 from gavel_ng.errors import InputError
-from gavel_ng.policies.entities import Entity
+from gavel_ng.policies.input.entities import Entity
 from gavel_ng.protocol.client import ClusterStatus
 from gavel_ng.protocol.jobspec import JobSpec
 from gavel_ng.protocol.protos import gavel_pb2 as pb

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 import gavel_ng as g
 from gavel_ng.errors import InputError
-from gavel_ng.policies.problem import Problem
-from gavel_ng.policies.registry import agnostic_problem
+from gavel_ng.policies.lp.pipeline import agnostic_problem
+from gavel_ng.policies.lp.problem import Problem
 from gavel_ng.rules import ClusterRules, JobRules, RuleCompiler, Server
 
 TYPES = ["v100", "p100", "k80"]
@@ -39,8 +39,8 @@ def ruled_problems(draw):
     quotas = {"a": {"v100": draw(st.sampled_from([4, 6, 8])), "p100": 4}, "b": {"k80": 4, "p100": 8}}
     inp = g.SchedulingProblem.build([f"j{m}" for m in range(M)], TYPES, [8, 4, 4], T, scale_factors=sf,
                                     steps_remaining=[1000.0 * (m + 1) for m in range(M)],
-                                    entities=teams, entity_specs={"a": g.policies.entities.Entity(2.0),
-                                                                  "b": g.policies.entities.Entity(1.0)})
+                                    entities=teams, entity_specs={"a": g.policies.Entity(2.0),
+                                                                  "b": g.policies.Entity(1.0)})
     return inp, rules, ClusterRules.from_dict({"quotas": quotas}), draw(st.sampled_from(POLICIES))
 
 

@@ -9,7 +9,7 @@ from gavel_ng.cluster import Cluster
 from gavel_ng.errors import InputError
 from gavel_ng.mechanism import AllocationRows, RoundMechanism
 from gavel_ng.mechanism.core import JobView
-from gavel_ng.policies.entities import Entity
+from gavel_ng.policies.input.entities import Entity
 from gavel_ng.rules import ClusterRules, JobRules, ServerRules
 from gavel_ng.simulator.engine import SimConfig, simulate
 from gavel_ng.throughputs import ThroughputTable

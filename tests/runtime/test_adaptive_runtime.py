@@ -16,7 +16,7 @@ from gavel_ng.assembly import Keep, World, assemble, runs_adaptive
 from gavel_ng.cli.status_cmd import format_status
 from gavel_ng.errors import InputError
 from gavel_ng.policies import get_policy
-from gavel_ng.policies.configurations import STARVED
+from gavel_ng.policies.rounds.configurations import STARVED
 from gavel_ng.profiles import default_table
 from gavel_ng.protocol.client import AdaptiveStatus, JobStatus
 from gavel_ng.protocol.jobspec import JobSpec

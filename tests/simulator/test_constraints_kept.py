@@ -123,11 +123,15 @@ def test_the_examples_constraints_are_reported_by_name(rounds, policy, name):
 
 def test_jobs_no_solve_has_seen_wait_for_one_while_a_budget_applies(rounds):
     """With solves 2 h apart, a job that arrives in between has no coefficients in the budget: it is not
-    backfilled onto free GPUs (it would break the budget unseen); the budget holds every round."""
+    backfilled onto free GPUs (it would break the budget unseen); the budget holds every round. Within half
+    the price the cluster cannot keep up with a job an hour: two simulated days (about 50 jobs, 24 solves) show
+    it, where the default cap ran 60 days."""
     cl = Cluster.parse("v100=2,p100=2,k80=2")
     table = default_table(cl.worker_types)
     s = simulate(cl, table, TraceGenerator(TraceSpec(1.0, seed=3), table),
-                 SimConfig(policy="half_the_price", window=(0, 6), min_solve_interval=7200.0)).summary
+                 SimConfig(policy="half_the_price", window=(0, 6), min_solve_interval=7200.0,
+                           max_sim_seconds=2 * 86400.0)).summary
+    assert s["rounds"] == len(rounds) > 400 and s["backfilled_entries"] > 0
     assert spend_per_round(rounds).max() <= budget_of(cl, 0.5) * (1 + 1e-9)
     assert s["constraints"]["constraint 0"]["max_round_excess"] == 0.0
 

@@ -142,7 +142,7 @@ def test_a_job_still_paying_its_restart_keeps_its_configuration(policy):
 
 def test_sia_rounding_option_is_checked():
     from gavel_ng.errors import InputError
-    from gavel_ng.policies.sia import Sia
+    from gavel_ng.policies.builtin.sia import Sia
     assert Sia(decimals=None).decimals is None and Sia().decimals == 2
     for bad in (-1, 1.5, True, "2"):
         with pytest.raises(InputError, match="sia.decimals"):

@@ -39,7 +39,7 @@ def test_a_repeating_warning_is_logged_once_and_counted_in_the_summary(tmp_path)
 
     summary = json.loads((tmp_path / "summary.json").read_text())
     [slo] = [w for w in summary["warnings"] if w["kind"] == SLO_KIND]
-    assert slo["count"] >= 20 and slo["jobs"] and slo["logger"] == "gavel_ng.policies.cost"
+    assert slo["count"] >= 20 and slo["jobs"] and slo["logger"] == "gavel_ng.policies.builtin.cost"
     assert slo["first"].startswith("SLOs cannot be met for ")
     # the text summary lists the kind with its count and jobs
     line = next(x for x in proc.stdout.splitlines() if "SLOs cannot be met" in x)

@@ -39,9 +39,12 @@ def test_existing_point_ids_are_unchanged():
 
 def test_any_policy_goes_with_any_source():
     # no point is refused for its policy's name or its trace file's name
-    for kwargs in ({"jobs_per_hour": 1.0, "policy": "pollux"}, {"workload": "pollux", "policy": "las"},
-                   {"trace": "jobs.csv", "policy": "goodput"}, {"trace": "w.txt", "realloc_delay": 10.0}):
-        SweepPoint(**kwargs)
+    grid = ({"jobs_per_hour": 1.0, "policy": "pollux"}, {"workload": "pollux", "policy": "las"},
+            {"trace": "jobs.csv", "policy": "goodput"}, {"trace": "w.txt", "realloc_delay": 10.0})
+    points = [SweepPoint(**kwargs) for kwargs in grid]
+    for point, kwargs in zip(points, grid):
+        assert {k: getattr(point, k) for k in kwargs} == kwargs     # kept as given, nothing swapped or dropped
+    assert len({p.point_id for p in points}) == len(points)
 
 
 def test_policy_options_are_one_json_object_with_one_spelling():
@@ -118,3 +121,24 @@ def test_a_sweep_point_gives_simulates_numbers(tmp_path, capsys):
         row = df.loc[run["policy"]]
         for k in ("avg_jct_hours", "makespan_hours", "gpu_hours", "jobs_measured", "reallocations"):
             assert row[k] == pytest.approx(run[k]), (run["policy"], k)
+
+
+def test_simulate_and_a_sweep_point_make_one_config():
+    """Both become a SimConfig through simulator.flags (one translation): the same settings, the same config."""
+    from dataclasses import fields
+
+    from gavel_ng.simulator.flags import SETTINGS, config_from_settings
+
+    args = build_parser().parse_args(["simulate", "--jobs-per-hour", "1", "--window", "0:50", "--max-hours", "2",
+                                      "--ledger", "reset", "--round-seconds", "120", "--seed", "3", "--space-sharing",
+                                      "--realloc-delay", "10", "--min-solve-interval", "60"])
+    point = SweepPoint(jobs_per_hour=1.0, window="0:50", max_hours=2.0, ledger="reset", round_seconds=120.0, seed=3,
+                       space_sharing=True, realloc_delay=10.0, min_solve_interval=60.0)
+    config = config_from_settings(point, "las", {"x": 1})
+    assert config == config_from_settings(args, "las", {"x": 1})
+    assert (config.window, config.max_sim_seconds, config.reset_ledger, config.space_sharing) == ((0, 50), 7200.0,
+                                                                                                   True, True)
+    # every setting of a point is translated, or says what to simulate (the source, the cluster, the table)
+    what = {"policy", "cluster", "gpus_per_server", "jobs_per_hour", "static", "trace", "multi_gpu", "priorities",
+            "slos", "throughputs", "heterogeneity", "workload", "jobs", "hours", "elastic_profiles", "policy_options"}
+    assert {f.name for f in fields(SweepPoint)} - set(SETTINGS) == what

@@ -14,7 +14,7 @@ import sys
 
 from loopback_cluster import wait_for, worker_name
 
-from gavel_ng.policies.configurations import STARVED
+from gavel_ng.policies.rounds.configurations import STARVED
 from gavel_ng.runtime.status import read_state_dir
 
 ADAPTIVE = {"job_type": "ResNet-18 (batch size 32)", "steps": 6000, "name": "ada",

@@ -13,7 +13,7 @@ import pytest
 
 from gavel_ng.errors import InputError
 from gavel_ng.worker.daemon import machine_gpu_count
-from gavel_ng.worker.gpus import Device, NvmlReport, choose, load_type_map, product_type, query_nvml, read_allocation
+from gavel_ng.worker.gpus import Device, NvmlReport, choose, load_type_map, product_type, query_nvml, read_grant
 
 
 @pytest.mark.parametrize("name, kind", [
@@ -62,9 +62,9 @@ def test_the_user_map_comes_from_the_flag_else_the_environment(tmp_path):
     ({"SLURM_GPUS_ON_NODE": "3"}, None, 3),
 ])
 def test_allocation_sources(env, ids, count):
-    alloc = read_allocation(env)
+    alloc = read_grant(env)
     assert (alloc.ids, alloc.count) == (ids, count)
-    assert read_allocation({}) is None
+    assert read_grant({}) is None
 
 
 FOUR_A100 = NvmlReport(tuple(Device(i, "NVIDIA A100-SXM4-80GB", f"GPU-aaaa{i}") for i in range(4)))

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
+
+torch = pytest.importorskip("torch")   # the worker extra
 
 from gavel_ng.worker import run_job
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
-import torch
+
+torch = pytest.importorskip("torch")   # the worker extra
 
 from gavel_ng.workloads import get_workload, list_families
 

@@ -1,16 +1,11 @@
-"""The registry knows the 26 Gavel job types by their exact names."""
+"""The 26 Gavel job types by their exact names (gavel_ng.jobtypes: plain data, no torch), and the PyTorch
+models that carry them out (gavel_ng.workloads), one per family."""
 
 from __future__ import annotations
 
 import pytest
 
-from gavel_ng.workloads import (
-    JOB_TYPES,
-    get_workload,
-    job_type_name,
-    list_families,
-    parse_job_type,
-)
+from gavel_ng.jobtypes import FAMILIES, JOB_TYPES, get_family, job_type_name, list_families, parse_job_type
 
 
 def test_seven_families_and_26_job_types() -> None:
@@ -45,7 +40,15 @@ def test_parse_rejects_unknown(bad: str) -> None:
 
 
 def test_aliases() -> None:
-    assert get_workload("resnet18").family == "ResNet-18"
-    assert get_workload("lstm").family == "LM"
+    assert get_family("resnet18").name == "ResNet-18"
+    assert get_family("lstm").name == "LM"
     with pytest.raises(KeyError):
-        get_workload("bert")
+        get_family("bert")
+
+
+def test_every_family_has_its_pytorch_model() -> None:
+    workloads = pytest.importorskip("gavel_ng.workloads", exc_type=ImportError)    # needs torch (the worker extra)
+    for name, family in FAMILIES.items():
+        w = workloads.get_workload(name)
+        assert (w.family, w.batch_sizes, w.task, w.dataset) == (name, family.batch_sizes, family.task, family.dataset)
+    assert workloads.get_workload("lstm") is workloads.get_workload("LM")

@@ -1,0 +1,1 @@
+"""What a policy decides from: the scheduling problem's arrays, the entities, the fields it may read."""
