@@ -238,7 +238,8 @@ def _simulate(cluster: Cluster, table: ThroughputTable | None, trace, config: Si
             ex.on_round = estimator.on_round
             ex.believed_throughputs = estimator.believed
         planner = _mechanism(config, allocator, topology, crules, jobs, ruled)
-        if getattr(planner, "cfg", None) is not None and planner.cfg.mid_round_backfill:
+        if getattr(planner, "cfg", None) is not None and planner.cfg.mid_round_backfill and admission is None \
+                and not ruled:       # (admission and rules first see a job at the next round)
             ex.arrivals = planner.arrivals       # mid-round arrivals start on idle GPUs, as on a cluster
         interval = GAVEL_COMPAT_SOLVE_INTERVAL if config.gavel_compat and config.min_solve_interval == 0 \
             else config.min_solve_interval
