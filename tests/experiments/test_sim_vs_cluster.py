@@ -16,9 +16,11 @@ import sim_vs_cluster as svc  # noqa: E402
 
 from gavel_ng.worker.paced_job import Pace  # noqa: E402
 
-# Drift the slow test tolerates: wider than the experiment's goal (5 % average, 10 % median per job),
-# because CI machines are loaded; the arrival backfill the simulator lacked before issue 41 made 30 %.
-AVG_TOLERANCE, MEDIAN_TOLERANCE = 0.10, 0.15
+# Drift the slow test tolerates. Its 10 jobs last 10-30 s, so a launch a few seconds late on a loaded machine
+# moves one job by 10-20 %: the per-job bound is wider than the experiment's goal (10 %), the average's a
+# little wider (goal 5 %). Measured on this trace (load average 15 on 2 cores): 2.7 % and 13.6 %; the simulator
+# before issue 41 (arrivals waiting for the round) 13.3 % and 34.9 %.
+AVG_TOLERANCE, MEDIAN_TOLERANCE = 0.08, 0.25
 
 
 def test_scaled_table_keeps_what_policies_decide_by():
@@ -77,20 +79,21 @@ def test_paced_job_checkpoints_through_gavel_iterator(tmp_path):
 
 @pytest.mark.slow
 def test_simulator_predicts_the_loopback_cluster(tmp_path):
-    """Ten jobs of Gavel's mix under LAS, run by real workers (paced jobs) and simulated with the restart
-    overhead the cluster's launches measured: the simulator's average JCT and median per-job JCT must stay
-    within the stated tolerances of the cluster's (about 90 s on a quiet 2-core machine)."""
-    types = {"v100": 2, "p100": 2, "k80": 2}
+    """Ten jobs of Gavel's mix under FIFO on 3 V100 + 3 P100 + 3 K80, run by real workers (paced jobs) and
+    simulated with the launch cost the cluster measured: the simulator's average JCT and median per-job JCT
+    error must stay within the stated tolerances of the cluster's (about 2 min). FIFO, because LAS's
+    per-job JCTs do not repeat from one cluster run to the next on a loaded machine (experiments/README.md)."""
+    types = {"v100": 3, "p100": 3, "k80": 3}
     table = svc.scaled_table(25.0)
-    trace = svc.make_trace(table, 10, 3, 2, 3.0, 15.0, 45.0)
+    trace = svc.make_trace(table, 10, 3, 3, 4.0, 10.0, 30.0)
     table_path = tmp_path / "table.json"
     from gavel_ng.profiles.table_io import write_table
 
     write_table(table, table_path)
     args = type("Args", (), {"round_seconds": 15.0, "timeout": 400.0, "seed": 3})()
-    root = tmp_path / "las"
+    root = tmp_path / "fifo"
     root.mkdir()
-    row, jobs = svc.run_policy("las", trace, table, table_path, types, args, root)
-    assert len(jobs) == 10
+    row, jobs = svc.run_policy("fifo", trace, table, table_path, types, args, root)
+    assert len(jobs) == 10 and row["launches_cluster"] >= 10
     assert row["avg_jct_error"] <= AVG_TOLERANCE, row
     assert row["median_job_error"] <= MEDIAN_TOLERANCE, row
