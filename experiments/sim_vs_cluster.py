@@ -20,6 +20,10 @@ most of a step); ratios between GPU types and in-pair fractions, what policies d
 Gavel's. Both sides read the scaled table, and the cluster's measured throughputs are off, so
 both believe the same rates.
 
+Time: 940-970 s for the three policies on this 2-core machine under load (about 5 min each: the
+cluster runs in real time, the simulations take a second). Not covered: `goodput` (a round policy
+with adaptive jobs): a paced job does not model an adaptive job's goodput yet.
+
 Reported per policy: per-job JCT error of the simulator against the cluster (median, p90), the
 average JCT, makespan and GPU time of each, beside Gavel's figure (§7.2, Table 3: its simulator
 within about 8 % of its physical cluster). Writes DIR/jobs.csv and DIR/summary.csv (committed
