@@ -34,7 +34,6 @@ under whatever load it carries, which shows as launch latency.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import logging
 import math
@@ -48,6 +47,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import write_rows  # noqa: E402
 from local_cluster import LocalProcesses  # noqa: E402
 
 log = logging.getLogger("sim_vs_cluster")
@@ -202,8 +202,10 @@ def compare(name: str, cluster: Run, sim: Run, overhead: float) -> dict:
     return {"policy": name, "jobs": len(err), "restart_overhead_s": round(overhead, 2),
             "avg_jct_cluster_s": round(avg_c, 1), "avg_jct_sim_s": round(avg_s, 1),
             "avg_jct_error": round(abs(avg_s - avg_c) / avg_c, 4),
-            "median_job_error": round(float(np.median(err)), 4), "p90_job_error": round(float(np.quantile(err, 0.9)), 4),
-            "makespan_cluster_s": round(float(cluster.finish.max()), 1), "makespan_sim_s": round(float(sim.finish.max()), 1),
+            "median_job_error": round(float(np.median(err)), 4),
+            "p90_job_error": round(float(np.quantile(err, 0.9)), 4),
+            "makespan_cluster_s": round(float(cluster.finish.max()), 1),
+            "makespan_sim_s": round(float(sim.finish.max()), 1),
             "gpu_time_cluster_s": round(cluster.gpu_seconds, 1), "gpu_time_sim_s": round(sim.gpu_seconds, 1),
             "launches_cluster": cluster.extra["launches"],
             "meets_goal": bool(abs(avg_s - avg_c) / avg_c <= GOAL_AVG and np.median(err) <= GOAL_MEDIAN)}
@@ -226,14 +228,6 @@ def run_policy(name: str, trace, table, table_path: Path, types: dict[str, int],
              "jct_cluster_s": round(float(cluster.jct[i]), 2), "jct_sim_s": round(float(sim.jct[i]), 2),
              "error": round(float(abs(sim.jct[i] - cluster.jct[i]) / cluster.jct[i]), 4)} for i in range(len(trace))]
     return row, jobs
-
-
-def write(path: Path, rows: list[dict]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
 
 
 def parse_types(text: str) -> dict[str, int]:
@@ -289,8 +283,8 @@ def main(argv: list[str] | None = None) -> int:
     log.info("%d policies, %d jobs each, in %.0f s on this machine (Gavel's Table 3: within %.0f %%; our goal: "
              "average JCT within %.0f %%, median per-job error within %.0f %%)", len(rows), args.jobs,
              time.time() - start, 100 * GAVEL_TABLE3_ERROR, 100 * GOAL_AVG, 100 * GOAL_MEDIAN)
-    write(args.out / "summary.csv", rows)
-    write(args.out / "jobs.csv", jobs)
+    write_rows(args.out / "summary.csv", rows)
+    write_rows(args.out / "jobs.csv", jobs)
     return 0 if all(r["meets_goal"] for r in rows) else 1
 
 

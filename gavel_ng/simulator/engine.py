@@ -207,7 +207,8 @@ def _simulate(cluster: Cluster, table: ThroughputTable | None, trace, config: Si
 
     # the executor, built below with what the assembled planner offers it, keeps the simulated clock
     world = World(topology, lambda: ex.now(), jobs, beliefs,
-                  ArraysSource(jobs, workers, learned=learned, restarts=restarts), cluster.capacity(), rules=compiler if ruled else None,
+                  ArraysSource(jobs, workers, learned=learned, restarts=restarts), cluster.capacity(),
+                  rules=compiler if ruled else None,
                   server_rules=ServerRules(crules, jobs.rules_of) if ruled else None, entities=config.entities,
                   prices=priced.price_per_gpu_hour, options=config.options, mechanism=_mechanism(config, spec.agnostic),
                   policy_mechanism=not config.gavel_compat, ideal=config.ideal,

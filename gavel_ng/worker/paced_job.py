@@ -163,7 +163,8 @@ def _note_start(it) -> None:
 
 
 class _Forever:
-    """An endless loader of dummy batches (0: the iterator reads None as the loader's end) (the iterator stops at the lease end or the job's total)."""
+    """An endless loader of dummy batches (0: the iterator reads None as the loader's end); the iterator
+    stops at the lease end or the job's total."""
 
     def __iter__(self):
         while True:
