@@ -246,6 +246,15 @@ def report(name: str, claims: list[Claim], args, figures: list[Path] | None = No
             print(f"figure: {p}")
 
 
+def write_rows(path: Path, rows: list[dict]) -> None:
+    """rows (dicts with the same keys, in column order) as a CSV file at path, its folder made."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+
+
 def verdict(ours: float, paper: float, tol: float = 0.25) -> str:
     """Within tol (relative) of the paper: reproduced; same direction (> 1): partly, marked
     "(larger)" when our effect exceeds the paper's (a gain the paper did not claim)."""

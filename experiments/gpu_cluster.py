@@ -32,7 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from gpu_pairs import JOB_TYPES, write
+from common import write_rows
+from gpu_pairs import JOB_TYPES
 from local_cluster import LocalProcesses
 
 log = logging.getLogger("gpu_cluster")
@@ -159,8 +160,8 @@ def main(argv: list[str] | None = None) -> int:
              sum(j["alone_s"] for j in jobs))
     for job_type, wt, cons, rate, n in info["table"]:
         log.info("measured table: %-34s on %-5s %8.1f steps/s (%d samples)", job_type, wt, rate, n)
-    write(args.out / "gpu_cluster_jobs.csv", jobs)
-    write(args.out / "gpu_cluster_attempts.csv", attempts)
+    write_rows(args.out / "gpu_cluster_jobs.csv", jobs)
+    write_rows(args.out / "gpu_cluster_attempts.csv", attempts)
     return 0 if all(j["jct_s"] for j in jobs) else 1
 
 

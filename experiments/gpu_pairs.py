@@ -20,7 +20,6 @@ DIR/gpu_isolated.csv and DIR/gpu_pairs.csv. Without a GPU it runs on the CPU (a 
 from __future__ import annotations
 
 import argparse
-import csv
 import itertools
 import json
 import logging
@@ -28,6 +27,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from common import write_rows
 
 log = logging.getLogger("gpu_pairs")
 JOB_TYPES = ["ResNet-18 (batch size 32)", "ResNet-50 (batch size 32)", "Transformer (batch size 32)",
@@ -116,14 +117,6 @@ def reference(job_types: list[str]):
         {(a, b): frac(gavel, a, b, "v100") for a in job_types for b in job_types}
 
 
-def write(path: Path, rows: list[dict]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--job-types", nargs="+", default=JOB_TYPES)
@@ -168,9 +161,9 @@ def main(argv: list[str] | None = None) -> int:
                      fa + fb, frac_model[a, b], frac_model[b, a], frac_v100[a, b], frac_v100[b, a])
     finally:
         fleet.close()
-    write(args.out / "gpu_isolated.csv", iso_rows)
+    write_rows(args.out / "gpu_isolated.csv", iso_rows)
     if pair_rows:
-        write(args.out / "gpu_pairs.csv", pair_rows)
+        write_rows(args.out / "gpu_pairs.csv", pair_rows)
     log.info("wrote results under %s", args.out)
     return 0
 

@@ -75,7 +75,8 @@ class Assembled:
 
     planner: Planner
     allocator: PolicyAllocator | None      # an allocation policy's (its fallbacks, errors); None: a round policy
-    arrivals: Callable | None              # (job ids, plan) -> Waitlist of jobs no allocation knows; None: none
+    arrivals: Callable | None              # (job ids, plan) -> Waitlist of jobs no allocation knows, offered GPUs
+                                           # that idle mid-round; None: none (a round policy, or no backfill)
     name: str                              # the policy as solved (NAME_packed under space sharing)
     decides_rounds: bool                   # the policy decides each round itself (status shows its decision)
 
@@ -108,8 +109,8 @@ def assemble(spec: PolicySpec, world: World, keep: Keep | None = None) -> Assemb
         cfg = world.mechanism.for_policy(allocator.spec) if world.policy_mechanism else world.mechanism
         mech = RoundMechanism(world.topology, cfg, allocator.columns, rules=world.server_rules)
     planner = AllocationPlanner(allocator, mech, world.min_solve_interval)
-    return Assembled(planner if keep is None else keep.allocation(planner), allocator, planner.arrivals,
-                     allocator.spec.name, False)
+    return Assembled(planner if keep is None else keep.allocation(planner), allocator,
+                     planner.arrivals if mech.backfills else None, allocator.spec.name, False)
 
 
 # ----- what a policy's kind allows ------------------------------------------------------------------

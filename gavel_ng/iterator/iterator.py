@@ -34,6 +34,7 @@ import json
 import logging
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -52,6 +53,8 @@ class _Sync:
 
     def __init__(self) -> None:
         self.rank, self.world, self.group = 0, 1, None
+        if "torch.distributed" not in sys.modules:   # never imported: no group, and no torch to load (paced jobs)
+            return
         try:
             import torch.distributed as dist
         except ImportError:

@@ -8,6 +8,13 @@ there, pays the start-up overhead a launch pays (`--preemption-overhead`, or its
 restart delay where the profile set has one: simulator.restarts) and runs at its true
 rate until it is done or the round ends. One that is done early frees its GPUs in turn.
 
+Jobs that arrive mid-round are offered GPUs that idle then (no entry holds them, or one freed
+them), at their arrival and at each later moment GPUs free, through the mechanism's waitlist of
+jobs no allocation knows yet (`AllocationPlanner.arrivals`, given to `SimExecutor`): what the runtime
+does within a tick of a submission (runtime.backfill, `LiveBackfill.arrive`). Without it a job
+arriving mid-round waited for the round's end here and started at once on a cluster: half a round
+more JCT per arrival onto a cluster with idle GPUs (experiments/sim_vs_cluster.py).
+
 What comes back is the round as it ran: the plan with the backfilled entries appended and every
 member's steps, start, end and finished flag, so that progress, GPU-seconds, cost, the
 estimator's measurements and the mechanism's ledger (time received per row) see them as they
@@ -34,14 +41,16 @@ def backfill_round(ex, plan: RoundPlan, steps: np.ndarray, start: np.ndarray, us
     and per entry as SimExecutor.execute keeps them; None when nothing was backfilled."""
     wl, L, ja = plan.waiting, ex.L, ex.jobs
     overhead = min(ex.overhead, L)
-    times = sorted(set(occupied[occupied < L - EPS].tolist()))
-    if not times or not worth_starting(L - times[0], overhead, L) or not len(wl.candidates):
+    arriving = ex.arriving()                  # (job, seconds into the round) of mid-round arrivals
+    freed = occupied[occupied < L - EPS].tolist() if len(wl.candidates) else []
+    times = sorted(set(freed + [t for _, t in arriving]))
+    if not times or not worth_starting(L - times[0], overhead, L):
         return None                             # (most rounds with an early end: nothing waits)
     end = np.zeros(wl.topo.num_gpus)          # when each GPU is free from (0: no entry held it)
     sizes = np.fromiter(map(len, plan.gpus), np.int64, plan.num_entries)
     end[np.fromiter(chain.from_iterable(plan.gpus), np.int64, int(sizes.sum()))] = np.repeat(occupied, sizes)
     busy = set(plan.member_job.tolist())
-    watch = wl.watches_holders   # (rules, or the policy's packing rows: who holds GPUs when)
+    watch = wl.watches_holders or bool(arriving)   # (rules, or the policy's packing rows: who holds GPUs when)
     holding = list(zip(holders(plan), occupied.tolist())) if watch else []
     parts = []
     while times:
@@ -51,7 +60,16 @@ def backfill_round(ex, plan: RoundPlan, steps: np.ndarray, start: np.ndarray, us
         if not worth_starting(L - t, overhead, L):
             break                               # later moments leave even less of the round
         now = [h for h, e in holding if e > t + EPS] if watch else ()
-        chosen = wl.choose(end <= t + EPS, busy, now)
+        chosen = wl.choose(end <= t + EPS, busy, now) if len(wl.candidates) else []
+        new = [m for m, a in arriving if a <= t + EPS and m not in busy]
+        if new and (end <= t + EPS).any():      # then the jobs no allocation knows, on what is still idle
+            late = ex.arrivals(new, plan)   # (as the policy believes them)
+            free = end <= t + EPS
+            for b in chosen:
+                free[list(b.gpus)] = False
+            taken = late.choose(free, busy, now + [b.holder for b in chosen] if late.watches_holders else ())
+            ex.admit_early([m for b in taken for m in b.key], t)
+            chosen = chosen + taken
         if not chosen:
             continue
         sub = make_plan([b.key for b in chosen], [b.row for b in chosen], [b.type for b in chosen],

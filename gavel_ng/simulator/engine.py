@@ -205,14 +205,10 @@ def _simulate(cluster: Cluster, table: ThroughputTable | None, trace, config: Si
     def finished(ids: np.ndarray) -> None:
         left[0] -= int(((ids >= lo) & (ids < hi)).sum())
 
-    ex = SimExecutor(jobs, source, config.round_seconds, len(workers), config.preemption_overhead_s,
-                     integer_steps=config.gavel_compat, col_pool=None if columns.plain else columns.pool,
-                     prices=prices, restarts=restarts, adaptive=adaptive,
-                     on_round=_observers(estimator.on_round if estimator is not None else None,
-                                         None if observe is None else lambda plan, *_: observe(plan)),
-                     on_finish=finished)
-    world = World(topology, ex.now, jobs, beliefs, ArraysSource(jobs, workers, learned=learned, restarts=restarts),
-                  cluster.capacity(), rules=compiler if ruled else None,
+    # the executor, built below with what the assembled planner offers it, keeps the simulated clock
+    world = World(topology, lambda: ex.now(), jobs, beliefs,
+                  ArraysSource(jobs, workers, learned=learned, restarts=restarts), cluster.capacity(),
+                  rules=compiler if ruled else None,
                   server_rules=ServerRules(crules, jobs.rules_of) if ruled else None, entities=config.entities,
                   prices=priced.price_per_gpu_hour, options=config.options, mechanism=_mechanism(config, spec.agnostic),
                   policy_mechanism=not config.gavel_compat, ideal=config.ideal,
@@ -222,6 +218,15 @@ def _simulate(cluster: Cluster, table: ThroughputTable | None, trace, config: Si
                   warm=config.warm_start, realloc_delay=config.realloc_delay, gpu_counts=config.gpu_counts,
                   seed=config.seed)
     built = assemble(spec, world)
+    # mid-round arrivals start on idle GPUs, as on a cluster; under admission or rules they wait for the
+    # round (admission and rules first see a job there)
+    arrivals = built.arrivals if admission is None and not ruled else None
+    ex = SimExecutor(jobs, source, config.round_seconds, len(workers), config.preemption_overhead_s,
+                     integer_steps=config.gavel_compat, col_pool=None if columns.plain else columns.pool,
+                     prices=prices, restarts=restarts, adaptive=adaptive,
+                     on_round=_observers(estimator.on_round if estimator is not None else None,
+                                         None if observe is None else lambda plan, *_: observe(plan)),
+                     on_finish=finished, arrivals=arrivals)
     loop = SchedulerLoop(built.planner, ex, admission, owner)
     last_arrival = float(full.arrivals[lo:hi].max())
     cap = config.max_sim_seconds if config.max_sim_seconds is not None else 2 * last_arrival + 60 * DAY

@@ -170,7 +170,7 @@ class SimExecutor:
     def __init__(self, jobs: JobArrays, source, round_seconds: float, num_types: int,
                  preemption_overhead: float = 0.0, integer_steps: bool = False, col_pool=None, prices=None, *,
                  restarts: RestartLedger | None = None, adaptive: AdaptiveRunner | None = None,
-                 on_round=None, on_finish=None):
+                 on_round=None, on_finish=None, arrivals=None):
         self.jobs = jobs
         self.source = source          # callable(n) -> Trace with at least n jobs, or None when exhausted
         self.L = float(round_seconds)
@@ -198,6 +198,10 @@ class SimExecutor:
         self.prices = np.full(num_types, np.nan) if prices is None else np.asarray(prices, dtype=float)
         self.finished_total = 0
         self.refused: dict[int, str] = {}    # job -> why admission refused it (gavel_ng.rules.admission)
+        # (job ids, plan) -> Waitlist of jobs no allocation knows (AllocationPlanner.arrivals): mid-round arrivals
+        # start on idle GPUs, as on a cluster (simulator.backfill); None: they wait for the next round
+        self.arrivals = arrivals
+        self._early: set[int] = set()        # jobs started that way, not admitted yet
 
     def now(self) -> float:
         return self.clock
@@ -236,11 +240,46 @@ class SimExecutor:
                 break
             out.append(job)
             self.next_pos += 1
-        if out:
-            self.jobs.active_integral[out] = self.integral
-            self.jobs.admitted_at[out] = self.clock
-            self.unfinished += len(out)
+        if out and self._early:     # started mid-round on arrival: counted then; one already done is no news
+            fresh = [m for m in out if m not in self._early]
+            keep = [m for m in out if m not in self._early or self.jobs.finish[m] != self.jobs.finish[m]]
+            self._early.difference_update(out)
+            out = keep
+        else:
+            fresh = out
+        if fresh:
+            self.jobs.active_integral[fresh] = self.integral
+            self.jobs.admitted_at[fresh] = self.clock
+            self.unfinished += len(fresh)
         return out
+
+    def arriving(self) -> list[tuple[int, float]]:
+        """(job, seconds into the round) of the jobs arriving during the round that starts now, in arrival
+        order, when mid-round arrivals may start (`arrivals`); admits none."""
+        if self.arrivals is None:
+            return []
+        out, i, end = [], 0, self.clock + self.L
+        while True:
+            if self.next_pos + i >= len(self.order):
+                if not self._grow():
+                    break
+            job = int(self.order[self.next_pos + i])
+            due = float(self.jobs.arrival[job])
+            if due >= end:
+                break
+            if due > self.clock:
+                out.append((job, due - self.clock))
+            i += 1
+        return out
+
+    def admit_early(self, jobs: list[int], t: float) -> None:
+        """Jobs that start `t` s into the round on their arrival: active from then (admit() returns them at
+        the next round, unless already done, as the runtime's next plan admits a backfilled arrival)."""
+        if jobs:
+            self.jobs.active_integral[jobs] = self.integral + self.unfinished * t
+            self.jobs.admitted_at[jobs] = self.clock + t
+            self.unfinished += len(jobs)
+            self._early.update(jobs)
 
     def next_arrival(self) -> float | None:
         job = self._upcoming()
@@ -325,7 +364,8 @@ class SimExecutor:
             ran = used - start
             self.paired_seconds += float(ran[np.bincount(e, minlength=plan.num_entries)[e] > 1].sum())
         as_run = None
-        if any_done and plan.waiting is not None and plan.share is None and occupied.min(initial=L) < L:
+        if plan.waiting is not None and plan.share is None and (any_done and occupied.min(initial=L) < L
+                                                                or self._arrive_mid_round()):
             as_run = backfill_round(self, plan, steps, start, used, done, occupied)   # freed GPUs, rest of round
             if as_run is not None:
                 plan, steps, start, used, done, occupied = as_run
@@ -384,7 +424,7 @@ class SimExecutor:
         ja.remaining[jobs] = rem - steps
         occupied = used
         start = as_run = None
-        if any_done and plan.waiting is not None and occupied.min() < L:
+        if plan.waiting is not None and (any_done and occupied.min() < L or self._arrive_mid_round()):
             start = np.zeros(n)
             as_run = backfill_round(self, plan, steps, start, used, done, occupied)   # freed GPUs, rest of round
             if as_run is not None:
@@ -407,7 +447,7 @@ class SimExecutor:
             ja.gpu_seconds[jobs] += gpu_seconds
         else:
             self._charge(plan, charge, gpu_seconds)
-        if any_done:
+        if any_done or as_run is not None:
             result = self._settle(occupied, jobs[done], used[done])   # a job runs at most once a round
             if as_run is not None:
                 result.plan = plan
@@ -415,6 +455,13 @@ class SimExecutor:
         self.integral += self.unfinished * L   # (_settle with no job done)
         self.clock += L
         return RoundResult(occupied, [])
+
+    def _arrive_mid_round(self) -> bool:
+        """A job arrives before the round ends (and mid-round arrivals may start then)."""
+        if self.arrivals is None:
+            return False
+        nxt = self.next_arrival()
+        return nxt is not None and nxt < self.clock + self.L
 
     def _settle(self, occupied: np.ndarray, finished: np.ndarray, used_done: np.ndarray) -> RoundResult:
         """Finish times, the active-job integral and the clock at the round's end."""

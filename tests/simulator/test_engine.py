@@ -12,17 +12,18 @@ def finish_times(result):
 
 
 def test_hand_checked_two_types(tiny_table, make_trace):
-    """A runs on the V100 only, B on the K80 only; B arrives mid-round and starts at the next round."""
+    """A runs on the V100 only, B on the K80 only; B arrives mid-round onto the idle K80 and starts at
+    once, as on a cluster (issue 41)."""
     cluster = Cluster.parse("v100=1,k80=1", gpus_per_server=1)
     trace = make_trace([("A", 1, 1000, 0), ("B", 1, 500, 100)])
     r = simulate(cluster, tiny_table, trace, SimConfig(policy="las"))
     # A: 2 steps/s, 720 steps in round 1, the last 280 in 140 s of round 2
-    # B: admitted at 360, 1 step/s for 500 s
-    assert finish_times(r) == [500.0, 860.0]
+    # B: started at 100 on the idle K80, 1 step/s for 500 s
+    assert finish_times(r) == [500.0, 600.0]
     s = r.summary
-    assert s["avg_jct_hours"] == round((500 + 760) / 2 / 3600, 6)
-    assert s["makespan_hours"] == round(860 / 3600, 6)
-    assert s["utilization"] == round((500 + 500) / (2 * 1080), 6)   # three rounds of 2 GPUs
+    assert s["avg_jct_hours"] == round((500 + 500) / 2 / 3600, 6)
+    assert s["makespan_hours"] == round(600 / 3600, 6)
+    assert s["utilization"] == round((500 + 500) / (2 * 720), 6)   # two rounds of 2 GPUs
     v100, k80 = GPUS["v100"].dollars_per_hour, GPUS["k80"].dollars_per_hour   # default list prices
     assert s["total_cost_usd"] == round(500 / 3600 * v100 + 500 / 3600 * k80, 2)
     assert s["jobs_measured"] == 2 and not s["unstable"]
@@ -104,12 +105,15 @@ def test_job_that_fits_nowhere_is_named(tiny_table, make_trace):
 
 
 def test_rate_limited_solves_backfill_new_jobs(tiny_table, make_trace):
-    """With solves at most every 10 rounds, a job arriving in between still starts at the next round."""
+    """With solves at most every 10 rounds, a job arriving in between still starts before the next solve:
+    at once on the idle GPU (issue 41), without backfill at the next round."""
     cluster = Cluster.parse("v100=2", gpus_per_server=2)
     trace = make_trace([("C", 1, 100000, 0), ("C", 1, 360, 10)])
     r = simulate(cluster, tiny_table, trace, SimConfig(policy="las", min_solve_interval=3600))
+    assert finish_times(r)[1] == 370.0
+    assert r.summary["policy_solves"] == 2     # at 0 s, and at 3600 s for the completion at 370 s
+    r = simulate(cluster, tiny_table, trace, SimConfig(policy="las", min_solve_interval=3600, backfill=False))
     assert finish_times(r)[1] == 720.0
-    assert r.summary["policy_solves"] == 2     # at 0 s, and at 3600 s for the completion at 720 s
 
 
 def test_het_aware_las_beats_agnostic_small(reference_table):

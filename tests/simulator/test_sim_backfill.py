@@ -86,3 +86,25 @@ def test_off_under_gavel_compat():
     off = generated(multi=True, gavel_compat=True, backfill=False)
     assert on.summary["backfilled_entries"] == 0 and not on.summary["backfill"]
     np.testing.assert_array_equal(on.jobs.finish, off.jobs.finish)
+
+
+def test_a_job_arriving_mid_round_starts_on_an_idle_gpu(tiny_table, make_trace):
+    """Job 1 arrives 50 s into the first round while the second V100 idles: it starts then (paying its
+    start-up), as the runtime starts an arrival within a tick (runtime.backfill); it is done within the
+    round, so no later round runs it again. Without backfill it waits for the next round."""
+    rows = [("C", 1, 1000, 0), ("A", 1, 72, 50)]
+    cfg = dict(policy="las", round_seconds=ROUND, preemption_overhead_s=10.0)
+    plans = []
+    on = simulate(Cluster.parse("v100=2"), tiny_table, make_trace(rows), SimConfig(**cfg), observe=plans.append)
+    off = simulate(Cluster.parse("v100=2"), tiny_table, make_trace(rows), SimConfig(**cfg, backfill=False))
+    np.testing.assert_allclose(on.jobs.finish, [10 + 1000, 50 + 10 + 36])
+    np.testing.assert_allclose(off.jobs.finish, [10 + 1000, ROUND + 10 + 36])
+    assert plans[0].member_job.tolist() == [0, 1] and plans[0].rows[1] == -1    # in no allocation yet
+    assert all(1 not in p.member_job.tolist() for p in plans[1:])
+    assert on.summary["jobs_unfinished"] == 0 and on.summary["backfilled_entries"] == 1
+
+
+def test_a_job_arriving_mid_round_waits_when_no_gpu_idles(tiny_table, make_trace):
+    rows = [("C", 1, 1000, 0), ("A", 1, 72, 50)]
+    res = simulate(Cluster.parse("v100=1"), tiny_table, make_trace(rows), SimConfig(policy="las", round_seconds=ROUND))
+    assert res.jobs.finish[1] >= ROUND
