@@ -15,8 +15,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 TINY = {"job_type": "ResNet-18 (batch size 32)", "size": "tiny"}
 CRASH = [sys.executable, "-c", "import sys; print('boom', flush=True); sys.exit(3)"]
-# 50 steps a second whatever the machine: 150 steps need more than one 4 s round, so the job is
-# preempted at least once (the built-in runner finished 150 steps within one round on an idle machine)
+# 50 steps a second whatever the machine: 400 steps need more than one 4 s round, so the job is
+# preempted at least once (150 fitted in one round once the iterator stopped importing torch)
 PACED = [sys.executable, "-c",
          "import time\nfrom pathlib import Path\nfrom gavel_ng.iterator import GavelIterator\n"
          "print('paced job', flush=True)\n"
@@ -49,7 +49,7 @@ def test_metrics_event_lines_and_job_logs(cluster_factory):
     cl.start_worker("w-v100", "v100", 1)
     cl.wait_workers(1)
     with cl.client() as c:
-        [job] = c.submit({**TINY, "steps": 150, "command": PACED})
+        [job] = c.submit({**TINY, "steps": 400, "command": PACED})   # 8 s of steps: more than one 4 s round (a job that imports no torch starts at once)
         logs = cl.job_dir(job) / "logs"
         wait_for(lambda: c.jobs()[0].status == "running" and any(logs.glob("*.log")), 60, "the job never ran")
         follow = logs_cmd(cl, str(job), "--follow")       # ends with the attempt, at the latest its round end
@@ -118,7 +118,7 @@ def test_metrics_event_lines_and_job_logs(cluster_factory):
     for e in ended:
         assert count(rf"job {e['job_id']} attempt {e['attempt']} preempted at step \d+") == 1
     assert count(r"attempt \d+ preempted") == len(ended)
-    assert count(rf"job {job} finished at step 150 of 150$") == 1
+    assert count(rf"job {job} finished at step 400 of 400$") == 1
     assert count(rf"job {crash} attempt 1 failed \(1 of 1 allowed failures\): attempt 1 on \S+: exit status 3; "
                  r"its log ends: boom$") == 1
     assert count(rf"job {crash} failed at step") == 1
