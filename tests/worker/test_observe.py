@@ -49,7 +49,7 @@ def test_metrics_event_lines_and_job_logs(cluster_factory):
     cl.start_worker("w-v100", "v100", 1)
     cl.wait_workers(1)
     with cl.client() as c:
-        [job] = c.submit({**TINY, "steps": 400, "command": PACED})   # 8 s of steps: more than one 4 s round (a job that imports no torch starts at once)
+        [job] = c.submit({**TINY, "steps": 400, "command": PACED})   # 8 s: more than one 4 s round
         logs = cl.job_dir(job) / "logs"
         wait_for(lambda: c.jobs()[0].status == "running" and any(logs.glob("*.log")), 60, "the job never ran")
         follow = logs_cmd(cl, str(job), "--follow")       # ends with the attempt, at the latest its round end
