@@ -128,7 +128,7 @@ def probe(spec: PolicySpec, worker_types: list[str], prices: Mapping[str, float]
     if not spec.is_round:
         J = len(worker_types)
         price = None if not prices or any(w not in prices for w in worker_types) else [prices[w] for w in worker_types]
-        inp = SchedulingProblem.build(["probe-0", "probe-1"], list(worker_types), np.full(J, float(PROBE_GPUS)),
+        inp = SchedulingProblem.build([0, 1], list(worker_types), np.full(J, float(PROBE_GPUS)),
                                       np.ones((2, J)), steps_remaining=np.array([1000.0, 2000.0]),
                                       steps_total=np.array([1000.0, 2000.0]), time_since_arrival=np.array([60.0, 0.0]),
                                       prices=price)
