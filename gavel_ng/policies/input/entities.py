@@ -2,7 +2,8 @@
 
 An `Entity` has a weight (its share across entities) and names the policy that splits
 that share among its own jobs. Those inner policies are registered by name like the
-top-level ones, with what the water filling (hierarchical.py) needs to know about each:
+top-level ones (in `ENTITY_POLICIES`, where a name is taken once unless replaced explicitly),
+with what the water filling (hierarchical.py) needs to know about each:
 
 - `pooled=False`: every job is its own unit and rises with its own weight (fairness);
 - `pooled=True`: the entity's jobs rise together as one unit, and `priority(inp, jobs)`
