@@ -37,9 +37,9 @@ class Allocation:
         return pd.DataFrame(self.values, index=[self.label(r) for r in self.rows],
                             columns=list(self.worker_types))
 
-    def job_totals(self) -> dict[str, float]:
+    def job_totals(self) -> dict:
         """Total time fraction of each job over all its rows and types."""
-        totals: dict[str, float] = {}
+        totals: dict = {}   # job id -> time fraction
         for i, row in enumerate(self.rows):
             for job in row:
                 totals[job] = totals.get(job, 0.0) + float(self.values[i].sum())
