@@ -160,7 +160,7 @@ class DeployExecutor:
             if (att is not None and not att.started and not att.restored and tuple(att.placement) == a.placement
                     and self._target(att) is desired):
                 try:
-                    self._renew(job, att)
+                    self._renew(job, att, by_scheduler=True)
                 except StoreError:          # not granted: it ends at its lease and is launched again
                     log.debug("renewal of starting job %d refused by the store", m)
 
@@ -355,10 +355,12 @@ class DeployExecutor:
                 return self._lease(job, att, False)
             return self._renew(job, att)
 
-    def _renew(self, job: JobState, att: Attempt) -> Lease:
+    def _renew(self, job: JobState, att: Attempt, by_scheduler: bool = False) -> Lease:
         """Lock held; answers at once. Until the plan of the round the lease ends into exists, the
         current lease and a short renew_in: a handler waiting for the plan would hold a server
-        thread, and enough waiting renewals leave none for the heartbeats."""
+        thread, and enough waiting renewals leave none for the heartbeats. `by_scheduler`: an attempt
+        still starting (its `renew` event says so): no job writes this lease end down for its worker,
+        which hears it only by heartbeat, so a scheduler stopped through the old end loses the attempt."""
         st = self.state
         if self.round_end is not None and att.lease_end > self.round_end + 1e-6:
             return self._lease(job, att, True)          # already renewed
@@ -375,7 +377,7 @@ class DeployExecutor:
             st.store.update_job(job.job_id, renewals=job.renewals + 1, steps_live=job.steps_live)
             st.store.set_meta("renewals", st.stats["renewals"] + 1)
             st.store.event("renew", job_id=job.job_id, round_no=st.round_no, attempt=att.attempt,
-                           steps=job.steps_live)
+                           steps=job.steps_live, **({"by": "scheduler"} if by_scheduler else {}))
         att.lease_end = self.round_end + self.L if target is self.next else self.round_end
         att.renewals += 1
         job.renewals += 1
