@@ -217,7 +217,8 @@ def read_cluster(root: Path, ids: list[int], round_seconds: float) -> Run:
             gpu_seconds -= max(0.0, min(e1, e2) - max(s1, s2)) * len(g1 & g2)
     base = min(jobs[j][0] for j in ids)
     return Run(np.array([jobs[j][0] - base for j in ids]), np.array([jobs[j][1] - base for j in ids]), gpu_seconds,
-               {"launch_at_round_s": at_round, "launch_mid_round_s": mid_round, "launches": len(attempts)})
+               {"launch_at_round_s": at_round, "launch_mid_round_s": mid_round, "launches": len(attempts),
+                "launches_per_job": [sum(1 for a in attempts if a[0] == j) for j in ids]})
 
 
 # ----- (b) the simulator -----------------------------------------------------------------------------
@@ -238,7 +239,8 @@ def run_sim(trace, arrivals: np.ndarray, table, policy: str, packed: bool, types
     res = simulate(cluster, table, jobs if etrace is None else replace(etrace, trace=jobs), cfg)
     ja = res.jobs
     return Run(ja.arrival[:len(jobs)].copy(), ja.finish[:len(jobs)].copy(), float(ja.gpu_seconds[:len(jobs)].sum()),
-               {"renewed_share": res.summary.get("lease_renewal_share")})
+               {"renewed_share": res.summary.get("lease_renewal_share"),
+                "reallocations": ja.reallocations[:len(jobs)].tolist()})
 
 
 # ----- comparison ------------------------------------------------------------------------------------
@@ -277,7 +279,9 @@ def run_policy(name: str, trace, table, table_path: Path, types: dict[str, int],
              "scale_factor": int(trace.scale_factors[i]),
              "steps": int(trace.steps[i]), "arrival_s": round(float(cluster.arrival[i]), 2),
              "jct_cluster_s": round(float(cluster.jct[i]), 2), "jct_sim_s": round(float(sim.jct[i]), 2),
-             "error": round(float(abs(sim.jct[i] - cluster.jct[i]) / cluster.jct[i]), 4)} for i in range(len(trace))]
+             "error": round(float(abs(sim.jct[i] - cluster.jct[i]) / cluster.jct[i]), 4),
+             "launches_cluster": cluster.extra["launches_per_job"][i],
+             "starts_sim": sim.extra["reallocations"][i] if etrace is not None else None} for i in range(len(trace))]
     return row, jobs
 
 
