@@ -27,6 +27,13 @@ from .core import AllocationRows, RoundPlan
 log = logging.getLogger(__name__)
 
 
+def plan_lead(round_seconds: float) -> float:
+    """How long before a round starts a cluster plans it (0.3 of a round, at most 30 s): its renewals are
+    answered from that plan before leases end (runtime.executor). Jobs that arrive or finish in that lead
+    reach the policy a round later; the simulator models it when asked (`SimConfig.plan_lead`)."""
+    return min(0.3 * float(round_seconds), 30.0)
+
+
 @dataclass
 class RoundResult:
     occupied: np.ndarray                         # (E,) seconds each entry held its GPUs

@@ -74,6 +74,8 @@ class SimConfig:
     options: dict = field(default_factory=dict)         # the policy's options (PolicySpec.decider, .bind)
     backfill: bool = True                  # GPUs freed mid-round go to waiting entries (off under gavel_compat)
     policy_model: str = "exact"            # what round policies see of adaptive jobs: "exact" or "learned"
+    plan_lead: float = 0.0                 # a round policy on adaptive jobs: plan this long before a round, as a
+                                           # cluster does (mechanism.plan_lead; simulator.executor); 0: at its start
 
     def __post_init__(self) -> None:
         if self.round_seconds is not None and not self.round_seconds > 0:
@@ -83,6 +85,8 @@ class SimConfig:
             raise InputError("--realloc-delay", self.realloc_delay, "must be a number of seconds >= 0")
         if not self.gpu_counts or any(not (isinstance(k, (int, np.integer)) and k >= 1) for k in self.gpu_counts):
             raise InputError("gpu_counts", list(self.gpu_counts), "must be integers >= 1")
+        if not (isinstance(self.plan_lead, (int, float)) and 0 <= self.plan_lead < (self.round_seconds or math.inf)):
+            raise InputError("--plan-lead", self.plan_lead, "must be a number of seconds >= 0, below the round")
         if self.preemption_overhead_s < 0:
             raise InputError("--preemption-overhead", self.preemption_overhead_s, "must be >= 0")
         if self.min_solve_interval < 0:
@@ -178,6 +182,8 @@ def _simulate(cluster: Cluster, table: ThroughputTable | None, trace, config: Si
     crules.check_entities(config.entities, "--rules", "--entities")
     check_round_config(spec, config, full.rules)
     check_adaptive_fits(models, cluster, config.gpu_counts)
+    if config.plan_lead > 0 and (not spec.is_round or models is None or not models.any):
+        raise InputError("--plan-lead", config.plan_lead, "is modelled for round policies with adaptive jobs only")
     _check_fits(full, jobs, cluster, compiler if ruled else None, config.entities,
                 None if models is None else models.adaptive)
     source = (lambda n: generator.ensure(n)) if generator else (lambda n: full)
@@ -226,7 +232,7 @@ def _simulate(cluster: Cluster, table: ThroughputTable | None, trace, config: Si
                      prices=prices, restarts=restarts, adaptive=adaptive,
                      on_round=_observers(estimator.on_round if estimator is not None else None,
                                          None if observe is None else lambda plan, *_: observe(plan)),
-                     on_finish=finished, arrivals=arrivals)
+                     on_finish=finished, arrivals=arrivals, plan_lead=config.plan_lead)
     loop = SchedulerLoop(built.planner, ex, admission, owner)
     last_arrival = float(full.arrivals[lo:hi].max())
     cap = config.max_sim_seconds if config.max_sim_seconds is not None else 2 * last_arrival + 60 * DAY

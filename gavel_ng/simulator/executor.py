@@ -15,6 +15,12 @@ the true (table) ones; what the policy believed is the allocator's business.
 Adaptive jobs (those a round policy runs adaptive, simulator.adaptive) progress by their
 goodput model instead: a round with any of them runs its fixed entries as above and its
 adaptive ones through `AdaptiveRunner` (re-allocation delay, exact progress).
+
+Planning lead (`plan_lead` > 0, a round policy's run with adaptive jobs; `SimConfig.plan_lead`): a
+cluster plans each round `mechanism.plan_lead` seconds before it starts, with the jobs it knows
+then. So here a job that arrives in the last `plan_lead` seconds of a round is admitted a round
+later (unless the round before ran nothing: an idle cluster plans at once), and a job that finishes
+in them is reported a round later: the next round's plan still holds its entry, whose GPUs idle.
 """
 
 from __future__ import annotations
@@ -170,7 +176,7 @@ class SimExecutor:
     def __init__(self, jobs: JobArrays, source, round_seconds: float, num_types: int,
                  preemption_overhead: float = 0.0, integer_steps: bool = False, col_pool=None, prices=None, *,
                  restarts: RestartLedger | None = None, adaptive: AdaptiveRunner | None = None,
-                 on_round=None, on_finish=None, arrivals=None):
+                 on_round=None, on_finish=None, arrivals=None, plan_lead: float = 0.0):
         self.jobs = jobs
         self.source = source          # callable(n) -> Trace with at least n jobs, or None when exhausted
         self.L = float(round_seconds)
@@ -202,6 +208,9 @@ class SimExecutor:
         # start on idle GPUs, as on a cluster (simulator.backfill); None: they wait for the next round
         self.arrivals = arrivals
         self._early: set[int] = set()        # jobs started that way, not admitted yet
+        self.lead = float(plan_lead)         # the planning lead modelled (module docstring; 0: none)
+        self._late: list[int] = []           # jobs that finished in the last round's lead: reported next round
+        self._ran = False                    # the last round ran something (an idle one admits up to now)
 
     def now(self) -> float:
         return self.clock
@@ -226,7 +235,8 @@ class SimExecutor:
         return True
 
     def admit(self) -> list[int]:
-        if self._due > self.clock:   # the next arrival, as the last call found it: most rounds admit no one
+        cutoff = self.clock - self.lead if self._ran else self.clock   # arrivals the round's plan knows
+        if self._due > cutoff:   # the next arrival, as the last call found it: most rounds admit no one
             return []
         out = []
         while True:
@@ -235,7 +245,7 @@ class SimExecutor:
                 self._due = -np.inf   # (asked again next round)
                 break
             due = float(self.jobs.arrival[job])
-            if due > self.clock:
+            if due > cutoff:
                 self._due = due
                 break
             out.append(job)
@@ -294,14 +304,18 @@ class SimExecutor:
 
     # ----- execution -------------------------------------------------------------------
     def execute(self, plan: RoundPlan) -> RoundResult:
-        if plan.num_entries == 0:
+        late, self._late = self._late, []
+        self._ran = plan.num_entries > 0 and not (late and np.isin(plan.member_job, late).all())
+        if not self._ran:
             if self.adaptive is not None:
                 self.adaptive.idle()
             if self.restarts is not None:
                 self.restarts.end_round()
-            return self._idle()
+            result = self._idle(plan.num_entries)
+            result.finished += late
+            return result
         if self.adaptive is not None:
-            return self._execute_mixed(plan)
+            return self._execute_mixed(plan, late)
         if plan.share is None and self.overhead <= 0 and not self.integer_steps \
                 and len(plan.member_entry) == plan.num_entries and self.restarts is None:
             return self._execute_plain(plan)
@@ -463,8 +477,10 @@ class SimExecutor:
         nxt = self.next_arrival()
         return nxt is not None and nxt < self.clock + self.L
 
-    def _settle(self, occupied: np.ndarray, finished: np.ndarray, used_done: np.ndarray) -> RoundResult:
-        """Finish times, the active-job integral and the clock at the round's end."""
+    def _settle(self, occupied: np.ndarray, finished: np.ndarray, used_done: np.ndarray,
+                late: list[int] = ()) -> RoundResult:
+        """Finish times, the active-job integral and the clock at the round's end. With a planning lead,
+        jobs that finished in it are reported next round (`late`: those of the round before, now)."""
         ja, L, now = self.jobs, self.L, self.clock
         n = self.unfinished
         if len(finished):
@@ -479,20 +495,27 @@ class SimExecutor:
         else:
             self.integral += n * L
         self.clock = now + L
-        return RoundResult(occupied, finished.tolist())
+        report = finished.tolist()
+        if self.lead > 0 and len(finished):
+            held = used_done > L - self.lead
+            self._late, report = finished[held].tolist(), finished[~held].tolist()
+        return RoundResult(occupied, list(late) + report)
 
-    def _execute_mixed(self, plan: RoundPlan) -> RoundResult:
+    def _execute_mixed(self, plan: RoundPlan, late: list[int] = ()) -> RoundResult:
         """A round plan (one job per entry) with adaptive jobs in the trace: fixed entries as in
-        `execute`, adaptive ones by their goodput model (`AdaptiveRunner`)."""
+        `execute`, adaptive ones by their goodput model (`AdaptiveRunner`). Entries of `late` jobs (done,
+        not reported yet: the planning lead) hold nothing."""
         ja, L, now = self.jobs, self.L, self.clock
         E = plan.num_entries
         if len(plan.member_entry) != E or plan.share is not None:
             raise ValueError("adaptive jobs run one job per entry (no space sharing, no fluid plans)")
         jobs = plan.member_job
         ad = ja.adaptive[jobs]
+        gone = np.isin(jobs, late)
         start = np.where(plan.renewed, 0.0, min(self.overhead, L))
-        used, steps, done = np.full(E, L), np.zeros(E), np.zeros(E, bool)
-        f = np.flatnonzero(~ad)
+        used, steps, done = np.where(gone, 0.0, L), np.zeros(E), np.zeros(E, bool)
+        start[gone] = 0.0
+        f = np.flatnonzero(~ad & ~gone)
         if len(f) and self.restarts is not None:
             start[f] = self._restarts(plan, f)
         if len(f):
@@ -506,7 +529,7 @@ class SimExecutor:
                 used[f] = np.where(d, start[f] + rem / np.where(rate > 0, rate, 1.0), L)
             steps[f], done[f] = np.where(d, rem, can), d
             ja.remaining[jobs[f]] = rem - steps[f]
-        a = np.flatnonzero(ad)
+        a = np.flatnonzero(ad & ~gone)
         start[a], used[a], done[a] = self.adaptive.run(plan, a, now)
         if self.restarts is not None:
             self.restarts.end_round()
@@ -516,7 +539,7 @@ class SimExecutor:
         gpu_seconds = plan.sfs * used
         self.busy += np.bincount(plan.types, weights=gpu_seconds, minlength=self.J)
         self._charge(plan, gpu_seconds * self.prices[plan.types] / 3600.0, gpu_seconds)
-        return self._settle(used, jobs[done], used[done])
+        return self._settle(used, jobs[done], used[done], late)
 
     def _restarts(self, plan: RoundPlan, members: np.ndarray, room: float | None = None) -> np.ndarray:
         """Start-up seconds of these members where the trace's jobs carry their set's restart delays
@@ -543,7 +566,7 @@ class SimExecutor:
             np.add.at(self.jobs.cost, plan.member_job, charge[e] / size[e])
             np.add.at(self.jobs.gpu_seconds, plan.member_job, gpu_seconds[e] / size[e])
 
-    def _idle(self) -> RoundResult:
+    def _idle(self, entries: int = 0) -> RoundResult:
         """Nothing to run: jump to the next arrival when no job waits, else wait a round."""
         nxt = self.next_arrival()
         if self.unfinished == 0 and nxt is not None and nxt > self.clock:
@@ -551,7 +574,7 @@ class SimExecutor:
         else:
             self.integral += self.unfinished * self.L
             self.clock += self.L
-        return RoundResult(np.zeros(0), [])
+        return RoundResult(np.zeros(entries), [])
 
     def _throughputs(self, plan: RoundPlan) -> tuple[np.ndarray, np.ndarray | None]:
         """Steps/s of each member in its entry (and the fluid rate for ideal plans)."""
