@@ -85,6 +85,10 @@ def add_parser(sub) -> None:
     p.add_argument("--realloc-delay", type=float, default=30.0, metavar="SECONDS",
                    help="adaptive jobs: seconds lost at each change of GPU count or type (default 30, as Pollux); "
                         "under --elastic-profiles sia every job pays its application's measured delay instead")
+    p.add_argument("--plan-lead", type=float, default=0.0, metavar="SECONDS",
+                   help="a round policy with adaptive jobs: plan each round this long before it starts, as a "
+                        "cluster does (0.3 of a round, at most 30 s): a job arriving or finishing in that lead "
+                        "reaches the policy a round later (default 0: planned at the round's start)")
     p.add_argument("--policy-model", choices=("exact", "learned"), default="exact",
                    help="what round policies see of an adaptive job's goodput: the simulator's exact model "
                         "(default) or one learned from the job's own runs, as Sia learns it (docs/elastic.md)")

@@ -50,6 +50,7 @@ SETTINGS: dict[str, tuple[str, Callable[[Any, str], Any] | None]] = {
     "entities": ("entities", _entities),
     "no_backfill": ("backfill", lambda v, _: not v),
     "policy_model": ("policy_model", None),
+    "plan_lead": ("plan_lead", None),
 }
 
 
