@@ -37,12 +37,13 @@ later; a round policy has no mid-round backfill to start it sooner); the summary
 simulator's figures without it (`*_without_lead`).
 
 Time: 940-970 s for the three allocation policies on this 2-core machine under load (about 5 min
-each: the cluster runs in real time, the simulations take a second), and about 5 min for `goodput`.
+each: the cluster runs in real time, the simulations take a second), and 200-210 s for `goodput`:
+about 19-20 min for the four.
 
 Reported per policy: per-job JCT error of the simulator against the cluster (median, p90), the
 average JCT, makespan and GPU time of each, beside Gavel's figure (§7.2, Table 3: its simulator
 within about 8 % of its physical cluster). Writes DIR/jobs.csv and DIR/summary.csv (committed
-results: experiments/results/sim_vs_cluster). The machine is shared: wall-clock figures are taken
+results: experiments/results/sim_vs_cluster, `goodput`'s in its goodput/ folder). The machine is shared: wall-clock figures are taken
 under whatever load it carries, which shows as launch latency.
 """
 
@@ -335,8 +336,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--step-rate", type=float, default=25.0, help="steps/s of every job type alone on a V100")
     ap.add_argument("--adaptive-cluster", default="a100=4,v100=4,t4=4", help="the cluster `goodput` runs on")
     ap.add_argument("--adaptive-round-seconds", type=float, default=15.0, help="goodput's rounds (its own: 60 s)")
-    ap.add_argument("--realloc-delay", type=float, default=2.0,
-                    help="the restart delay goodput's restart factor assumes on the cluster (s)")
+    ap.add_argument("--realloc-delay", type=float, default=1.5,
+                    help="the restart delay goodput's restart factor assumes on the cluster (s; about the launch "
+                         "cost the runs measured)")
     ap.add_argument("--timeout", type=float, default=900.0)
     ap.add_argument("--keep", type=Path, help="keep each cluster's state and logs under this directory")
     ap.add_argument("--out", type=Path, default=REPO / "out" / "experiments" / "sim_vs_cluster",
