@@ -5,12 +5,12 @@ from .core import AllocationRows, JobView, Ledger, MechanismConfig, RoundMechani
 from .ideal import IdealPlanner
 from .placement import Placed, Placer
 from .priorities import fractions, priorities
-from .round import Admission, Allocator, Executor, LoopStats, Planner, RoundResult, SchedulerLoop
+from .round import Admission, Allocator, Executor, LoopStats, Planner, RoundResult, SchedulerLoop, plan_lead
 from .selection import greedy_select
 
 __all__ = [
     "Admission", "AllocationRows", "Allocator", "Backfilled", "Waitlist", "worth_starting",
     "Executor", "IdealPlanner", "JobView", "Ledger", "LoopStats", "MechanismConfig", "Placed", "Placer",
     "Planner", "RoundMechanism", "RoundPlan", "RoundResult", "SchedulerLoop",
-    "fractions", "greedy_select", "make_plan", "priorities",
+    "fractions", "greedy_select", "make_plan", "plan_lead", "priorities",
 ]

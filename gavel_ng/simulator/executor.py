@@ -170,7 +170,7 @@ class SimExecutor:
     def __init__(self, jobs: JobArrays, source, round_seconds: float, num_types: int,
                  preemption_overhead: float = 0.0, integer_steps: bool = False, col_pool=None, prices=None, *,
                  restarts: RestartLedger | None = None, adaptive: AdaptiveRunner | None = None,
-                 on_round=None, on_finish=None, arrivals=None):
+                 on_round=None, on_finish=None, arrivals=None, plan_lead: float = 0.0):
         self.jobs = jobs
         self.source = source          # callable(n) -> Trace with at least n jobs, or None when exhausted
         self.L = float(round_seconds)
@@ -202,6 +202,11 @@ class SimExecutor:
         # start on idle GPUs, as on a cluster (simulator.backfill); None: they wait for the next round
         self.arrivals = arrivals
         self._early: set[int] = set()        # jobs started that way, not admitted yet
+        # the next round is planned `lead` s before the boundary (mechanism.plan_lead), as a cluster plans it:
+        # the plan knows the arrivals and completions up to then, later ones a round late (0: at the boundary)
+        self.lead = min(float(plan_lead), self.L)
+        self._lagged = False                 # this round's plan was made `lead` s before it began (one ran)
+        self.unreported = np.zeros(0, np.int64)   # done in the last `lead` s of the round: the next plan still has them
 
     def now(self) -> float:
         return self.clock
@@ -225,8 +230,13 @@ class SimExecutor:
         self.next_pos = 0
         return True
 
+    def _seen(self) -> float:
+        """Arrivals up to this time are known to the plan of the round that starts now."""
+        return self.clock - self.lead if self._lagged else self.clock
+
     def admit(self) -> list[int]:
-        if self._due > self.clock:   # the next arrival, as the last call found it: most rounds admit no one
+        seen = self._seen()
+        if self._due > seen:   # the next arrival, as the last call found it: most rounds admit no one
             return []
         out = []
         while True:
@@ -235,7 +245,7 @@ class SimExecutor:
                 self._due = -np.inf   # (asked again next round)
                 break
             due = float(self.jobs.arrival[job])
-            if due > self.clock:
+            if due > seen:
                 self._due = due
                 break
             out.append(job)
@@ -258,7 +268,7 @@ class SimExecutor:
         order, when mid-round arrivals may start (`arrivals`); admits none."""
         if self.arrivals is None:
             return []
-        out, i, end = [], 0, self.clock + self.L
+        out, i, end, seen = [], 0, self.clock + self.L, self._seen()
         while True:
             if self.next_pos + i >= len(self.order):
                 if not self._grow():
@@ -267,8 +277,8 @@ class SimExecutor:
             due = float(self.jobs.arrival[job])
             if due >= end:
                 break
-            if due > self.clock:
-                out.append((job, due - self.clock))
+            if due > seen:          # (one the plan did not know yet: from the round's start)
+                out.append((job, max(due - self.clock, 0.0)))
             i += 1
         return out
 
@@ -350,6 +360,10 @@ class SimExecutor:
                 used = np.where(done, start + rem / np.where(rate > 0, rate, 1.0), L)
         else:   # most rounds: no job finishes, each holds its GPUs all round
             steps, used = can, np.full(len(rem), L)
+        stale = self._stale(jobs)
+        if stale is not None:
+            steps, used, start = np.where(stale, 0.0, steps), np.where(stale, 0.0, used), np.where(stale, 0.0, start)
+            done, any_done = done | stale, True
         ja.remaining[jobs] = rem - steps
         if len(e) == plan.num_entries:
             occupied = used
@@ -421,6 +435,10 @@ class SimExecutor:
             steps = can
             used = np.empty(n)
             used.fill(L)
+        stale = self._stale(jobs)
+        if stale is not None:
+            steps, used = np.where(stale, 0.0, steps), np.where(stale, 0.0, used)
+            done, any_done = done | stale, True
         ja.remaining[jobs] = rem - steps
         occupied = used
         start = as_run = None
@@ -447,13 +465,14 @@ class SimExecutor:
             ja.gpu_seconds[jobs] += gpu_seconds
         else:
             self._charge(plan, charge, gpu_seconds)
-        if any_done or as_run is not None:
+        if any_done or as_run is not None or len(self.unreported):
             result = self._settle(occupied, jobs[done], used[done])   # a job runs at most once a round
             if as_run is not None:
                 result.plan = plan
             return result
         self.integral += self.unfinished * L   # (_settle with no job done)
         self.clock += L
+        self._lagged = self.lead > 0
         return RoundResult(occupied, [])
 
     def _arrive_mid_round(self) -> bool:
@@ -464,8 +483,14 @@ class SimExecutor:
         return nxt is not None and nxt < self.clock + self.L
 
     def _settle(self, occupied: np.ndarray, finished: np.ndarray, used_done: np.ndarray) -> RoundResult:
-        """Finish times, the active-job integral and the clock at the round's end."""
+        """Finish times, the active-job integral and the clock at the round's end. A job done in the round's last
+        `lead` s is reported with the next round (its plan was made before it was done), as on a cluster."""
         ja, L, now = self.jobs, self.L, self.clock
+        prior, self.unreported = self.unreported, _NONE
+        if len(finished) and len(prior):     # (one planned again after it was done: done already)
+            fresh = ja.finish[finished] != ja.finish[finished]
+            finished, used_done = finished[fresh], used_done[fresh]
+        report = finished
         n = self.unfinished
         if len(finished):
             ja.finish[finished] = now + used_done
@@ -476,10 +501,23 @@ class SimExecutor:
             self.finished_total += len(finished)
             if self.on_finish is not None:
                 self.on_finish(finished)
+            if self.lead > 0:       # (an adaptive job's runner settles it at once: not deferred)
+                late = (used_done > L - self.lead) & ~ja.adaptive[finished]
+                if late.any():
+                    report, self.unreported = finished[~late], finished[late]
         else:
             self.integral += n * L
         self.clock = now + L
-        return RoundResult(occupied, finished.tolist())
+        self._lagged = self.lead > 0
+        return RoundResult(occupied, report.tolist() + prior.tolist())
+
+    def _stale(self, jobs: np.ndarray) -> np.ndarray | None:
+        """Members done in the last round's look-ahead (`unreported`), planned again by a plan that did not know:
+        they run nothing and hold nothing (their GPUs free from the round's start); None when there are none."""
+        if not len(self.unreported):
+            return None
+        stale = np.isin(jobs, self.unreported)
+        return stale if stale.any() else None
 
     def _execute_mixed(self, plan: RoundPlan) -> RoundResult:
         """A round plan (one job per entry) with adaptive jobs in the trace: fixed entries as in
@@ -505,6 +543,10 @@ class SimExecutor:
             with np.errstate(divide="ignore", invalid="ignore"):
                 used[f] = np.where(d, start[f] + rem / np.where(rate > 0, rate, 1.0), L)
             steps[f], done[f] = np.where(d, rem, can), d
+            stale = self._stale(jobs[f])
+            if stale is not None:
+                g = f[stale]
+                steps[g], used[g], start[g], done[g] = 0.0, 0.0, 0.0, True
             ja.remaining[jobs[f]] = rem - steps[f]
         a = np.flatnonzero(ad)
         start[a], used[a], done[a] = self.adaptive.run(plan, a, now)
@@ -544,14 +586,19 @@ class SimExecutor:
             np.add.at(self.jobs.gpu_seconds, plan.member_job, gpu_seconds[e] / size[e])
 
     def _idle(self) -> RoundResult:
-        """Nothing to run: jump to the next arrival when no job waits, else wait a round."""
+        """Nothing to run: jump to the next arrival when no job waits, else wait a round. A job that arrived
+        while this empty plan was made ahead is planned at once (an idle cluster plans as a job arrives)."""
+        prior, self.unreported = self.unreported, _NONE
+        lagged, self._lagged = self._lagged, False
         nxt = self.next_arrival()
-        if self.unfinished == 0 and nxt is not None and nxt > self.clock:
+        if lagged and nxt is not None and nxt <= self.clock:
+            pass
+        elif self.unfinished == 0 and nxt is not None and nxt > self.clock:
             self.clock = nxt
         else:
             self.integral += self.unfinished * self.L
             self.clock += self.L
-        return RoundResult(np.zeros(0), [])
+        return RoundResult(np.zeros(0), prior.tolist())
 
     def _throughputs(self, plan: RoundPlan) -> tuple[np.ndarray, np.ndarray | None]:
         """Steps/s of each member in its entry (and the fluid rate for ideal plans)."""

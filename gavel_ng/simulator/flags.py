@@ -49,6 +49,7 @@ SETTINGS: dict[str, tuple[str, Callable[[Any, str], Any] | None]] = {
     "rules": ("rules", _rules),
     "entities": ("entities", _entities),
     "no_backfill": ("backfill", lambda v, _: not v),
+    "plan_at_boundary": ("plan_ahead", lambda v, _: not v),
     "policy_model": ("policy_model", None),
 }
 
