@@ -45,7 +45,7 @@ def backfill_round(ex, plan: RoundPlan, steps: np.ndarray, start: np.ndarray, us
     overhead = min(ex.overhead, L)
     arriving = ex.arriving()                  # (job, seconds into the round) of mid-round arrivals
     freed = occupied[occupied < L - EPS].tolist() if len(wl.candidates) else []
-    times = sorted(set(freed + [t for _, t in arriving]))
+    times = sorted(set(freed + [t for _, t in arriving] + ([0.0] if ex.freed_at_start else [])))
     if not times or not may_start(L - times[0], L, ex.lead):
         return None                             # (most rounds with an early end: nothing waits)
     end = np.zeros(wl.topo.num_gpus)          # when each GPU is free from (0: no entry held it)

@@ -7,8 +7,9 @@ throughput when the table has one. All per-round work is numpy over the round's 
 Space sharing: an entry with two jobs holds its GPUs once, and each member advances at
 its in-pair throughput (the table's pair entry; the `_unconsolidated` pair entry when a
 multi-GPU pair ends up split over servers). When one member finishes mid-round the other
-keeps its in-pair rate until the round ends: what it would run at if nothing told it
-that its partner left, and what a runtime learns only when the round's leases end. The
+runs alone from then, at its isolated rate: the GPU is its own once the process beside it
+exits, on a cluster as here (the paced jobs of experiments/sim_vs_cluster.py speed up so;
+under --gavel-compat it keeps its in-pair rate to the round's end, as Gavel's simulator). The
 entry holds its GPUs until both are done (or the round ends). Throughputs are always
 the true (table) ones; what the policy believed is the allocator's business.
 
@@ -25,6 +26,7 @@ import numpy as np
 
 from ..allocator import PolicyJobs
 from ..mechanism import RoundPlan, RoundResult
+from ..mechanism.core import without_entries
 from ..rules.model import entities_of
 from ..throughputs import UNCONSOLIDATED, ThroughputTable
 from ..traces import Trace
@@ -202,6 +204,7 @@ class SimExecutor:
         # start on idle GPUs, as on a cluster (simulator.backfill); None: they wait for the next round
         self.arrivals = arrivals
         self._early: set[int] = set()        # jobs started that way, not admitted yet
+        self.freed_at_start = False          # this round's plan lost entries already done: GPUs free from its start
         # the next round is planned `lead` s before the boundary (mechanism.plan_lead), as a cluster plans it:
         # the plan knows the arrivals and completions up to then, later ones a round late (0: at the boundary)
         self.lead = min(float(plan_lead), self.L)
@@ -304,6 +307,32 @@ class SimExecutor:
 
     # ----- execution -------------------------------------------------------------------
     def execute(self, plan: RoundPlan) -> RoundResult:
+        """One round of `plan`. Entries whose jobs are all done already (`unreported`: after the plan was made)
+        run nothing: the round runs without them, their GPUs free from its start (backfill may use them), and
+        the result's plan is the round as it ran."""
+        drop = self._stale_entries(plan)
+        if drop is None:
+            return self._execute(plan)
+        plan = without_entries(plan, drop)
+        self.freed_at_start = True
+        try:
+            result = self._execute(plan)
+        finally:
+            self.freed_at_start = False
+        if result.plan is None:
+            result.plan = plan
+        return result
+
+    def _stale_entries(self, plan: RoundPlan) -> np.ndarray | None:
+        """Per entry: every member is done already (`unreported`); None when no entry is."""
+        stale = self._stale(plan.member_job) if plan.num_entries else None
+        if stale is None:
+            return None
+        whole = np.bincount(plan.member_entry, weights=stale, minlength=plan.num_entries) == \
+            np.bincount(plan.member_entry, minlength=plan.num_entries)
+        return whole if whole.any() else None
+
+    def _execute(self, plan: RoundPlan) -> RoundResult:
         if plan.num_entries == 0:
             if self.adaptive is not None:
                 self.adaptive.idle()
@@ -360,6 +389,8 @@ class SimExecutor:
                 used = np.where(done, start + rem / np.where(rate > 0, rate, 1.0), L)
         else:   # most rounds: no job finishes, each holds its GPUs all round
             steps, used = can, np.full(len(rem), L)
+        if any_done and inv is None and len(e) != plan.num_entries and not self.integer_steps:
+            self._alone_after_partner(plan, start, rem, rate, steps, used, done)
         stale = self._stale(jobs)
         if stale is not None:
             steps, used, start = np.where(stale, 0.0, steps), np.where(stale, 0.0, used), np.where(stale, 0.0, start)
@@ -376,10 +407,13 @@ class SimExecutor:
             occupied = np.zeros(plan.num_entries)
             np.maximum.at(occupied, e, used)
             ran = used - start
+            if not self.integer_steps:    # shared only while the partner runs (_alone_after_partner)
+                f, p = self._partners(plan)
+                ran[f] = np.maximum(np.minimum(used[f], used[p]) - start[f], 0.0)
             self.paired_seconds += float(ran[np.bincount(e, minlength=plan.num_entries)[e] > 1].sum())
         as_run = None
         if plan.waiting is not None and plan.share is None and (any_done and occupied.min(initial=L) < L
-                                                                or self._arrive_mid_round()):
+                                                                or self.freed_at_start or self._arrive_mid_round()):
             as_run = backfill_round(self, plan, steps, start, used, done, occupied)   # freed GPUs, rest of round
             if as_run is not None:
                 plan, steps, start, used, done, occupied = as_run
@@ -442,7 +476,8 @@ class SimExecutor:
         ja.remaining[jobs] = rem - steps
         occupied = used
         start = as_run = None
-        if plan.waiting is not None and (any_done and occupied.min() < L or self._arrive_mid_round()):
+        if plan.waiting is not None and (any_done and occupied.min() < L or self.freed_at_start
+                                         or self._arrive_mid_round()):
             start = np.zeros(n)
             as_run = backfill_round(self, plan, steps, start, used, done, occupied)   # freed GPUs, rest of round
             if as_run is not None:
@@ -618,23 +653,53 @@ class SimExecutor:
                 T[f] = P
             return T, (plan.share[e] * T).sum(axis=1)
         types = plan.types[e] if paired else plan.types
-        thr = ja.T[k, types]
         if not paired and plan.consolidated.all():   # (most rounds)
-            return thr, None
-        split = ~(plan.consolidated[e] if paired else plan.consolidated)
-        if split.any():
-            u = ja.Tu[k[split], types[split]]
-            thr[split] = np.where(np.isnan(u), thr[split], u)
+            return ja.T[k, types], None
+        consolidated = plan.consolidated[e] if paired else plan.consolidated
+        thr = self._alone(k, types, consolidated)
         if paired:
             f, partner = self._partners(plan)
             a, b, j = k[f], k[partner], types[f]
             pair = ja.P[a, b, j]
-            sp = split[f]
+            sp = ~consolidated[f]
             if sp.any():
                 u = ja.Pu[a[sp], b[sp], j[sp]]
                 pair[sp] = np.where(np.isnan(u), pair[sp], u)
             thr[f] = pair
         return thr, None
+
+    def _alone(self, k: np.ndarray, types: np.ndarray, consolidated: np.ndarray) -> np.ndarray:
+        """Steps/s of job keys `k` alone on these types: the unconsolidated rate where split over servers (and
+        the table has one)."""
+        ja = self.jobs
+        thr = ja.T[k, types]
+        split = ~consolidated
+        if split.any():
+            u = ja.Tu[k[split], types[split]]
+            thr[split] = np.where(np.isnan(u), thr[split], u)
+        return thr
+
+    def _alone_after_partner(self, plan: RoundPlan, start: np.ndarray, rem: np.ndarray, rate: np.ndarray,
+                             steps: np.ndarray, used: np.ndarray, done: np.ndarray) -> None:
+        """A member of a pair whose partner is done mid-round has the GPU to itself from then and runs at its rate
+        alone, as a job on a real GPU speeds up when the process beside it exits (and a paced job does:
+        worker.paced_job). Updates steps, used and done in place."""
+        f, p = self._partners(plan)
+        partner_done = np.where(done[p], used[p], np.inf)
+        sel = partner_done < np.where(done[f], used[f], np.inf)
+        if not sel.any():
+            return
+        i = f[sel]
+        t = np.maximum(partner_done[sel], start[i])
+        e = plan.member_entry[i]
+        alone = self._alone(self.jobs.key[plan.member_job[i]], plan.types[e], plan.consolidated[e])
+        before = rate[i] * (t - start[i])
+        left = rem[i] - before
+        d = (left <= alone * (self.L - t)) & (alone > 0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            used[i] = np.where(d, t + left / np.where(alone > 0, alone, 1.0), self.L)
+        steps[i] = np.where(d, rem[i], before + alone * (self.L - t))
+        done[i] = d
 
     @staticmethod
     def _partners(plan: RoundPlan) -> tuple[np.ndarray, np.ndarray]:
