@@ -8,7 +8,8 @@ processes (experiments/local_cluster.py), every job a paced job (gavel_ng.worker
 process under a real worker, with leases, renewals and checkpoints, whose steps take what the
 throughput table says, in-pair rates while it shares a GPU); (b) the simulator runs the same jobs,
 arriving when the cluster received them, with the same table, cluster, round length and the restart
-overhead the cluster's launches cost in (a) (measured: round start to a relaunched job's first step).
+overhead the cluster's launches cost in (a) (measured: round start to the first step of a job launched
+at a round start; a mid-round start on free GPUs, measured from its launch, as the start-up of backfill).
 `las_packed` is LAS with space sharing (`space_sharing` on both sides).
 
 The trace is Gavel's job mix (types and scale factors as Gavel's multi-GPU generator draws them,
@@ -21,8 +22,10 @@ Gavel's. Both sides read the scaled table, and the cluster's measured throughput
 both believe the same rates.
 
 Time: 940-970 s for the three policies on this 2-core machine under load (about 5 min each: the
-cluster runs in real time, the simulations take a second). Not covered: `goodput` (a round policy
-with adaptive jobs): a paced job does not model an adaptive job's goodput yet.
+cluster runs in real time, the simulations take a second). `--resimulate DIR` runs no cluster: it
+simulates again the cluster runs DIR recorded (a change to the simulator, judged on the same cluster
+runs, in seconds). Not covered: `goodput` (a round policy with adaptive jobs): a paced job does not
+model an adaptive job's goodput yet.
 
 Reported per policy: per-job JCT error of the simulator against the cluster (median, p90), the
 average JCT, makespan and GPU time of each, beside Gavel's figure (§7.2, Table 3: its simulator
@@ -181,7 +184,7 @@ def read_cluster(root: Path, ids: list[int], round_seconds: float) -> Run:
 
 # ----- (b) the simulator -----------------------------------------------------------------------------
 def run_sim(trace, arrivals: np.ndarray, table, policy: str, packed: bool, types: dict[str, int],
-            round_seconds: float, overhead: float, seed: int) -> Run:
+            round_seconds: float, overhead: float, seed: int, start: float | None = None) -> Run:
     from gavel_ng.cluster import Cluster
     from gavel_ng.simulator import SimConfig, simulate
     from gavel_ng.traces import Trace
@@ -189,7 +192,7 @@ def run_sim(trace, arrivals: np.ndarray, table, policy: str, packed: bool, types
     cluster = Cluster.parse(",".join(f"{w}={n}:{n}" for w, n in types.items()))
     jobs = Trace(trace.job_types, trace.scale_factors, trace.weights, trace.steps, trace.slo_s, arrivals)
     cfg = SimConfig(policy=policy, round_seconds=round_seconds, preemption_overhead_s=overhead,
-                    space_sharing=packed, seed=seed, window=(0, len(jobs)))
+                    start_overhead_s=start, space_sharing=packed, seed=seed, window=(0, len(jobs)))
     res = simulate(cluster, table, jobs, cfg)
     ja = res.jobs
     return Run(ja.arrival[:len(jobs)].copy(), ja.finish[:len(jobs)].copy(), float(ja.gpu_seconds[:len(jobs)].sum()),
@@ -217,13 +220,13 @@ def run_policy(name: str, trace, table, table_path: Path, types: dict[str, int],
     t0 = time.time()
     cluster = run_cluster(root, trace, table_path, policy, packed, types, args.round_seconds, args.timeout)
     wall = time.time() - t0
-    costs = cluster.extra["launch_at_round_s"]
+    costs, mid = cluster.extra["launch_at_round_s"], cluster.extra["launch_mid_round_s"]
     overhead = float(np.mean(costs)) if costs else 0.0
-    sim = run_sim(trace, cluster.arrival, table, policy, packed, types, args.round_seconds, overhead, args.seed)
+    start = float(np.mean(mid)) if mid else None
+    sim = run_sim(trace, cluster.arrival, table, policy, packed, types, args.round_seconds, overhead, args.seed, start)
     row = compare(name, cluster, sim, overhead)
     row["cluster_wall_s"] = round(wall, 1)
-    mid = cluster.extra["launch_mid_round_s"]
-    row["mid_round_launch_s"] = round(float(np.mean(mid)), 2) if mid else None
+    row["mid_round_launch_s"] = round(start, 2) if start is not None else None
     jobs = [{"policy": name, "job": i, "job_type": trace.job_types[i], "scale_factor": int(trace.scale_factors[i]),
              "steps": int(trace.steps[i]), "arrival_s": round(float(cluster.arrival[i]), 2),
              "jct_cluster_s": round(float(cluster.jct[i]), 2), "jct_sim_s": round(float(sim.jct[i]), 2),
@@ -250,10 +253,11 @@ def resimulate(path: Path, table, types: dict[str, int], args) -> tuple[list[dic
                       arrival)
         rec = summary[name]
         overhead = float(rec["restart_overhead_s"])
+        start = float(rec["mid_round_launch_s"]) if rec.get("mid_round_launch_s") else None
         cluster = Run(arrival, arrival + np.array([float(j["jct_cluster_s"]) for j in mine]),
                       float(rec["gpu_time_cluster_s"]), {"launches": int(rec["launches_cluster"])})
         policy, packed = POLICIES[name]
-        sim = run_sim(trace, arrival, table, policy, packed, types, args.round_seconds, overhead, args.seed)
+        sim = run_sim(trace, arrival, table, policy, packed, types, args.round_seconds, overhead, args.seed, start)
         row = compare(name, cluster, sim, overhead) | {"cluster_wall_s": rec["cluster_wall_s"],
                                                        "mid_round_launch_s": rec["mid_round_launch_s"]}
         rows.append(row)

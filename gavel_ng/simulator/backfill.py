@@ -4,8 +4,9 @@ The round's entries run first (executor.SimExecutor.execute); each that ends bef
 does frees its GPUs at that moment. Those moments are taken in time order: at each, the plan's
 `Waitlist` (gavel_ng.mechanism.backfill, the code the runtime asks too) chooses entries for the
 GPUs free then (freed ones and any no entry held this round), and each chosen entry starts
-there, pays the start-up overhead a launch pays (`--preemption-overhead`, or its job's measured
-restart delay where the profile set has one: simulator.restarts) and runs at its true
+there, pays the start-up a launch onto free GPUs pays (`--start-overhead`, by default
+`--preemption-overhead`; or its job's measured restart delay where the profile set has one:
+simulator.restarts) and runs at its true
 rate until it is done or the round ends. One that is done early frees its GPUs in turn. Whether
 a job may still start is the runtime's rule (mechanism.backfill.may_start): a quarter round left,
 the next round not planned yet, and no start-up counted (a cluster does not know it beforehand).
@@ -42,7 +43,7 @@ def backfill_round(ex, plan: RoundPlan, steps: np.ndarray, start: np.ndarray, us
     """(plan, steps, start, used, done, occupied) of the round with its backfilled entries, per member
     and per entry as SimExecutor.execute keeps them; None when nothing was backfilled."""
     wl, L, ja = plan.waiting, ex.L, ex.jobs
-    overhead = min(ex.overhead, L)
+    overhead = min(ex.start_overhead, L)
     arriving = ex.arriving()                  # (job, seconds into the round) of mid-round arrivals
     freed = occupied[occupied < L - EPS].tolist() if len(wl.candidates) else []
     times = sorted(set(freed + [t for _, t in arriving] + ([0.0] if ex.freed_at_start else [])))

@@ -54,6 +54,7 @@ class SimConfig:
     window: tuple[int, int] | None = None
     min_solve_interval: float = 0.0
     preemption_overhead_s: float = 0.0
+    start_overhead_s: float | None = None  # a mid-round start on free GPUs (backfill); None: preemption_overhead_s
     ideal: bool = False
     gavel_compat: bool = False
     warm_start: bool = True
@@ -86,6 +87,9 @@ class SimConfig:
             raise InputError("gpu_counts", list(self.gpu_counts), "must be integers >= 1")
         if self.preemption_overhead_s < 0:
             raise InputError("--preemption-overhead", self.preemption_overhead_s, "must be >= 0")
+        start = self.start_overhead_s
+        if start is not None and not (math.isfinite(start) and start >= 0):
+            raise InputError("--start-overhead", self.start_overhead_s, "must be a number of seconds >= 0")
         if self.min_solve_interval < 0:
             raise InputError("--min-solve-interval", self.min_solve_interval, "must be >= 0")
         if self.policy_model not in POLICY_MODELS:
@@ -229,7 +233,7 @@ def _simulate(cluster: Cluster, table: ThroughputTable | None, trace, config: Si
                                          None if observe is None else lambda plan, *_: observe(plan)),
                      on_finish=finished, arrivals=arrivals,
                      plan_lead=plan_lead(config.round_seconds) if config.plan_ahead and not config.gavel_compat
-                     and not config.ideal else 0.0)
+                     and not config.ideal else 0.0, start_overhead=config.start_overhead_s)
     loop = SchedulerLoop(built.planner, ex, admission, owner)
     last_arrival = float(full.arrivals[lo:hi].max())
     cap = config.max_sim_seconds if config.max_sim_seconds is not None else 2 * last_arrival + 60 * DAY

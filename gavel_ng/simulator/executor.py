@@ -172,13 +172,16 @@ class SimExecutor:
     def __init__(self, jobs: JobArrays, source, round_seconds: float, num_types: int,
                  preemption_overhead: float = 0.0, integer_steps: bool = False, col_pool=None, prices=None, *,
                  restarts: RestartLedger | None = None, adaptive: AdaptiveRunner | None = None,
-                 on_round=None, on_finish=None, arrivals=None, plan_lead: float = 0.0):
+                 on_round=None, on_finish=None, arrivals=None, plan_lead: float = 0.0,
+                 start_overhead: float | None = None):
         self.jobs = jobs
         self.source = source          # callable(n) -> Trace with at least n jobs, or None when exhausted
         self.L = float(round_seconds)
         self._whole_round = self.L.is_integer() and self.L < 2.0 ** 20   # n x L is then exact up to 2^33 entries
         self.J = num_types
         self.overhead = float(preemption_overhead)
+        # a mid-round start on free GPUs (backfill): no job is vacating them (None: the same as any launch)
+        self.start_overhead = self.overhead if start_overhead is None else float(start_overhead)
         self.integer_steps = integer_steps
         # allocation columns -> types, for fluid (ideal) plans over placement-sensitive columns
         self.col_pool = None if col_pool is None else np.asarray(col_pool, dtype=np.int64)
