@@ -49,7 +49,7 @@ class LiveBackfill:
         self.ex = executor
         self.gpu_map = gpu_map
         self.arrivals = arrivals
-        self._offered: tuple[int, int] | None = None   # (arrivals, ended) when arrivals were last offered GPUs
+        self._offered: tuple[int, int, int] | None = None   # (arrivals, ended, free GPUs) at the last offer
         self.pending: RoundPlan | None = None      # the plan published for the next round
         self.plan: RoundPlan | None = None         # the current round's
         self.entries: list[tuple[Backfilled, float]] = []   # what was backfilled this round, and when
@@ -110,20 +110,22 @@ class LiveBackfill:
         with st.lock:
             if self.pending is not None or ex.round_end is None or now >= ex.round_end or not st.arrivals:
                 return
-            if self._offered == (len(st.arrivals), self.ended) or \
-                    not may_start(ex.round_end - now, ex.L, ex.plan_margin):
+            if not may_start(ex.round_end - now, ex.L, ex.plan_margin):
                 return
-            self._offered = (len(st.arrivals), self.ended)
+            ended = self._ended()
+            gmap = self.gpu_map()
+            free = self._free(gmap, ended)
+            # offered again when a job arrived, ended or GPUs came free since (at a round's start the previous
+            # round's attempts free theirs as they exit), as the simulator offers them at each such moment
+            offer = (len(st.arrivals), self.ended, int(free.sum()))
+            if self._offered == offer or not free.any():
+                return
+            self._offered = offer
             held = ex.waiting.held if ex.waiting is not None else {}     # admission holds them back
             new = [m for m in dict.fromkeys(st.arrivals) if (j := st.jobs.get(m)) is not None
                    and j.status == "queued" and j.live is None and m not in ex.current and not j.fenced(now)
                    and m not in held]
             if not new:
-                return
-            ended = self._ended()
-            gmap = self.gpu_map()
-            free = self._free(gmap, ended)
-            if not free.any():
                 return
             busy = set(ex.current) | st.index.live
         waiting = self.arrivals(new, plan)
