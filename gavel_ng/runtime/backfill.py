@@ -32,8 +32,8 @@ import numpy as np
 from ..mechanism import Backfilled, RoundPlan, RoundResult, worth_starting
 from ..mechanism.backfill import Holder, holders
 from ..mechanism.core import with_backfilled
-from .jobs import FINISHED
-from .launcher import LOG_EACH, Assignment
+from .jobs import FINISHED, LOG_EACH
+from .launcher import Assignment
 from .store import StoreError
 
 log = logging.getLogger(__name__)
