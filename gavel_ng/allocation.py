@@ -15,7 +15,7 @@ class AllocationError(ValueError):
 class Allocation:
     """Labelled matrix: rows are jobs or job combinations, columns worker types."""
 
-    rows: list[tuple[str, ...]]
+    rows: list[tuple]            # each row's job ids (SchedulingProblem.job_ids: ints or a caller's names)
     worker_types: list[str]
     values: np.ndarray           # (rows, worker types)
     scale_factors: np.ndarray    # (rows,)
@@ -23,8 +23,8 @@ class Allocation:
     pools: np.ndarray | None = None  # (worker types,) columns with one pool index share its GPUs
 
     @staticmethod
-    def label(row: tuple[str, ...]) -> str:
-        return "+".join(row)
+    def label(row: tuple) -> str:
+        return "+".join(map(str, row))
 
     def to_dict(self, digits: int | None = None) -> dict[str, dict[str, float]]:
         vals = self.values if digits is None else np.round(self.values, digits)
@@ -37,9 +37,9 @@ class Allocation:
         return pd.DataFrame(self.values, index=[self.label(r) for r in self.rows],
                             columns=list(self.worker_types))
 
-    def job_totals(self) -> dict[str, float]:
+    def job_totals(self) -> dict:
         """Total time fraction of each job over all its rows and types."""
-        totals: dict[str, float] = {}
+        totals: dict = {}   # job id -> time fraction
         for i, row in enumerate(self.rows):
             for job in row:
                 totals[job] = totals.get(job, 0.0) + float(self.values[i].sum())

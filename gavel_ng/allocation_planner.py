@@ -1,6 +1,6 @@
 """The SchedulerLoop's planner for an allocation policy: the policy's allocation, Gavel's mechanism each round.
 
-`AllocationPlanner` meets the loop's `Planner` protocol (mechanism.round) as the round planner
+`AllocationPlanner` meets the loop's `Planner` protocol (mechanism.loop) as the round planner
 (gavel_ng.round_planner) does, so that the loop never asks which kind of policy runs. It owns
 what only an allocation policy needs: the solve bookkeeping (a job's arrival or end, or new GPUs,
 call for a new allocation; `min_solve_interval` rate-limits solves, so jobs that arrive in between
@@ -37,7 +37,7 @@ class Mechanism(Protocol):
 
 
 class AllocationPlanner:
-    """Planner (mechanism.round) of an allocation policy (module docstring)."""
+    """Planner (mechanism.loop) of an allocation policy (module docstring)."""
 
     def __init__(self, allocator: PolicyAllocator, mechanism: Mechanism, min_solve_interval: float = 0.0):
         self.allocator = allocator

@@ -195,7 +195,7 @@ class PolicyAllocator:
         self.solves += 1
         try:
             problem = SchedulingProblem.build(
-                list(map(str, ids)), self.names, cap, T, scale_factors=data.scale_factors, weights=data.weights,
+                ids, self.names, cap, T, scale_factors=data.scale_factors, weights=data.weights,
                 steps_remaining=data.steps_remaining, steps_total=data.steps_total,
                 time_since_arrival=np.maximum(0.0, now - data.arrival), slo_s=data.slo_s, prices=self.prices,
                 pairs=pairs, pools=self.pools, limits=limits, entities=entities, entity_specs=self.entities,
@@ -214,16 +214,15 @@ class PolicyAllocator:
             log.info("policy %s solves again after %d failed solves", self.spec.name, self.failures)
             self.failures = 0
         self.policy_error = None
-        if sol.slo_dropped:
-            by_name = dict(zip(problem.job_ids, ids))
-            self.slo_dropped.update(by_name[n] for n in sol.slo_dropped)
+        if sol.slo_dropped:   # job ids: the problem's are the allocator's own
+            self.slo_dropped.update(sol.slo_dropped)
         if not sol.ok:   # the solver failed: `finish` chose a valid fallback and logged why
             self.fallbacks += 1
         if sol.warnings:   # each already logged where it arose (repeats collapsed, see gavel_ng.logs)
             log.debug("solve at t=%.0f: %s", now, "; ".join(sol.warnings))
         a = sol.allocation
         singles = len(a.rows) == len(ids) and max(map(len, a.rows), default=1) == 1
-        rows = list(zip(ids)) if singles else [tuple(int(m) for m in r) for r in a.rows]
+        rows = list(zip(ids)) if singles else list(a.rows)
         er = sol.entry_rows   # the policy's own constraints, for the mechanism to keep in what runs
         own = None if er is None else Limits.from_bounds(er.C, er.lo, er.hi, er.names, rows, self.columns.num)
         # where each job can run at all (what a work-conserving mechanism may give the GPUs the allocation leaves)

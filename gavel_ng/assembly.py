@@ -26,11 +26,14 @@ import numpy as np
 
 from .allocation_planner import AllocationPlanner
 from .allocator import JobSource, PolicyAllocator, ThroughputSource
+from .cluster import Cluster
 from .errors import InputError
 from .mechanism import IdealPlanner, MechanismConfig, Planner, RoundMechanism
 from .policies.input.entities import Entity
+from .policies.input.scheduling_problem import SchedulingProblem
+from .policies.lp.pipeline import solve
 from .policies.registry import ADAPTIVE, BOTH, FIXED, PolicySpec
-from .policies.rounds import RoundSource
+from .policies.rounds import RoundJobs, RoundSource
 from .round_planner import DEFAULT_GPU_COUNTS, RoundPlanner
 from .rules.compile import RuleCompiler
 from .topology import Topology
@@ -111,6 +114,47 @@ def assemble(spec: PolicySpec, world: World, keep: Keep | None = None) -> Assemb
     planner = AllocationPlanner(allocator, mech, world.min_solve_interval)
     return Assembled(planner if keep is None else keep.allocation(planner), allocator,
                      planner.arrivals if mech.backfills else None, allocator.spec.name, False)
+
+
+# ----- the policy tried once, before a scheduler starts (runtime.probe) -------------------------------------
+PROBE_GPUS = 4   # per worker type, on one server: room for both jobs on each type
+
+
+def probe(spec: PolicySpec, worker_types: list[str], prices: Mapping[str, float] | None = None,
+          options: dict | None = None) -> None:
+    """Run the policy once on two one-GPU jobs, equally fast on every type, the way its kind runs: an
+    allocation policy stated and solved, a round policy asked for one round (one of adaptive jobs only needs
+    their goodput models: not tried). Raises what the policy raises (runtime.probe says which errors count)."""
+    if not spec.is_round:
+        J = len(worker_types)
+        price = None if not prices or any(w not in prices for w in worker_types) else [prices[w] for w in worker_types]
+        inp = SchedulingProblem.build([0, 1], list(worker_types), np.full(J, float(PROBE_GPUS)),
+                                      np.ones((2, J)), steps_remaining=np.array([1000.0, 2000.0]),
+                                      steps_total=np.array([1000.0, 2000.0]), time_since_arrival=np.array([60.0, 0.0]),
+                                      prices=price)
+        solve(inp, spec.name, options=options)
+    elif spec.jobs != ADAPTIVE:
+        gpus = {w: PROBE_GPUS for w in worker_types}
+        planner = RoundPlanner(spec.name, spec.decider(options), _ProbeJobs(len(worker_types)),
+                               Topology.from_cluster(Cluster(gpus, gpus)), lambda: 0.0,
+                               gpu_counts=spec.gpu_counts if spec.gpu_counts is not None else (1, 2, 4))
+        planner.arrive([0, 1])
+        planner.plan(0.0)
+
+
+class _ProbeJobs:
+    """The probe's two fixed one-GPU jobs, as a RoundSource."""
+
+    def __init__(self, types: int):
+        self.types = types
+
+    def round_jobs(self, jobs: list[int]) -> RoundJobs:
+        n = len(jobs)
+        return RoundJobs(np.zeros(n, bool), np.ones(n, np.int64), np.ones((n, self.types)), np.zeros(n),
+                         np.zeros(n, np.int64))
+
+    def goodput(self, jobs, worker_type, gpus, servers) -> np.ndarray:
+        return np.zeros((len(jobs), len(gpus)))
 
 
 # ----- what a policy's kind allows ------------------------------------------------------------------

@@ -29,7 +29,7 @@ DEFAULT_GPU_COUNTS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 
 
 class RoundPlanner:
-    """Planner (mechanism.round) for a round policy's `decide(ctx)` (module docstring).
+    """Planner (mechanism.loop) for a round policy's `decide(ctx)` (module docstring).
 
     `clock()` is the time the context's `now` and `record` read (the executor's). `seed` seeds
     the context's random stream; `gpu_counts` are the configurations' GPU counts, or a function of

@@ -28,11 +28,9 @@ def rows() -> list[tuple[str, str, str, str, str]]:
     out = []
     for name in list_policies():
         spec = get_policy(name)
-        if spec.is_round:
-            out.append((name, spec.kind, ADAPTIVE_JOBS.get(spec.jobs, spec.jobs), f"{spec.round_seconds:g} s",
-                        spec.summary))
-        else:
-            out.append((name, spec.kind, "-", "-", spec.summary))
+        terms = spec.round_terms()   # None: an allocation policy declares neither
+        jobs, every = ("-", "-") if terms is None else (ADAPTIVE_JOBS.get(terms[0], terms[0]), f"{terms[1]:g} s")
+        out.append((name, spec.kind, jobs, every, spec.summary))
     return out
 
 

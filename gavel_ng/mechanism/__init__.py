@@ -3,9 +3,9 @@
 from .backfill import Backfilled, Waitlist, worth_starting
 from .core import AllocationRows, JobView, Ledger, MechanismConfig, RoundMechanism, RoundPlan, make_plan
 from .ideal import IdealPlanner
+from .loop import Admission, Allocator, Executor, LoopStats, Planner, RoundResult, SchedulerLoop
 from .placement import Placed, Placer
 from .priorities import fractions, priorities
-from .round import Admission, Allocator, Executor, LoopStats, Planner, RoundResult, SchedulerLoop
 from .selection import greedy_select
 
 __all__ = [

@@ -103,14 +103,20 @@ class PolicySpec:
     def bind(self, options: dict | None) -> PolicySpec:
         """An allocation policy with its `options` given (keyword arguments of its function, checked):
         what every solve of one run states."""
-        if self.is_round:
-            raise InputError("policy", self.name, "is a round policy: its options go to decider()")
+        if self.is_round:   # (the one-shot solve and every allocation path come through here)
+            raise InputError("policy", self.name, "is a round policy: it decides round by round, with no one-shot "
+                                                  "allocation to solve (simulate it, or run it on a cluster)")
         if not options:
             return self
         self.check_options(options)
         from functools import partial
 
         return replace(self, fn=partial(self.fn, **options))
+
+    def round_terms(self) -> tuple[str, float] | None:
+        """What a round policy declares of how it runs: how it runs adaptive jobs (FIXED, ADAPTIVE, BOTH) and
+        how often it decides unless told (seconds); None for an allocation policy, which declares neither."""
+        return (self.jobs, self.round_seconds) if self.is_round else None
 
     def decider(self, options: dict | None = None) -> Callable:
         """A round policy's `decide(ctx)` for one run, with its `options` (keyword arguments of the

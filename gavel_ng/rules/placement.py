@@ -15,13 +15,15 @@ type on servers that
   split entry (Pollux's interference avoidance). A whole-server placement is always tried
   first.
 
-A lease is renewed when its GPUs still satisfy all that. An entry that no server can take
-does not run this round (the hard rules are never broken; the policy's shares are met over
-the next rounds), and the mechanism gives the GPUs it leaves to the next entries of the round's
-order (gavel_ng.mechanism.refill). Entity quotas are held per round too: the mechanism's selection asks
-`quota_tally` before it takes an entry, so an entry whose entity would hold more GPUs of a type
-than its quota this round waits and the next entries get those GPUs; placement checks again
-(`within_quota`).
+A lease is renewed when its GPUs still satisfy all that, and, for an entry whose affinity
+partners are still to be placed this round, when its server has room for them or no allowed
+server has more (else the entry moves: a kept lease must not leave its partner out). An entry
+that no server can take does not run this round (the hard rules are never broken; the policy's
+shares are met over the next rounds), and the mechanism gives the GPUs it leaves to the next
+entries of the round's order (gavel_ng.mechanism.refill). Entity quotas are held per round too:
+the mechanism's selection asks `quota_tally` before it takes an entry, so an entry whose entity
+would hold more GPUs of a type than its quota this round waits and the next entries get those
+GPUs; placement checks again (`within_quota`).
 """
 
 from __future__ import annotations
@@ -128,6 +130,8 @@ class ServerRules:
             room = sfs[i] + sum(sfs[k] for k in order[n + 1:] if types[k] == types[i]
                                 and (near & info[k][0] or info[k][3] & tags))
             gpus = self._renewal(topo, last.get(keys[i]), types[i], sfs[i], servers[ok], free, split_on)
+            if gpus is not None and room > sfs[i] and not self._has_room(topo, gpus, room, servers[ok], free):
+                gpus = None     # its server cannot take the partners and another can: move, not leave them out
             if gpus is None:
                 gpus = self._fresh(topo, servers[ok], sfs[i], free, split_on, room)
             out[i] = gpus
@@ -153,6 +157,15 @@ class ServerRules:
         if len(used) > 1 and self.rules.one_distributed_per_server and split_on[list(used)].any():
             return None
         return tuple(prev[1])
+
+    @staticmethod
+    def _has_room(topo, gpus, room: int, allowed: np.ndarray, free: np.ndarray) -> bool:
+        """Whether a renewal on `gpus` leaves its partners as much room as the best allowed server would."""
+        here = {int(topo.gpu_server[g]) for g in gpus}
+        if len(here) > 1:
+            return True
+        counts = [int(free[topo.server_gpus[s]].sum()) for s in allowed]
+        return int(free[topo.server_gpus[next(iter(here))]].sum()) >= min(room, max(counts, default=0))
 
     def _fresh(self, topo, allowed: np.ndarray, sf: int, free: np.ndarray,
                split_on: np.ndarray, room: int = 0) -> tuple[int, ...] | None:

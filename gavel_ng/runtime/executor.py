@@ -5,7 +5,8 @@ r+1 while round r still runs: `plan_margin` seconds before round r ends, so that
 allocation is solved and the next round placed off the critical path. execute() then
 
 1. publishes the plan, which answers the lease renewals iterators ask for near the end
-   of round r (renewed iff the job keeps exactly its GPUs),
+   of round r (renewed iff the job keeps exactly its GPUs; an attempt still starting, which
+   cannot ask yet, is renewed by the scheduler on the same terms),
 2. waits for round r to end, launching and relaunching as jobs come and go,
 3. starts round r+1: every planned job without a live attempt is launched as soon as
    its GPUs are free (the previous occupant checkpointed and exited),
@@ -150,12 +151,30 @@ class DeployExecutor:
                 self.backfill.publish(plan)
             self.next = desired
             self.idle = not desired
+            self._keep_starting(desired)
             self.state.cv.notify_all()
         if self.waiting is not None:        # takes the lock a chunk of jobs at a time
             self.waiting.update({m: placement_label(a.worker_type, a.placement) for m, a in desired.items()})
         if self.on_publish is not None:
             self.on_publish()
         return desired
+
+    def _keep_starting(self, desired: dict[int, Assignment]) -> None:
+        """Lock held. Renews each attempt that has not started (no InitJob yet, so it cannot ask) and that
+        the next plan keeps on its GPUs: a job slower to start than a round would otherwise be killed at
+        its lease's end and relaunched in the same place every round, never reaching a step. The worker
+        hears the new lease end with its next heartbeat."""
+        if not self.renewals or self.round_end is None:
+            return
+        for m, a in desired.items():
+            job = self.state.jobs.get(m)
+            att = job.live if job is not None else None
+            if (att is not None and not att.started and not att.restored and tuple(att.placement) == a.placement
+                    and self._target(att) is desired):
+                try:
+                    self._renew(job, att)
+                except StoreError:          # not granted: it ends at its lease and is launched again
+                    log.debug("renewal of starting job %d refused by the store", m)
 
     # ----- rounds ---------------------------------------------------------------------------
     def _resolve(self, plan: RoundPlan) -> dict[int, Assignment]:
@@ -318,6 +337,7 @@ class DeployExecutor:
                 st.store.update_job(job.job_id, steps_done=int(checkpoint_step))
                 job.steps_done = int(checkpoint_step)
             att.steps_start = int(checkpoint_step)
+            att.started = True
             job.steps_live = max(job.steps_live, att.steps_start)
             if not self.renewals or att.lease_end - time.time() > self.renew_margin:
                 return self._lease(job, att, False)

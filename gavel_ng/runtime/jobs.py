@@ -81,6 +81,7 @@ class Attempt:
     reports: dict[str, DoneReport] = field(default_factory=dict)
     renewals: int = 0
     restored: bool = False               # loaded from the store after a restart
+    started: bool = False                # InitJob heard: from now on the job asks for its renewals
     measured_steps: int = 0              # progress already folded into the throughput table
     measured_seconds: float = 0.0
     sharing: int | None = None           # who shared the GPUs since the last measurement (None: alone)

@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 
 
 class LivePlanner:
-    """The loop's planner (`inner`, a mechanism.round.Planner) on the live workers. `gpu_map` and `version`:
+    """The loop's planner (`inner`, a mechanism.loop.Planner) on the live workers. `gpu_map` and `version`:
     the workers `inner` was built on (ClusterState.topology())."""
 
     def __init__(self, state: ClusterState, inner: Planner, gpu_map: list[tuple[str, int]], version: int):

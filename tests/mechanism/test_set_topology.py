@@ -89,7 +89,7 @@ def test_worker_removed_drops_its_placements_only():
     now = placed(second)
     assert now[on_b] == ((0, 1), True) and now[2] == ((2,), True)
     assert on_a not in now                                # two GPUs of v100 left, both held
-    assert m._col_cap.tolist() == [2, 0, 1]
+    assert m.topo.capacity.tolist() == [2, 0, 1]
 
 
 def test_spread_placement_that_loses_one_gpu_is_dropped():
@@ -148,7 +148,7 @@ def test_placement_columns_follow_the_new_topology():
     m.set_topology(new, [0, 1, 4])
     fresh = RoundMechanism(new, MechanismConfig(decay=1.0), cols)
     fresh.reset(alloc(X, sfs=[2, 2]))
-    np.testing.assert_array_equal(m._col_cap, fresh._col_cap)
+    np.testing.assert_array_equal(m.topo.capacity, fresh.topo.capacity)
     for a, b in zip(run(m, 3), run(fresh, 3)):
         assert sorted(a.member_job.tolist()) == sorted(b.member_job.tolist()) == [0, 1]
         assert a.consolidated.all()

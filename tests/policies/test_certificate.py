@@ -48,7 +48,7 @@ def test_carried_solves_reach_the_cold_optimum(reference_table, gpus, seed):
         x = warm.allocation.values
         assert min_level(T, sf, weight[ids], cap, x) == pytest.approx(min_level(T, sf, weight[ids], cap, cold),
                                                                      rel=1e-7, abs=1e-12)
-    carried = session._warm.carried
+    carried = session.carried
     assert carried > (20 if gpus == 12 else -1), carried
 
 

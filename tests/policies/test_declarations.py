@@ -5,17 +5,14 @@ import pytest
 
 from gavel_ng.errors import InputError
 from gavel_ng.policies import REGISTRY, Entity, SchedulingProblem, policy, solve
-from gavel_ng.policies.input.entities import _ENTITY_POLICIES, entity_policies, entity_policy
+from gavel_ng.policies.input.entities import ENTITY_POLICIES, entity_policies, entity_policy, get_entity_policy
 from gavel_ng.policies.registry import get_policy, is_agnostic_twin, needs_pairs, space_sharing_name
 
 
 @pytest.fixture
 def scratch():
-    saved = dict(_ENTITY_POLICIES)
-    with REGISTRY.kept():
+    with REGISTRY.kept(), ENTITY_POLICIES.kept():
         yield
-    _ENTITY_POLICIES.clear()
-    _ENTITY_POLICIES.update(saved)
 
 
 def test_a_policy_that_packs_itself_is_declared_so(scratch):
@@ -62,3 +59,9 @@ def test_entity_policies_come_from_their_registry(scratch):
     assert share["a1"] == pytest.approx(1.0) and share["a0"] == pytest.approx(0.0)
     with pytest.raises(ValueError):
         entity_policy("pooled_without_order", "?", pooled=True)
+    with pytest.raises(ValueError, match="registered already"):   # a name is one policy unless replaced
+        entity_policy("fifo", "latest first", pooled=True, priority=lambda inp, jobs: -inp.time_since_arrival[jobs])
+    assert get_entity_policy("fifo").summary != "latest first"
+    entity_policy("fifo", "latest first", pooled=True, priority=lambda inp, jobs: -inp.time_since_arrival[jobs],
+                  replace=True)
+    assert get_entity_policy("fifo").summary == "latest first" and entity_policies() == ("fairness", "fifo", "lifo")

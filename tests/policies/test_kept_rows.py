@@ -98,7 +98,7 @@ def test_kept_rows_match_cold_solves(reference_table, name):
         cold = solve(inp, name)
         assert warm.objective == pytest.approx(cold.objective, rel=1e-6, abs=1e-9)
         kinds |= {(t.tobytes(), s, w) for t, s, w in zip(inp.throughputs, inp.scale_factors, inp.weights)}
-    assert session._rows is not None and session._rows.stated == len(kinds)
+    assert session.rows_stated == len(kinds)
 
 
 def test_kept_rows_are_deterministic(reference_table):
@@ -140,7 +140,7 @@ def test_a_live_job_whose_throughputs_change_gets_its_new_kind(reference_table):
         assert T[j, col] != inp.throughputs[j, col]
         inp = SchedulingProblem.build(inp.job_ids, inp.worker_types, inp.capacity, T,
                                       scale_factors=inp.scale_factors, weights=inp.weights)
-        before = session._rows.stated
+        before = session.rows_stated
         warm, cold = session.solve(inp), solve(inp, "las")
         assert warm.objective == pytest.approx(cold.objective, rel=1e-6)
-        assert session._rows.stated == before + 1
+        assert session.rows_stated == before + 1

@@ -167,4 +167,4 @@ def test_a_policy_that_solves_itself_is_never_warm(reference_table):
     for _ in range(2):
         sol = session.solve(inp)
         np.testing.assert_allclose(sol.allocation.values, solve(inp, "isolated").allocation.values)
-    assert session._warm is None
+    assert not session.is_warm

@@ -169,3 +169,23 @@ def test_gpus_an_anti_affine_entry_cannot_use_go_to_the_next_entries():
         assert sum(map(len, plan.gpus)) == 8, running      # and no GPU idles for it
         assert len({g for gp in plan.gpus for g in gp}) == 8
         mech.record(plan, np.full(plan.num_entries, 360.0))
+
+
+def test_a_renewal_moves_when_its_server_has_no_room_for_an_affinity_partner():
+    """prep ran next to b1 last round; follow (affinity: prep) arrives: prep moves to a server with
+    room for both instead of keeping its lease and leaving follow out (a loopback run once did)."""
+    topo = Topology.from_cluster(Cluster({"v100": 6}, gpus_per_server={"v100": 2}))
+    jobs = {0: JobRules(group="big", anti_affinity=("big",)), 1: JobRules(group="big", anti_affinity=("big",)),
+            2: JobRules(), 3: JobRules(affinity=("2",))}
+    rules = ServerRules(ClusterRules(), jobs.get)
+    keys = [(0,), (1,), (2,), (3,)]
+    last = {(0,): (0, (0,)), (1,): (0, (2,)), (2,): (0, (1,))}     # b1 and prep on server 0, b2 on server 1
+    out = rules.place(topo, [0, 1, 2, 3], keys, [0, 0, 0, 0], [1, 1, 1, 1], np.ones(6, dtype=bool), last)
+    assert all(out[i] is not None for i in range(4)), out
+    server = {i: {int(topo.gpu_server[g]) for g in out[i]} for i in range(4)}
+    assert server[2] == server[3] and not server[0] & server[1], server
+    assert out[0] == (0,) and out[1] == (2,)        # the others keep their leases
+    # with room beside it, prep keeps its lease and follow joins it
+    last = {(2,): (0, (1,))}
+    out = rules.place(topo, [2, 3], keys, [0, 0, 0, 0], [1, 1, 1, 1], np.ones(6, dtype=bool), last)
+    assert out[2] == (1,) and int(topo.gpu_server[out[3][0]]) == 0, out

@@ -186,8 +186,10 @@ def test_bad_stored_throughputs_are_dropped_at_load_and_jobs_still_run(service, 
     store.save_throughput(TYPE, 1, "v100", True, math.inf, 3)
     store.save_throughput(TYPE, 1, "p100", True, -2.0, 1)
     store.save_throughput(TYPE, 1, "k80", True, 7.5, 2)
-    store._exec("INSERT INTO throughputs VALUES (?, 1, 'v100', 0, 'NaN', 1, 0)", (TYPE,))   # an old version's NaN
     store.close()
+    with sqlite3.connect(store.path) as db:   # an old version's NaN, written to the file as it left it
+        db.execute("INSERT INTO throughputs VALUES (?, 1, 'v100', 0, 'NaN', 1, 0)", (TYPE,))
+    db.close()
     with caplog.at_level(logging.WARNING, logger="gavel_ng"):
         svc = service(state)
     drops = [r for r in caplog.records if "dropped 3 stored throughputs" in r.getMessage()]

@@ -138,8 +138,8 @@ def test_jobs_no_solve_has_seen_wait_for_one_while_a_budget_applies(rounds):
 
 def slow_first_job(p):
     """Job 0 runs 2 steps/s on the V100 and 1 on the K80; the cap is 0.5: no round that runs it keeps it."""
-    if "0" in p.input.job_ids:
-        p.add_constraint(p.thr[p.input.job_ids.index("0")] <= 0.5, name="job 0 at most 0.5 steps/s")
+    if 0 in p.input.job_ids:   # the simulator's job ids, as the scheduler's: ints
+        p.add_constraint(p.thr[p.input.job_ids.index(0)] <= 0.5, name="job 0 at most 0.5 steps/s")
     return p.maximize_min(p.normalized_thr)
 
 

@@ -80,6 +80,6 @@ def test_a_dropped_slo_is_reported_per_job_and_the_job_still_finishes(cost_table
     assert r.summary["slo_dropped"] == 1 and r.summary["slo_violations"] == 1
     assert list(r.slo_dropped) == [False, True, False]
     [kind] = [w for w in r.summary["warnings"] if w["message"].startswith("SLOs cannot be met")]
-    assert kind["jobs"] == ["1"]
+    assert kind["jobs"] == [1]   # the simulator's job ids, as in jobs.csv
     jobs = list(csv.DictReader(write_outputs(r, tmp_path)[0].open()))
     assert [j["slo_dropped"] for j in jobs] == ["0", "1", ""]       # "" : no SLO

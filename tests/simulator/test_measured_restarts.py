@@ -135,8 +135,8 @@ def test_a_job_still_paying_its_restart_keeps_its_configuration(policy):
         planner.last = {0: (0, 1)}
         ctx = planner.context(4 * 3600.0)
         assert ctx.pinned.tolist() == [restarting]
-        entries = planner._decide(4 * 3600.0)
-        got[restarting] = entries[0].gpus
+        plan = planner.plan(4 * 3600.0)
+        got[restarting] = plan.gpus[0]
     assert got == {False: (2, 3), True: (0, 1)}
 
 

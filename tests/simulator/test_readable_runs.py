@@ -43,7 +43,7 @@ def test_a_repeating_warning_is_logged_once_and_counted_in_the_summary(tmp_path)
     assert slo["first"].startswith("SLOs cannot be met for ")
     # the text summary lists the kind with its count and jobs
     line = next(x for x in proc.stdout.splitlines() if "SLOs cannot be met" in x)
-    assert line.split()[:2] == [str(slo["count"]), "x"] and line.endswith(f" {', '.join(slo['jobs'])}]")
+    assert line.split()[:2] == [str(slo["count"]), "x"] and line.endswith(f" {', '.join(map(str, slo['jobs']))}]")
     assert proc.stdout.splitlines()[0].startswith("policy min_cost_slo")
 
     proc = cli(*SLO_RUN, "--json")

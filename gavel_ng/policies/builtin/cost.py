@@ -190,6 +190,7 @@ def min_cost_slo(p: Problem):
     if dropped.any():
         names = [p.input.job_ids[i] for i in np.flatnonzero(dropped)]
         sol.slo_dropped = names   # as data (the simulator's slo_dropped), the warning for people
-        sol.warnings.append(SLO_DROPPED % (len(names), ", ".join(names)))
-        log.warning(SLO_DROPPED, len(names), ", ".join(names), extra={"jobs": names})   # one kind, see gavel_ng.logs
+        said = ", ".join(map(str, names))
+        sol.warnings.append(SLO_DROPPED % (len(names), said))
+        log.warning(SLO_DROPPED, len(names), said, extra={"jobs": names})   # one kind, see gavel_ng.logs
     return sol

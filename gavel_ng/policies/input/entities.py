@@ -2,7 +2,8 @@
 
 An `Entity` has a weight (its share across entities) and names the policy that splits
 that share among its own jobs. Those inner policies are registered by name like the
-top-level ones, with what the water filling (hierarchical.py) needs to know about each:
+top-level ones (in `ENTITY_POLICIES`, where a name is taken once unless replaced explicitly),
+with what the water filling (hierarchical.py) needs to know about each:
 
 - `pooled=False`: every job is its own unit and rises with its own weight (fairness);
 - `pooled=True`: the entity's jobs rise together as one unit, and `priority(inp, jobs)`
@@ -18,8 +19,9 @@ scheduler's cluster config's `"entities"`, `gavel-ng simulate --entities FILE`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -44,26 +46,58 @@ class EntityPolicy:
     priority: Priority | None = None
 
 
-_ENTITY_POLICIES: dict[str, EntityPolicy] = {}
+@dataclass
+class EntityRegistry:
+    """Entity policy names -> EntityPolicy, as the policy registry (registry.Registry) keeps policies: `add`
+    refuses a name already taken unless `replace=True`; `kept()` undoes what is registered inside it."""
+
+    specs: dict[str, EntityPolicy] = field(default_factory=dict)
+
+    def add(self, spec: EntityPolicy, replace: bool = False) -> None:
+        if spec.name in self.specs and not replace:
+            raise ValueError(f"entity policy {spec.name!r} is registered already; register under another name, "
+                             "or say replace=True to stand in for it")
+        self.specs[spec.name] = spec
+
+    def get(self, name: str) -> EntityPolicy:
+        return self.specs[name]
+
+    def names(self) -> tuple[str, ...]:
+        """In registration order."""
+        return tuple(self.specs)
+
+    @contextlib.contextmanager
+    def kept(self) -> Iterator[EntityRegistry]:
+        """Everything registered inside leaves at its end."""
+        saved = dict(self.specs)
+        try:
+            yield self
+        finally:
+            self.specs.clear()
+            self.specs.update(saved)
 
 
-def entity_policy(name: str, summary: str, *, pooled: bool = False,
-                  priority: Priority | None = None) -> EntityPolicy:
-    """Register how an entity splits its share among its jobs (see the module doc)."""
+ENTITY_POLICIES = EntityRegistry()
+
+
+def entity_policy(name: str, summary: str, *, pooled: bool = False, priority: Priority | None = None,
+                  replace: bool = False) -> EntityPolicy:
+    """Register how an entity splits its share among its jobs (see the module doc); ValueError for a name
+    registered already, unless `replace`."""
     if pooled and priority is None:
         raise ValueError(f"entity policy {name}: a pooled policy needs a priority over the entity's jobs")
     spec = EntityPolicy(name, summary, pooled, priority)
-    _ENTITY_POLICIES[name] = spec
+    ENTITY_POLICIES.add(spec, replace)
     return spec
 
 
 def get_entity_policy(name: str) -> EntityPolicy:
-    return _ENTITY_POLICIES[name]
+    return ENTITY_POLICIES.get(name)
 
 
 def entity_policies() -> tuple[str, ...]:
     """The names an entity's `policy` may take, in registration order."""
-    return tuple(_ENTITY_POLICIES)
+    return ENTITY_POLICIES.names()
 
 
 def parse_entities(raw: object, where: str = "entities") -> dict[str, Entity]:
@@ -81,7 +115,7 @@ def parse_entities(raw: object, where: str = "entities") -> dict[str, Entity]:
         require(isinstance(w, (int, float)) and not isinstance(w, bool) and 0 < w < float("inf"),
                 f"{where}.{name}.weight", w, "must be a positive number")
         pol = spec.get("policy", DEFAULT_ENTITY_POLICY)
-        require(pol in _ENTITY_POLICIES, f"{where}.{name}.policy", pol,
+        require(pol in ENTITY_POLICIES.specs, f"{where}.{name}.policy", pol,
                 f"must be one of {', '.join(entity_policies())}")
         out[str(name)] = Entity(float(w), pol)
     return out

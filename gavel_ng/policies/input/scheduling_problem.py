@@ -35,7 +35,8 @@ class SchedulingProblem(Fields):
 
     _FIELDS_LABEL = "p.input"
 
-    job_ids: list[str]
+    job_ids: list                   # (M,) job ids, as given: the scheduler's and simulator's ints (allocator.py,
+                                    # converted nowhere), or a problem file's or a Python caller's names
     worker_types: list[str]
     capacity: np.ndarray            # (J,) GPUs per type
     throughputs: np.ndarray         # (M, J) isolated steps/s

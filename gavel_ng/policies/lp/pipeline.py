@@ -16,7 +16,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ...errors import InputError, PolicyError
+from ...errors import PolicyError
 from ...rules.limits import enforce
 from ..input.fields import call_policy, defined_at
 from ..input.scheduling_problem import SchedulingProblem
@@ -70,11 +70,7 @@ def solve(inp: SchedulingProblem, name: str, solver: str | None = None, partitio
 def _solve(inp: SchedulingProblem, name: str, solver: str | None, partitions: int, seed: int,
            options: dict | None) -> tuple[Solution, Problem | None]:
     """The solution, and the Problem the policy stated its constraints on (None: none to pass on)."""
-    spec = get_policy(name)
-    if spec.is_round:
-        raise InputError("policy", name, "is a round policy: it decides round by round, with no one-shot "
-                                         "allocation to solve (simulate it, or run it on a cluster)")
-    spec = spec.bind(options)
+    spec = get_policy(name).bind(options)   # InputError for a round policy: it has no one-shot allocation
     if spec.packed and inp.pairs is None and inp.combinations is None:
         sol = solve(inp, spec.base, solver, partitions, seed, options)
         sol.warnings.append(f"{name}: the problem has no pair throughputs (build it with space_sharing=True); "

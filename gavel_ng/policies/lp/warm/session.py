@@ -62,6 +62,22 @@ class PolicySession:
     def name(self) -> str:
         return self.spec.name
 
+    @property
+    def is_warm(self) -> bool:
+        """Whether solves start from the last one (False from the start, or once a problem showed that
+        the policy is not of the warm shape)."""
+        return self._warm is not None
+
+    @property
+    def carried(self) -> int:
+        """Solves the certificate answered without running HiGHS (warm_lp.WarmMaxMin.carried)."""
+        return self._warm.carried if self._warm is not None else 0
+
+    @property
+    def rows_stated(self) -> int | None:
+        """Per-job rows the policy was asked to state (each kind of job once, JobRows); None: not kept per job."""
+        return self._rows.stated if self._rows is not None else None
+
     def solve(self, inp: SchedulingProblem, solver: str | None = None) -> Solution:
         if self._warm is not None and solver is None:
             sol = self._solve_warm(inp)
