@@ -151,30 +151,38 @@ class DeployExecutor:
                 self.backfill.publish(plan)
             self.next = desired
             self.idle = not desired
-            self._keep_starting(desired)
+            starting = self._keep_starting(desired)
             self.state.cv.notify_all()
+        for r in starting:                  # recorded, then granted, without the lock (as a job's own renewal)
+            try:
+                self._grant(r)
+            except StoreError:              # not granted: it ends at its lease and is launched again
+                log.debug("renewal of starting job %d refused by the store", r.job.job_id)
         if self.waiting is not None:        # takes the lock a chunk of jobs at a time
             self.waiting.update({m: placement_label(a.worker_type, a.placement) for m, a in desired.items()})
         if self.on_publish is not None:
             self.on_publish()
         return desired
 
-    def _keep_starting(self, desired: dict[int, Assignment]) -> None:
-        """Lock held. Renews each attempt that has not started (no InitJob yet, so it cannot ask) and that
-        the next plan keeps on its GPUs: a job slower to start than a round would otherwise be killed at
-        its lease's end and relaunched in the same place every round, never reaching a step. The worker
-        hears the new lease end with its next heartbeat."""
+    def _keep_starting(self, desired: dict[int, Assignment]) -> list[Renewal]:
+        """Lock held. Decides the renewal of each attempt that has not started (no InitJob yet, so it cannot
+        ask) and that the next plan keeps on its GPUs: a job slower to start than a round would otherwise be
+        killed at its lease's end and relaunched in the same place every round, never reaching a step. The
+        caller records and grants them without the lock (`_grant`); a renewal decided and never granted would
+        leave its attempt `renewing`, told to ask again until its lease ran out. The worker hears the new
+        lease end with its next heartbeat."""
         if not self.renewals or self.round_end is None:
-            return
+            return []
+        out = []
         for m, a in desired.items():
             job = self.state.jobs.get(m)
             att = job.live if job is not None else None
             if (att is not None and not att.started and not att.restored and tuple(att.placement) == a.placement
                     and self._target(att) is desired):
-                try:
-                    self._renew(job, att)
-                except StoreError:          # not granted: it ends at its lease and is launched again
-                    log.debug("renewal of starting job %d refused by the store", m)
+                decided = self._renew(job, att)
+                if isinstance(decided, Renewal):
+                    out.append(decided)
+        return out
 
     # ----- rounds ---------------------------------------------------------------------------
     def _resolve(self, plan: RoundPlan) -> dict[int, Assignment]:

@@ -84,3 +84,26 @@ def test_a_refused_runjob_ends_its_attempt_as_a_failed_start(service):
         assert "refused RunJob (INVALID_ARGUMENT)" in job.error and service.state.workers["w0"].alive
     finally:
         server.stop(0)
+
+
+def test_a_starting_attempt_the_next_plan_keeps_is_renewed_and_granted(make_service):
+    """A job that has not sent InitJob cannot ask for its renewal: the scheduler decides it at the next plan's
+    publication and records and grants it without the lock, so the attempt is not left `renewing` (which would
+    tell the job, once started, to ask again until its lease ran out)."""
+    svc = make_service()
+    register(svc, "w1", "v100", 4)
+    [a] = svc.state.submit([JOB])
+    svc.planner.arrive([a])
+    ex, st = svc.executor, svc.state
+    ex._begin_round(ex.publish(svc.planner.plan(time.time())))
+    now = time.time()
+    with st.lock:
+        picks = ex.launcher._pick(now, 10)
+    st.store.add_launches([ex.launcher._row(p, now) for p in picks], st.round_no, len(picks))
+    with st.lock:
+        ex.launcher._apply(picks, now)
+    att = st.jobs[a].live
+    assert att is not None and not att.started and att.lease_end == ex.round_end
+    ex.publish(svc.planner.plan(time.time()))                    # the next round keeps it where it is
+    assert not att.renewing and att.lease_end == ex.round_end + ex.L
+    assert [e["job_id"] for e in st.store.events("renew")] == [a]
