@@ -60,6 +60,7 @@ class Renewal:
     round_no: int
     steps_live: int
     number: int                   # the scheduler's renewal count with it
+    by_scheduler: bool = False    # an attempt still starting, renewed when the next plan was published
 
 
 @dataclass(frozen=True)
@@ -179,7 +180,7 @@ class DeployExecutor:
             att = job.live if job is not None else None
             if (att is not None and not att.started and not att.restored and tuple(att.placement) == a.placement
                     and self._target(att) is desired):
-                decided = self._renew(job, att)
+                decided = self._renew(job, att, by_scheduler=True)
                 if isinstance(decided, Renewal):
                     out.append(decided)
         return out
@@ -377,11 +378,13 @@ class DeployExecutor:
             decided = self._renew(job, att)
         return decided if isinstance(decided, Lease) else self._grant(decided)
 
-    def _renew(self, job: JobState, att: Attempt) -> Lease | Renewal:
+    def _renew(self, job: JobState, att: Attempt, by_scheduler: bool = False) -> Lease | Renewal:
         """Lock held; decides at once: a Lease to answer, or a Renewal to record (`_grant`, without the lock).
         Until the plan of the round the lease ends into exists, the current lease and a short renew_in: a
         handler waiting for the plan would hold a server thread, and enough waiting renewals leave none for
-        the heartbeats."""
+        the heartbeats. `by_scheduler`: an attempt still starting (its `renew` event says so): no job writes
+        this lease end down for its worker, which hears it only by heartbeat, so a scheduler stopped through
+        the old end loses the attempt."""
         st = self.state
         if self.round_end is not None and att.lease_end > self.round_end + 1e-6:
             return self._lease(job, att, True)          # already renewed
@@ -397,7 +400,7 @@ class DeployExecutor:
         att.renewing = True
         st.stats["renewals"] += 1                      # its number; given back if the store refuses it
         return Renewal(job, att, self.round_end + self.L if target is self.next else self.round_end, st.round_no,
-                       job.steps_live, st.stats["renewals"])
+                       job.steps_live, st.stats["renewals"], by_scheduler)
 
     def _grant(self, r: Renewal) -> Lease:
         """Record a renewal, then grant it (a renewal the store refused is not granted). The write is made
@@ -410,7 +413,7 @@ class DeployExecutor:
                 st.store.update_job(job.job_id, renewals=job.renewals + 1, steps_live=r.steps_live)
                 st.store.raise_meta("renewals", r.number)
                 st.store.event("renew", job_id=job.job_id, round_no=r.round_no, attempt=att.attempt,
-                               steps=r.steps_live)
+                               steps=r.steps_live, **({"by": "scheduler"} if r.by_scheduler else {}))
         except StoreError:
             with st.cv:
                 att.renewing = False
