@@ -32,8 +32,8 @@ import numpy as np
 from ..mechanism import Backfilled, RoundPlan, RoundResult, may_start
 from ..mechanism.backfill import Holder, holders
 from ..mechanism.core import with_backfilled
-from .jobs import FINISHED
-from .launcher import LOG_EACH, Assignment
+from .jobs import FINISHED, LOG_EACH
+from .launcher import Assignment
 from .store import StoreError
 
 log = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ class LiveBackfill:
                 return
             self.ended = len(ended)
             gmap = self.gpu_map()
-            free = self._free(gmap, ended)
+            free = self._free(gmap, ended, now)
             if not free.any():
                 return
             busy = set(ex.current) | st.index.live
@@ -93,10 +93,16 @@ class LiveBackfill:
         return {m for m in ex.current if (j := st.jobs.get(m)) is None or j.status in FINISHED
                 or j.blocked_round == st.round_no}
 
-    def _free(self, gmap, ended: set[int]) -> np.ndarray:
-        """Per GPU of the plan: no live attempt holds it, no job of the round still waits for it, alive."""
-        ex = self.ex
-        taken = set(ex.state.index.by_gpu)        # GPUs live attempts hold
+    def _free(self, gmap, ended: set[int], now: float) -> np.ndarray:
+        """Per GPU of the plan: no job of the round still waits for it, no live attempt holds it past its
+        lease, alive. An attempt whose lease has ended (the last round's, not renewed) is leaving: its GPUs
+        are as free as the simulator's are at the boundary, and a job started there waits on its worker until
+        the attempt has exited, as the round's own launches do. Counted as held, the GPUs it frees a few
+        tens of milliseconds into the round sent an arrival at the round's start to slower ones."""
+        ex, st = self.ex, self.ex.state
+        end = max(now, ex.round_start or now) + 1e-6
+        taken = {p for p, held in st.index.by_gpu.items()
+                 if any((j := st.jobs.get(m)) is None or j.live is None or j.live.lease_end > end for m in held)}
         taken.update(p for m, a in ex.current.items() if m not in ended for p in a.placement)
         return np.array([p not in taken and ex.alive(p[0]) for p in gmap], bool)
 
@@ -110,22 +116,20 @@ class LiveBackfill:
         with st.lock:
             if self.pending is not None or ex.round_end is None or now >= ex.round_end or not st.arrivals:
                 return
-            if not may_start(ex.round_end - now, ex.L, ex.plan_margin):
+            if self._offered == (len(st.arrivals), self.ended) or not may_start(ex.round_end - now, ex.L,
+                                                                                 ex.plan_margin):
                 return
-            ended = self._ended()
-            gmap = self.gpu_map()
-            free = self._free(gmap, ended)
-            # offered again when a job arrived, ended or GPUs came free since (at a round's start the previous
-            # round's attempts free theirs as they exit), as the simulator offers them at each such moment
-            offer = (len(st.arrivals), self.ended, int(free.sum()))
-            if self._offered == offer or not free.any():
-                return
-            self._offered = offer
+            self._offered = (len(st.arrivals), self.ended)
             held = ex.waiting.held if ex.waiting is not None else {}     # admission holds them back
             new = [m for m in dict.fromkeys(st.arrivals) if (j := st.jobs.get(m)) is not None
                    and j.status == "queued" and j.live is None and m not in ex.current and not j.fenced(now)
                    and m not in held]
             if not new:
+                return
+            ended = self._ended()
+            gmap = self.gpu_map()
+            free = self._free(gmap, ended, now)
+            if not free.any():
                 return
             busy = set(ex.current) | st.index.live
         waiting = self.arrivals(new, plan)

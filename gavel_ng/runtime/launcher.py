@@ -39,7 +39,7 @@ import grpc
 from ..protocol.client import placement_label
 from ..protocol.protos import gavel_pb2 as pb
 from .adaptive import note_launch
-from .jobs import FINISHED, Attempt, JobState
+from .jobs import FINISHED, LOG_EACH, Attempt, JobState
 from .store import StoreError
 from .workers import Kill
 
@@ -47,7 +47,6 @@ log = logging.getLogger(__name__)
 CHUNK = 200              # launches picked, recorded and applied at a time
 RPC_TIMEOUT = 5.0        # seconds a worker has to answer RunJob or KillJob
 SENDERS = 16             # RunJob and KillJob calls in flight at once
-LOG_EACH = 20            # launches of a batch logged one by one
 
 
 @dataclass(frozen=True)

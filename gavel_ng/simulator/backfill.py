@@ -52,6 +52,8 @@ def backfill_round(ex, plan: RoundPlan, steps: np.ndarray, start: np.ndarray, us
     end = np.zeros(wl.topo.num_gpus)          # when each GPU is free from (0: no entry held it)
     sizes = np.fromiter(map(len, plan.gpus), np.int64, plan.num_entries)
     end[np.fromiter(chain.from_iterable(plan.gpus), np.int64, int(sizes.sum()))] = np.repeat(occupied, sizes)
+    if end.min() > times[-1] + EPS:
+        return None                             # (a full cluster: no GPU is free at any of those moments)
     busy = set(plan.member_job.tolist()) | set(ex.unreported.tolist())   # (done, the plan does not know yet)
     watch = wl.watches_holders or bool(arriving)   # (rules, or the policy's packing rows: who holds GPUs when)
     holding = list(zip(holders(plan), occupied.tolist())) if watch else []

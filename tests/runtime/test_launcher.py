@@ -27,8 +27,10 @@ def test_a_rounds_launches_go_out_in_batches_and_each_reaches_its_worker(service
         assert sorted(runs) == [(m, 1) for m in ids]              # each attempt sent once, to one worker
         with service.state.lock:
             assert all(service.state.jobs[m].status == "running" for m in ids)
-        events = service.store.events("launched")
-        assert sum(e["detail"]["launches"] for e in events) == 450 and len(events) <= 3
+        # a batch's event is written once its last RunJob is answered: after the worker took the call
+        wait_for(lambda: sum(e["detail"]["launches"] for e in service.store.events("launched")) == 450,
+                 "the launch batches were not recorded")
+        assert len(service.store.events("launched")) <= 3
         assert len(service.store.events("launch")) == 450 and service.store.get_meta("launches") == "450"
         st = service.status(job_limit=10)                         # a page of the round: its rows only
         assert len(st.jobs) == 10 and st.job_counts["running"] == 450
@@ -82,3 +84,26 @@ def test_a_refused_runjob_ends_its_attempt_as_a_failed_start(service):
         assert "refused RunJob (INVALID_ARGUMENT)" in job.error and service.state.workers["w0"].alive
     finally:
         server.stop(0)
+
+
+def test_a_starting_attempt_the_next_plan_keeps_is_renewed_and_granted(make_service):
+    """A job that has not sent InitJob cannot ask for its renewal: the scheduler decides it at the next plan's
+    publication and records and grants it without the lock, so the attempt is not left `renewing` (which would
+    tell the job, once started, to ask again until its lease ran out)."""
+    svc = make_service()
+    register(svc, "w1", "v100", 4)
+    [a] = svc.state.submit([JOB])
+    svc.planner.arrive([a])
+    ex, st = svc.executor, svc.state
+    ex._begin_round(ex.publish(svc.planner.plan(time.time())))
+    now = time.time()
+    with st.lock:
+        picks = ex.launcher._pick(now, 10)
+    st.store.add_launches([ex.launcher._row(p, now) for p in picks], st.round_no, len(picks))
+    with st.lock:
+        ex.launcher._apply(picks, now)
+    att = st.jobs[a].live
+    assert att is not None and not att.started and att.lease_end == ex.round_end
+    ex.publish(svc.planner.plan(time.time()))                    # the next round keeps it where it is
+    assert not att.renewing and att.lease_end == ex.round_end + ex.L
+    assert [e["job_id"] for e in st.store.events("renew")] == [a]
