@@ -15,9 +15,9 @@ choice: the mechanism's waitlist of jobs no allocation knows yet (`RoundMechanis
 on its fastest types first, placement's server rules and quotas as above). The next plan admits it
 and the policy's allocation takes over from there.
 
-Nothing starts with less than a quarter round left (mechanism.backfill.worth_starting, with no
-modeled start-up: a launch's real cost is what that bound is for), nor once the next round's plan
-is published (at most 30 s, and 30 % of a round, before the boundary): every backfill happens
+Nothing starts with less than a quarter round left, nor once the next round's plan is published (at
+most 30 s, and 30 % of a round, before the boundary; mechanism.backfill.may_start, which the simulator
+asks too, with no modeled start-up: a launch's real cost is what the quarter is for): every backfill happens
 while the plan of its round is the mechanism's latest, so its GPU numbers are the planner's and
 the next round's placement may renew the backfilled job in place.
 """
@@ -29,7 +29,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..mechanism import Backfilled, RoundPlan, RoundResult, worth_starting
+from ..mechanism import Backfilled, RoundPlan, RoundResult, may_start
 from ..mechanism.backfill import Holder, holders
 from ..mechanism.core import with_backfilled
 from .jobs import FINISHED, LOG_EACH
@@ -49,7 +49,7 @@ class LiveBackfill:
         self.ex = executor
         self.gpu_map = gpu_map
         self.arrivals = arrivals
-        self._offered: tuple[int, int] | None = None   # (arrivals, ended) when arrivals were last offered GPUs
+        self._offered: tuple[int, int, int] | None = None   # (arrivals, ended, free GPUs) at the last offer
         self.pending: RoundPlan | None = None      # the plan published for the next round
         self.plan: RoundPlan | None = None         # the current round's
         self.entries: list[tuple[Backfilled, float]] = []   # what was backfilled this round, and when
@@ -76,7 +76,7 @@ class LiveBackfill:
             if self.pending is not None or ex.round_end is None or now >= ex.round_end:
                 return                 # (once the next plan is out, the mechanism has moved on)
             ended = self._ended()
-            if len(ended) <= self.ended or not worth_starting(ex.round_end - now, 0.0, ex.L):
+            if len(ended) <= self.ended or not may_start(ex.round_end - now, ex.L, ex.plan_margin):
                 return
             self.ended = len(ended)
             gmap = self.gpu_map()
@@ -116,7 +116,8 @@ class LiveBackfill:
         with st.lock:
             if self.pending is not None or ex.round_end is None or now >= ex.round_end or not st.arrivals:
                 return
-            if self._offered == (len(st.arrivals), self.ended) or not worth_starting(ex.round_end - now, 0.0, ex.L):
+            if self._offered == (len(st.arrivals), self.ended) or not may_start(ex.round_end - now, ex.L,
+                                                                                 ex.plan_margin):
                 return
             self._offered = (len(st.arrivals), self.ended)
             held = ex.waiting.held if ex.waiting is not None else {}     # admission holds them back

@@ -32,7 +32,7 @@ from pathlib import Path
 import grpc
 import numpy as np
 
-from ..mechanism import RoundPlan, RoundResult
+from ..mechanism import RoundPlan, RoundResult, plan_lead
 from ..protocol.client import placement_label
 from ..protocol.leasefile import lease_mac
 from ..protocol.protos import gavel_pb2 as pb
@@ -98,7 +98,7 @@ class DeployExecutor:
         self.L = float(cfg.round_seconds)
         self.renewals = cfg.lease_renewals
         self.checkpoint_every = cfg.checkpoint_every_rounds if self.renewals else 0
-        self.plan_margin = min(0.3 * self.L, 30.0)
+        self.plan_margin = plan_lead(self.L)     # (the simulator plans as far ahead: mechanism.loop)
         self.renew_margin = self.plan_margin / 2
         self.round_start: float | None = None
         self.round_end: float | None = None
