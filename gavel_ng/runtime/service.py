@@ -30,6 +30,7 @@ from ..mechanism import MechanismConfig, SchedulerLoop
 from ..policies import get_policy
 from ..protocol.client import placement_label
 from ..protocol.jobspec import JobSpec
+from ..protocol.limits import MAX_BATCH
 from ..protocol.protos import gavel_pb2 as pb
 from ..protocol.rpc import (
     ADMIN,
@@ -156,6 +157,29 @@ class SchedulerServicer:
         self.svc.checks.report(rep)
         self.state.report(rep)
         return pb.Empty()
+
+    @_rpc
+    def ReportDones(self, req, context):
+        """A worker's ends in one call, each taken as ReportDone takes it; one refused (its numbers, not this
+        worker's attempt) is said in its place of the reply, the others are taken."""
+        if len(req.reports) > MAX_BATCH:
+            raise InputError("reports", len(req.reports), f"at most {MAX_BATCH} reports a call")
+        self.svc.check_worker(req.worker_id, req.call_token)
+        self.state.seen(req.worker_id)
+        refused = []
+        for i, r in enumerate(req.reports):
+            try:
+                rep = _done(r)
+                if rep.worker_id != req.worker_id:
+                    raise InputError(f"reports[{i}].worker_id", rep.worker_id, f"not the caller {req.worker_id}")
+                self.svc.checks.report(rep)
+                self.state.report(rep)
+                refused.append("")
+            except InputError as exc:
+                refused.append(str(exc))
+            except KeyError as exc:
+                refused.append(f"unknown job {exc.args[0]}")
+        return pb.BatchReply(refused=refused)
 
     @staticmethod
     def _job_caller(job_id: int, attempt: int) -> None:

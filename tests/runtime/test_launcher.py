@@ -67,6 +67,48 @@ def test_a_launch_whose_job_ended_while_it_was_recorded_is_written_off(make_serv
     assert lost["job_id"] == a and lost["detail"]["reason"] == "not started: its job ended"
 
 
+class Batching(FakeWorker):
+    """A worker of this version: RunJobs takes a round's launches in one call; it refuses job `refuse`, as
+    the daemon refuses a launch it cannot run."""
+
+    def __init__(self, refuse: int = -1):
+        super().__init__()
+        self.calls, self.refuse = [], refuse
+
+    def RunJobs(self, req, context):
+        from gavel_ng.protocol.protos import gavel_pb2 as pb
+
+        with self.lock:
+            self.calls.append(len(req.jobs))
+            self.runs += [(r.job_id, r.attempt) for r in req.jobs if r.job_id != self.refuse]
+        return pb.BatchReply(refused=["gpus: [5] not distinct GPUs of 0..3" if r.job_id == self.refuse else ""
+                                      for r in req.jobs])
+
+
+def test_a_workers_launches_go_out_in_one_runjobs_call_and_a_refused_one_fails_alone(service):
+    """Before RunJobs each launch was its own call: 5,000 at a boundary at 10,000 GPUs (issue 42). The first
+    test above covers a worker without it (FakeWorker: UNIMPLEMENTED, then RunJob one by one)."""
+    fakes, servers = [Batching(refuse=3), Batching(refuse=3)], []
+    try:
+        for k, fake in enumerate(fakes):
+            server, address = fake.serve(service.secret)
+            servers.append(server)
+            service.state.register(Registration(f"w{k}", address, "v100", 64), service.worker_stub)
+        ids = service.state.submit([JOB] * 120)
+        wait_for(lambda: sum(len(f.runs) for f in fakes) >= 119 and service.state.jobs[3].failures >= 1,
+                 "not every job reached a worker")
+        runs = [r for f in fakes for r in f.runs]
+        assert sorted(r for r in runs if r[1] == 1) == [(m, 1) for m in ids if m != 3]   # each sent once
+        batched = [c for f in fakes for c in f.calls if c > 1]   # (job 3's retry is one job: RunJob)
+        assert len(batched) <= 4 and sum(batched) == 120
+        assert "refused RunJob (INVALID_ARGUMENT)" in service.state.jobs[3].error
+        with service.state.lock:
+            assert all(service.state.jobs[m].status == "running" for m in ids if m != 3)
+    finally:
+        for server in servers:
+            server.stop(0)
+
+
 class Refusing(FakeWorker):
     def RunJob(self, req, context):
         import grpc
