@@ -3,8 +3,9 @@
 Every simulated worker registers, heartbeats and reports with the daemon's real messages, its
 token and its 5 s deadline, at the pace the scheduler's RegisterWorker reply sets, and follows the
 daemon's reporter loop (gavel_ng.worker.daemon: NOT_FOUND means register again, other failures
-back off but keep the heartbeat pace). Each serves the Worker service on its own port: RunJob
-queues the attempt (listed as running in every heartbeat from then on) and runs nothing; KillJob
+back off but keep the heartbeat pace; its ends go in one ReportDones call). Each serves the Worker
+service on its own port: RunJob (and RunJobs, a round's launches in one call) queues the attempt
+(listed as running in every heartbeat from then on) and runs nothing; KillJob
 stops it. As the daemon does for a job that never exits by itself, an attempt ends at its lease
 end plus the grace period (the lease ends come with heartbeats), and its end is reported
 (`killed-lease`, no progress). asyncio and grpc.aio keep 1,250 of them in one process.
@@ -32,6 +33,7 @@ from dataclasses import dataclass, field
 import grpc
 from grpc import aio
 
+from gavel_ng.protocol.limits import MAX_BATCH
 from gavel_ng.protocol.protos import gavel_pb2 as pb
 from gavel_ng.protocol.rpc import _service
 
@@ -88,6 +90,7 @@ class SimWorker:
         self.window = window
         self.tasks: dict[tuple[int, int], Task] = {}
         self.pending: list[pb.DoneReport] = []
+        self.batch_reports = True                  # ReportDones (False: the scheduler is of an earlier version)
         self.registered = False
         self.heartbeat_seconds, self.grace = 2.0, 30.0
         self.wake = asyncio.Event()
@@ -98,6 +101,9 @@ class SimWorker:
         handlers = {"RunJob": grpc.unary_unary_rpc_method_handler(
             self.run_job, request_deserializer=pb.RunJobRequest.FromString,
             response_serializer=pb.Empty.SerializeToString),
+            "RunJobs": grpc.unary_unary_rpc_method_handler(
+            self.run_jobs, request_deserializer=pb.RunJobsRequest.FromString,
+            response_serializer=pb.BatchReply.SerializeToString),
             "KillJob": grpc.unary_unary_rpc_method_handler(
             self.kill_job, request_deserializer=pb.KillJobRequest.FromString,
             response_serializer=pb.Empty.SerializeToString)}
@@ -120,6 +126,11 @@ class SimWorker:
             if self.jobs == "renew":
                 asyncio.get_running_loop().create_task(self.iterate(t))
         return pb.Empty()
+
+    async def run_jobs(self, req: pb.RunJobsRequest, context) -> pb.BatchReply:
+        for r in req.jobs:
+            await self.run_job(r, context)
+        return pb.BatchReply(refused=[""] * len(req.jobs))
 
     async def iterate(self, t: Task) -> None:
         """The job's side of the lease (gavel_ng.iterator.lease.LeaseClient), training nothing at 1 step/s:
@@ -245,10 +256,23 @@ class SimWorker:
         self.window.registrations += 1
 
     async def _flush(self) -> None:
+        """As the daemon: every pending end in one ReportDones call, one by one to a scheduler without it."""
         while self.pending:
-            await self.stub["ReportDone"](self.pending[0], metadata=self.metadata, timeout=DEADLINE)
-            self.pending.pop(0)
-            self.window.reports += 1
+            if self.batch_reports:
+                reps = self.pending[:MAX_BATCH]
+                try:
+                    await self.stub["ReportDones"](pb.DoneReports(worker_id=self.worker_id, reports=reps),
+                                                   metadata=self.metadata, timeout=DEADLINE)
+                except aio.AioRpcError as exc:
+                    if exc.code() != grpc.StatusCode.UNIMPLEMENTED:
+                        raise
+                    self.batch_reports = False
+                    continue
+            else:
+                reps = self.pending[:1]
+                await self.stub["ReportDone"](reps[0], metadata=self.metadata, timeout=DEADLINE)
+            del self.pending[:len(reps)]
+            self.window.reports += len(reps)
 
     async def _heartbeat(self) -> None:
         start, sent = time.perf_counter(), time.time()

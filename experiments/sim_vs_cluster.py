@@ -9,7 +9,8 @@ processes (experiments/local_cluster.py), every job a paced job (gavel_ng.worker
 process under a real worker, with leases, renewals and checkpoints, whose steps take what the
 throughput table says, in-pair rates while it shares a GPU); (b) the simulator runs the same jobs,
 arriving when the cluster received them, with the same table, cluster, round length and the restart
-overhead the cluster's launches cost in (a) (measured: round start to a relaunched job's first step).
+overhead the cluster's launches cost in (a) (measured: round start to the first step of a job launched
+at a round start; a mid-round start on free GPUs, measured from its launch, as the start-up of backfill).
 `las_packed` is LAS with space sharing (`space_sharing` on both sides).
 
 The trace is Gavel's job mix (types and scale factors as Gavel's multi-GPU generator draws them,
@@ -30,26 +31,26 @@ A100, V100 and T4: a step on a K80 takes up to 5.6 s), and each job's work is cu
 take --min-seconds to --max-seconds alone on one V100 at its best batch. Rounds last
 --adaptive-round-seconds (goodput's own 60 s, scaled by 1/4 as the jobs are short). The simulator
 charges the measured launch cost as each adaptive job's re-allocation delay; the cluster's policy
-assumes --realloc-delay in its restart factor (the cost is known only after the run). The simulator
-models the runtime's planning lead for it (`SimConfig.plan_lead`: a cluster plans each round 0.3 of a
-round before it starts, so a job that arrives or finishes in that lead reaches the policy a round
-later; a round policy has no mid-round backfill to start it sooner); the summary also gives the
-simulator's figures without it (`*_without_lead`).
+assumes --realloc-delay in its restart factor (the cost is known only after the run). The summary
+also gives the simulator's figures when it plans at the round boundary (`*_at_boundary`,
+`--plan-at-boundary`): a round policy has no mid-round backfill, so the planning lead matters most here.
 
 Time: 940-970 s for the three allocation policies on this 2-core machine under load (about 5 min
-each: the cluster runs in real time, the simulations take a second), and 200-210 s for `goodput`:
-about 19-20 min for the four.
+each: the cluster runs in real time, the simulations take a second), and 200-225 s for `goodput`:
+about 19-20 min for the four. `--resimulate DIR` runs no cluster: it simulates again the cluster
+runs DIR recorded (a change to the simulator, judged on the same cluster runs, in seconds).
 
 Reported per policy: per-job JCT error of the simulator against the cluster (median, p90), the
 average JCT, makespan and GPU time of each, beside Gavel's figure (§7.2, Table 3: its simulator
 within about 8 % of its physical cluster). Writes DIR/jobs.csv and DIR/summary.csv (committed
-results: experiments/results/sim_vs_cluster, `goodput`'s in its goodput/ folder). The machine is shared: wall-clock figures are taken
-under whatever load it carries, which shows as launch latency.
+results: experiments/results/sim_vs_cluster, `goodput`'s in its goodput/ folder). The machine is
+shared: wall-clock figures are taken under whatever load it carries, which shows as launch latency.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import logging
 import math
@@ -61,8 +62,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-
-from gavel_ng.mechanism import plan_lead
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import write_rows  # noqa: E402
@@ -230,9 +229,10 @@ def read_cluster(root: Path, ids: list[int], round_seconds: float) -> Run:
 
 # ----- (b) the simulator -----------------------------------------------------------------------------
 def run_sim(trace, arrivals: np.ndarray, table, policy: str, packed: bool, types: dict[str, int],
-            round_seconds: float, overhead: float, seed: int, etrace=None, lead: float = 0.0) -> Run:
+            round_seconds: float, overhead: float, seed: int, start: float | None = None, etrace=None,
+            plan_ahead: bool = True) -> Run:
     """`etrace`: the adaptive trace (an ElasticTrace around `trace`): its jobs pay `overhead` per launch;
-    `lead`: the planning lead modelled (SimConfig.plan_lead)."""
+    `plan_ahead` False: plan at the round boundary (SimConfig.plan_ahead)."""
     from dataclasses import replace
 
     from gavel_ng.cluster import Cluster
@@ -242,13 +242,21 @@ def run_sim(trace, arrivals: np.ndarray, table, policy: str, packed: bool, types
     cluster = Cluster.parse(",".join(f"{w}={n}:{n}" for w, n in types.items()))
     jobs = Trace(trace.job_types, trace.scale_factors, trace.weights, trace.steps, trace.slo_s, arrivals)
     cfg = SimConfig(policy=policy, round_seconds=round_seconds, preemption_overhead_s=overhead,
-                    space_sharing=packed, seed=seed, window=None if etrace is not None else (0, len(jobs)),
-                    realloc_delay=overhead, plan_lead=lead)
+                    start_overhead_s=start, space_sharing=packed, seed=seed,
+                    window=None if etrace is not None else (0, len(jobs)), realloc_delay=overhead,
+                    plan_ahead=plan_ahead)
     res = simulate(cluster, table, jobs if etrace is None else replace(etrace, trace=jobs), cfg)
     ja = res.jobs
     return Run(ja.arrival[:len(jobs)].copy(), ja.finish[:len(jobs)].copy(), float(ja.gpu_seconds[:len(jobs)].sum()),
                {"renewed_share": res.summary.get("lease_renewal_share"),
                 "reallocations": ja.reallocations[:len(jobs)].tolist()})
+
+
+def at_boundary(name: str, cluster: Run, sim: Run, overhead: float) -> dict:
+    """The comparison's figures for a simulator that planned at the round boundary, as `*_at_boundary`."""
+    row = compare(name, cluster, sim, overhead)
+    return {f"{k}_at_boundary": row[k] for k in ("avg_jct_sim_s", "avg_jct_error", "median_job_error",
+                                                  "p90_job_error", "makespan_sim_s", "gpu_time_sim_s")}
 
 
 # ----- comparison ------------------------------------------------------------------------------------
@@ -275,20 +283,16 @@ def run_policy(name: str, trace, table, table_path: Path, types: dict[str, int],
     cluster = run_cluster(root, trace, table_path, policy, packed, types, rounds, args.timeout,
                           None if etrace is None else etrace.specs, getattr(args, "realloc_delay", 30.0))
     wall = time.time() - t0
-    costs = cluster.extra["launch_at_round_s"]
+    costs, mid = cluster.extra["launch_at_round_s"], cluster.extra["launch_mid_round_s"]
     overhead = float(np.mean(costs)) if costs else 0.0
-    lead = plan_lead(rounds) if etrace is not None else 0.0
-    sim = run_sim(trace, cluster.arrival, table, policy, packed, types, rounds, overhead, args.seed, etrace, lead)
+    start = float(np.mean(mid)) if mid else None
+    sim = run_sim(trace, cluster.arrival, table, policy, packed, types, rounds, overhead, args.seed, start, etrace)
     row = compare(name, cluster, sim, overhead)
-    row["plan_lead_s"] = lead
-    if lead > 0:    # what modelling the runtime's planning lead changes (module docstring)
-        unled = compare(name, cluster, run_sim(trace, cluster.arrival, table, policy, packed, types, rounds, overhead,
-                                               args.seed, etrace), overhead)
-        row.update({f"{k}_without_lead": unled[k] for k in ("avg_jct_sim_s", "avg_jct_error", "median_job_error",
-                                                             "p90_job_error", "makespan_sim_s", "gpu_time_sim_s")})
+    if etrace is not None:   # planned at the boundary instead (module docstring)
+        row.update(at_boundary(name, cluster, run_sim(trace, cluster.arrival, table, policy, packed, types, rounds,
+                                                      overhead, args.seed, start, etrace, plan_ahead=False), overhead))
     row["cluster_wall_s"] = round(wall, 1)
-    mid = cluster.extra["launch_mid_round_s"]
-    row["mid_round_launch_s"] = round(float(np.mean(mid)), 2) if mid else None
+    row["mid_round_launch_s"] = round(start, 2) if start is not None else None
     family = [None] * len(trace) if etrace is None else etrace.applications
     jobs = [{"policy": name, "job": i, "job_type": trace.job_types[i], "family": family[i],
              "scale_factor": int(trace.scale_factors[i]),
@@ -300,19 +304,79 @@ def run_policy(name: str, trace, table, table_path: Path, types: dict[str, int],
     return row, jobs
 
 
-def run_adaptive(name: str, args, base: Path, root: Path):
-    """`name` on Pollux's mix, every job adaptive, on --adaptive-cluster (module docstring)."""
+def adaptive_setup(args):
+    """The adaptive trace and (its fixed-job table, --adaptive-cluster's types)."""
     from gavel_ng.elastic import fixed_job_table
-    from gavel_ng.profiles.table_io import write_table
     from gavel_ng.simulator.adaptive import NETWORK_GBPS
 
     types = parse_types(args.adaptive_cluster)
     etrace = make_adaptive_trace(args.jobs, args.seed, max(types.values()), args.gap, args.min_seconds,
                                  args.max_seconds)
-    table = fixed_job_table(etrace, list(types), network_gbps=NETWORK_GBPS)
+    return etrace, (fixed_job_table(etrace, list(types), network_gbps=NETWORK_GBPS), types)
+
+
+def run_adaptive(name: str, args, base: Path, root: Path):
+    """`name` on Pollux's mix, every job adaptive, on --adaptive-cluster (module docstring)."""
+    from gavel_ng.profiles.table_io import write_table
+
+    etrace, (table, types) = adaptive_setup(args)
     table_path = base / "adaptive-table.json"
     write_table(table, table_path)
     return run_policy(name, etrace.trace, table, table_path, types, args, root, etrace)
+
+
+def resimulate(path: Path, table, types: dict[str, int], args) -> tuple[list[dict], list[dict]]:
+    """The simulator side again, on the cluster runs a summary.csv and jobs.csv in `path` recorded (each job's
+    type, scale factor, steps, arrival and cluster JCT; each run's measured launch cost): what a change to the
+    simulator does to the comparison, without running the cluster again."""
+    from gavel_ng.traces import Trace
+
+    summary = {r["policy"]: r for r in csv.DictReader(open(path / "summary.csv"))}
+    recorded = list(csv.DictReader(open(path / "jobs.csv")))
+    rows, jobs = [], []
+    for name in args.policies.split(","):
+        if name not in summary:
+            raise SystemExit(f"--resimulate: {path / 'summary.csv'} has no {name!r} run")
+        mine = [j for j in recorded if j["policy"] == name]
+        arrival = np.array([float(j["arrival_s"]) for j in mine])
+        trace = Trace([j["job_type"] for j in mine], np.array([int(j["scale_factor"]) for j in mine]),
+                      np.ones(len(mine)), np.array([float(j["steps"]) for j in mine]), np.full(len(mine), math.inf),
+                      arrival)
+        etrace, where, rounds = None, (table, types), args.round_seconds
+        if name in ADAPTIVE:      # the adaptive trace again (its specs), as run_adaptive drew it
+            etrace, where = adaptive_setup(args)
+            rounds = args.adaptive_round_seconds
+            if etrace.trace.steps.tolist() != trace.steps.tolist():
+                raise SystemExit(f"--resimulate: the recorded {name} jobs are not those of --jobs {args.jobs} "
+                                 f"--seed {args.seed}")
+        rec = summary[name]
+        overhead = float(rec["restart_overhead_s"])
+        start = float(rec["mid_round_launch_s"]) if rec.get("mid_round_launch_s") else None
+        cluster = Run(arrival, arrival + np.array([float(j["jct_cluster_s"]) for j in mine]),
+                      float(rec["gpu_time_cluster_s"]), {"launches": int(rec["launches_cluster"])})
+        policy, packed = POLICIES[name]
+        sim = run_sim(trace, arrival, where[0], policy, packed, where[1], rounds, overhead, args.seed, start, etrace)
+        row = compare(name, cluster, sim, overhead) | {"cluster_wall_s": rec["cluster_wall_s"],
+                                                       "mid_round_launch_s": rec["mid_round_launch_s"]}
+        if etrace is not None:
+            row |= at_boundary(name, cluster, run_sim(trace, arrival, where[0], policy, packed, where[1], rounds,
+                                                      overhead, args.seed, start, etrace, plan_ahead=False), overhead)
+        rows.append(row)
+        jobs += [{**j, "jct_sim_s": round(float(sim.jct[i]), 2),
+                  "error": round(float(abs(sim.jct[i] - cluster.jct[i]) / cluster.jct[i]), 4)}
+                 | ({"starts_sim": sim.extra["reallocations"][i]} if etrace is not None else {})
+                 for i, j in enumerate(mine)]
+    return rows, jobs
+
+
+def report(row: dict) -> None:
+    log.info("%-10s avg JCT cluster %6.1f s, simulator %6.1f s (%+.1f %%); per job median %.1f %%, "
+             "p90 %.1f %%; makespan %.0f / %.0f s; GPU time %.0f / %.0f s; restart overhead %.2f s; %s",
+             row["policy"], row["avg_jct_cluster_s"], row["avg_jct_sim_s"],
+             100 * (row["avg_jct_sim_s"] - row["avg_jct_cluster_s"]) / row["avg_jct_cluster_s"],
+             100 * row["median_job_error"], 100 * row["p90_job_error"], row["makespan_cluster_s"],
+             row["makespan_sim_s"], row["gpu_time_cluster_s"], row["gpu_time_sim_s"],
+             row["restart_overhead_s"], "meets the goal" if row["meets_goal"] else "MISSES the goal")
 
 
 def parse_types(text: str) -> dict[str, int]:
@@ -341,6 +405,8 @@ def main(argv: list[str] | None = None) -> int:
                          "cost the runs measured)")
     ap.add_argument("--timeout", type=float, default=900.0)
     ap.add_argument("--keep", type=Path, help="keep each cluster's state and logs under this directory")
+    ap.add_argument("--resimulate", type=Path, metavar="DIR",
+                    help="run no cluster: simulate again the cluster runs DIR/summary.csv and DIR/jobs.csv recorded")
     ap.add_argument("--out", type=Path, default=REPO / "out" / "experiments" / "sim_vs_cluster",
                     help="default out/experiments/sim_vs_cluster (committed: experiments/results/sim_vs_cluster)")
     args = ap.parse_args(argv)
@@ -355,6 +421,13 @@ def main(argv: list[str] | None = None) -> int:
     table = scaled_table(args.step_rate)
     trace = make_trace(table, args.jobs, args.seed, max(types.values()), args.gap, args.min_seconds, args.max_seconds)
     start = time.time()
+    if args.resimulate is not None:
+        rows, jobs = resimulate(args.resimulate, table, types, args)
+        for row in rows:
+            report(row)
+        write_rows(args.out / "summary.csv", rows)
+        write_rows(args.out / "jobs.csv", jobs)
+        return 0 if all(r["meets_goal"] for r in rows) else 1
     rows, jobs = [], []
     with tempfile.TemporaryDirectory(prefix="gavel-svc-") as tmp:
         base = args.keep or Path(tmp)
@@ -370,13 +443,7 @@ def main(argv: list[str] | None = None) -> int:
                 row, per_job = run_policy(name, trace, table, table_path, types, args, root)
             rows.append(row)
             jobs += per_job
-            log.info("%-10s avg JCT cluster %6.1f s, simulator %6.1f s (%+.1f %%); per job median %.1f %%, "
-                     "p90 %.1f %%; makespan %.0f / %.0f s; GPU time %.0f / %.0f s; restart overhead %.2f s; %s",
-                     name, row["avg_jct_cluster_s"], row["avg_jct_sim_s"],
-                     100 * (row["avg_jct_sim_s"] - row["avg_jct_cluster_s"]) / row["avg_jct_cluster_s"],
-                     100 * row["median_job_error"], 100 * row["p90_job_error"], row["makespan_cluster_s"],
-                     row["makespan_sim_s"], row["gpu_time_cluster_s"], row["gpu_time_sim_s"],
-                     row["restart_overhead_s"], "meets the goal" if row["meets_goal"] else "MISSES the goal")
+            report(row)
     log.info("%d policies, %d jobs each, in %.0f s on this machine (Gavel's Table 3: within %.0f %%; our goal: "
              "average JCT within %.0f %%, median per-job error within %.0f %%)", len(rows), args.jobs,
              time.time() - start, 100 * GAVEL_TABLE3_ERROR, 100 * GOAL_AVG, 100 * GOAL_MEDIAN)

@@ -12,6 +12,7 @@ from ..logs import WarningLedger, collapse_repeats, format_warnings
 from ..policies.plugins import add_flag as add_plugin_flag
 
 REPEAT_EVERY_S = 3600.0   # a repeating warning is logged again at most this often, with its count
+SWITCH_INTERVAL_S = 0.001  # the scheduler process's GIL switch interval (sys.setswitchinterval; default 0.005)
 
 
 def add_parser(sub) -> None:
@@ -84,6 +85,10 @@ def run(args) -> int:
         raise InputError(field, config.policy, getattr(exc, "reason", str(exc))) from None
     if not 0 <= args.port < 65536:
         raise InputError("--port", args.port, "must be a port number")
+    # the state's lock is held across SQLite calls and log writes, each of which lets go of the GIL: with the
+    # default 5 ms switch interval, getting it back behind busy gRPC threads made each such call cost up to
+    # 5 ms under the lock at 10,000 GPUs (issue 42; docs/deploy.md, "Scale")
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     try:
         service = SchedulerService(config, args.state, port=args.port, bind=args.bind)
     except (StoreError, OSError) as exc:      # e.g. a full disk at start: one line, exit 2

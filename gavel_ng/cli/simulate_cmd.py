@@ -85,10 +85,6 @@ def add_parser(sub) -> None:
     p.add_argument("--realloc-delay", type=float, default=30.0, metavar="SECONDS",
                    help="adaptive jobs: seconds lost at each change of GPU count or type (default 30, as Pollux); "
                         "under --elastic-profiles sia every job pays its application's measured delay instead")
-    p.add_argument("--plan-lead", type=float, default=0.0, metavar="SECONDS",
-                   help="a round policy with adaptive jobs: plan each round this long before it starts, as a "
-                        "cluster does (0.3 of a round, at most 30 s): a job arriving or finishing in that lead "
-                        "reaches the policy a round later (default 0: planned at the round's start)")
     p.add_argument("--policy-model", choices=("exact", "learned"), default="exact",
                    help="what round policies see of an adaptive job's goodput: the simulator's exact model "
                         "(default) or one learned from the job's own runs, as Sia learns it (docs/elastic.md)")
@@ -121,9 +117,16 @@ def add_parser(sub) -> None:
                    help="re-solve at most every S simulated seconds (default 0: on every reset event)")
     p.add_argument("--preemption-overhead", type=float, default=0.0, metavar="S",
                    help="seconds lost by a job each time it is (re)launched rather than renewed (default 0)")
+    p.add_argument("--start-overhead", type=float, default=None, metavar="S",
+                   help="seconds a mid-round start on free GPUs (backfill) costs: no job is vacating them, so a "
+                        "cluster's costs less than a launch at a round start (default: --preemption-overhead)")
     p.add_argument("--no-backfill", action="store_true",
                    help="leave GPUs a job frees mid-round idle until the round ends (Gavel's rounds; "
                         "--gavel-compat implies it). Default: the round's waiting entries use them")
+    p.add_argument("--plan-at-boundary", action="store_true",
+                   help="plan each round at its start, knowing every arrival and completion until then (Gavel's "
+                        "simulator; --gavel-compat implies it). Default: plan it as far ahead as the runtime does "
+                        "(0.3 of a round, at most 30 s), knowing what happened until then")
     p.add_argument("--ledger", choices=("decay", "reset"), default="decay",
                    help="mechanism memory: decayed time received kept across re-solves (default) or "
                         "restarted at every reset event (the paper's literal rule)")

@@ -52,6 +52,14 @@ def worth_starting(seconds_left: float, overhead: float, round_seconds: float) -
     return seconds_left - overhead >= max(overhead, MIN_LEASE_SHARE * round_seconds) - 1e-9
 
 
+def may_start(seconds_left: float, round_seconds: float, lead: float) -> bool:
+    """Whether a job may still start mid-round, on a cluster and in the simulator alike: the round's plan is
+    still the latest (the next is made `lead` s before the boundary, mechanism.plan_lead: from then on the
+    mechanism has moved on) and a quarter round is left (`worth_starting` with no start-up: what a launch will
+    cost is not known when it is decided)."""
+    return seconds_left > lead + 1e-9 and worth_starting(seconds_left, 0.0, round_seconds)
+
+
 @dataclass
 class Candidates:
     """The round's waiting entries, best first (arrays over candidates)."""

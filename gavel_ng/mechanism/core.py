@@ -659,6 +659,20 @@ def make_plan(keys, rows, types, sfs, gpus, renewed, consolidated, share=None, c
                      None if cols is None else np.asarray(cols, dtype=np.int64))
 
 
+def without_entries(plan: RoundPlan, drop: np.ndarray) -> RoundPlan:
+    """`plan` without the entries `drop` marks (bool per entry), its waitlist kept: the round as it ran when some
+    entries had nothing left to run (a simulator's jobs done after the plan was made)."""
+    if plan.share is not None:
+        raise ValueError("without_entries: a fluid plan has no entries to leave out")
+    keep = np.flatnonzero(~np.asarray(drop, bool))
+    sub = make_plan([plan.keys[i] for i in keep], plan.rows[keep], plan.types[keep], plan.sfs[keep],
+                    [plan.gpus[i] for i in keep], plan.renewed[keep], plan.consolidated[keep],
+                    cols=None if plan.cols is None else plan.cols[keep])
+    sub.waiting = plan.waiting
+    sub.cells = None if plan.cells is None else plan.cells[keep]
+    return sub
+
+
 def with_backfilled(plan: RoundPlan, entries: list) -> RoundPlan:
     """`plan` with `entries` appended: the round as it ran, which the executor reports back
     (RoundResult.plan) so that the ledger credits the backfilled rows like any other."""

@@ -25,13 +25,15 @@ from ..topology import Topology
 from .core import AllocationRows, RoundPlan
 
 log = logging.getLogger(__name__)
+PLAN_LEAD_FRACTION, PLAN_LEAD_MAX_S = 0.3, 30.0
 
 
 def plan_lead(round_seconds: float) -> float:
-    """How long before a round starts a cluster plans it (0.3 of a round, at most 30 s): its renewals are
-    answered from that plan before leases end (runtime.executor). Jobs that arrive or finish in that lead
-    reach the policy a round later; the simulator models it when asked (`SimConfig.plan_lead`)."""
-    return min(0.3 * float(round_seconds), 30.0)
+    """How long before a round ends the next one is planned. A cluster plans ahead (runtime.executor) so that
+    the solve is off the critical path and renewals are answered before leases end, as Gavel's runtime does
+    (halfway through a round); the plan then knows the arrivals and completions up to that moment only. The
+    simulator models the same look-ahead (simulator.executor), so both decide on the same information."""
+    return min(PLAN_LEAD_FRACTION * float(round_seconds), PLAN_LEAD_MAX_S)
 
 
 @dataclass

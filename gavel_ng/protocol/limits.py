@@ -15,7 +15,9 @@ import threading
 from collections import Counter
 from dataclasses import dataclass
 
-WORKER_METHODS = frozenset({"RegisterWorker", "Heartbeat", "ReportDone", "RunJob", "KillJob"})
+WORKER_METHODS = frozenset({"RegisterWorker", "Heartbeat", "ReportDone", "ReportDones", "RunJob", "RunJobs",
+                            "KillJob"})
+MAX_BATCH = 256           # items in one ReportDones or RunJobs call (bounds its memory; senders split longer lists)
 JOB_METHODS = frozenset({"InitJob", "UpdateLease"})
 
 

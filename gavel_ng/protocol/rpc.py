@@ -51,11 +51,11 @@ TOKEN_ENV = "GAVEL_NG_TOKEN"
 _JOB_PREFIX = "job:"
 # who may call what (method names are unique across the Scheduler and Worker services)
 ALLOWED: dict[str, frozenset[str]] = {
-    **dict.fromkeys(("RegisterWorker", "Heartbeat", "ReportDone"), frozenset({"worker", "admin"})),
+    **dict.fromkeys(("RegisterWorker", "Heartbeat", "ReportDone", "ReportDones"), frozenset({"worker", "admin"})),
     **dict.fromkeys(("InitJob", "UpdateLease"), frozenset({"job", "admin"})),
     **dict.fromkeys(("SubmitJobs", "CancelJob", "ListJobs", "GetStatus"), frozenset({"user", "admin"})),
     "ManageUsers": frozenset({"admin"}),
-    **dict.fromkeys(("RunJob", "KillJob"), frozenset({"scheduler"})),
+    **dict.fromkeys(("RunJob", "RunJobs", "KillJob"), frozenset({"scheduler"})),
     "Watch": frozenset({"admin", "user", "worker"}),
 }
 SAY_EVERY_S = 60.0        # a refusal of the same kind from the same address is logged at most this often
@@ -316,6 +316,8 @@ def make_server(bind: str, port: int, services: dict[str, object], security: Sec
         desc = _service(name)
         methods = {}
         for m in desc.methods:
+            if not hasattr(impl, m.name):      # a peer of an earlier protocol: callers fall back (UNIMPLEMENTED)
+                continue
             req, resp = getattr(pb, m.input_type.name), getattr(pb, m.output_type.name)
             methods[m.name] = grpc.unary_unary_rpc_method_handler(
                 getattr(impl, m.name), request_deserializer=_parser(req),

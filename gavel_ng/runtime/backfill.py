@@ -15,9 +15,9 @@ choice: the mechanism's waitlist of jobs no allocation knows yet (`RoundMechanis
 on its fastest types first, placement's server rules and quotas as above). The next plan admits it
 and the policy's allocation takes over from there.
 
-Nothing starts with less than a quarter round left (mechanism.backfill.worth_starting, with no
-modeled start-up: a launch's real cost is what that bound is for), nor once the next round's plan
-is published (at most 30 s, and 30 % of a round, before the boundary): every backfill happens
+Nothing starts with less than a quarter round left, nor once the next round's plan is published (at
+most 30 s, and 30 % of a round, before the boundary; mechanism.backfill.may_start, which the simulator
+asks too, with no modeled start-up: a launch's real cost is what the quarter is for): every backfill happens
 while the plan of its round is the mechanism's latest, so its GPU numbers are the planner's and
 the next round's placement may renew the backfilled job in place.
 """
@@ -29,11 +29,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..mechanism import Backfilled, RoundPlan, RoundResult, worth_starting
+from ..mechanism import Backfilled, RoundPlan, RoundResult, may_start
 from ..mechanism.backfill import Holder, holders
 from ..mechanism.core import with_backfilled
-from .jobs import FINISHED
-from .launcher import LOG_EACH, Assignment
+from .jobs import FINISHED, LOG_EACH
+from .launcher import Assignment
 from .store import StoreError
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ class LiveBackfill:
         self.ex = executor
         self.gpu_map = gpu_map
         self.arrivals = arrivals
-        self._offered: tuple[int, int] | None = None   # (arrivals, ended) when arrivals were last offered GPUs
+        self._offered: tuple[int, int, int] | None = None   # (arrivals, ended, free GPUs) at the last offer
         self.pending: RoundPlan | None = None      # the plan published for the next round
         self.plan: RoundPlan | None = None         # the current round's
         self.entries: list[tuple[Backfilled, float]] = []   # what was backfilled this round, and when
@@ -76,11 +76,11 @@ class LiveBackfill:
             if self.pending is not None or ex.round_end is None or now >= ex.round_end:
                 return                 # (once the next plan is out, the mechanism has moved on)
             ended = self._ended()
-            if len(ended) <= self.ended or not worth_starting(ex.round_end - now, 0.0, ex.L):
+            if len(ended) <= self.ended or not may_start(ex.round_end - now, ex.L, ex.plan_margin):
                 return
             self.ended = len(ended)
             gmap = self.gpu_map()
-            free = self._free(gmap, ended)
+            free = self._free(gmap, ended, now)
             if not free.any():
                 return
             busy = set(ex.current) | st.index.live
@@ -93,10 +93,16 @@ class LiveBackfill:
         return {m for m in ex.current if (j := st.jobs.get(m)) is None or j.status in FINISHED
                 or j.blocked_round == st.round_no}
 
-    def _free(self, gmap, ended: set[int]) -> np.ndarray:
-        """Per GPU of the plan: no live attempt holds it, no job of the round still waits for it, alive."""
-        ex = self.ex
-        taken = set(ex.state.index.by_gpu)        # GPUs live attempts hold
+    def _free(self, gmap, ended: set[int], now: float) -> np.ndarray:
+        """Per GPU of the plan: no job of the round still waits for it, no live attempt holds it past its
+        lease, alive. An attempt whose lease has ended (the last round's, not renewed) is leaving: its GPUs
+        are as free as the simulator's are at the boundary, and a job started there waits on its worker until
+        the attempt has exited, as the round's own launches do. Counted as held, the GPUs it frees a few
+        tens of milliseconds into the round sent an arrival at the round's start to slower ones."""
+        ex, st = self.ex, self.ex.state
+        end = max(now, ex.round_start or now) + 1e-6
+        taken = {p for p, held in st.index.by_gpu.items()
+                 if any((j := st.jobs.get(m)) is None or j.live is None or j.live.lease_end > end for m in held)}
         taken.update(p for m, a in ex.current.items() if m not in ended for p in a.placement)
         return np.array([p not in taken and ex.alive(p[0]) for p in gmap], bool)
 
@@ -110,7 +116,8 @@ class LiveBackfill:
         with st.lock:
             if self.pending is not None or ex.round_end is None or now >= ex.round_end or not st.arrivals:
                 return
-            if self._offered == (len(st.arrivals), self.ended) or not worth_starting(ex.round_end - now, 0.0, ex.L):
+            if self._offered == (len(st.arrivals), self.ended) or not may_start(ex.round_end - now, ex.L,
+                                                                                 ex.plan_margin):
                 return
             self._offered = (len(st.arrivals), self.ended)
             held = ex.waiting.held if ex.waiting is not None else {}     # admission holds them back
@@ -121,7 +128,7 @@ class LiveBackfill:
                 return
             ended = self._ended()
             gmap = self.gpu_map()
-            free = self._free(gmap, ended)
+            free = self._free(gmap, ended, now)
             if not free.any():
                 return
             busy = set(ex.current) | st.index.live

@@ -129,12 +129,16 @@ class Checks:
                 return
             _number("checkpoint_step", step, 0, _total(job), " (the job's total steps)")
             known = max(job.steps_done, job.steps_live)
-            ran = sum((r["ended"] or now) - r["launched"] for r in self.state.store.attempts(job_id)
-                      if r["attempt"] != attempt)
-            most = known + (_fastest(self.base, job.key) * _wall(0.0, ran) if ran > 0 else 0)
-            if step > most:
-                raise InputError("checkpoint_step", step, f"beyond what the job's earlier attempts could have "
-                                                          f"run (at most {most:.0f})")
+            fastest = _fastest(self.base, job.key)
+        if step <= known:
+            return
+        # the earlier attempts' times, read without the lock (a query; ended attempts do not change)
+        ran = sum((r["ended"] or now) - r["launched"] for r in self.state.store.attempts(job_id)
+                  if r["attempt"] != attempt)
+        most = known + (fastest * _wall(0.0, ran) if ran > 0 else 0)
+        if step > most:
+            raise InputError("checkpoint_step", step, f"beyond what the job's earlier attempts could have "
+                                                      f"run (at most {most:.0f})")
 
     def report(self, rep: DoneReport, now: float | None = None) -> None:
         """ReportDone: an attempt the scheduler launched, from a worker of its placement, with sane numbers."""

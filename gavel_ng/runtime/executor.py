@@ -51,6 +51,19 @@ RETRY = 0.3               # renew_in while the plan a renewal depends on is not 
 
 
 @dataclass(frozen=True)
+class Renewal:
+    """A renewal decided under the state's lock, to be recorded without it (DeployExecutor._grant)."""
+
+    job: JobState
+    att: Attempt
+    lease_end: float              # the lease it grants (unix seconds)
+    round_no: int
+    steps_live: int
+    number: int                   # the scheduler's renewal count with it
+    by_scheduler: bool = False    # an attempt still starting, renewed when the next plan was published
+
+
+@dataclass(frozen=True)
 class Lease:
     """What a job's iterator is told: run until `seconds_left` (-1: keep the lease you have) and
     ask for a renewal in `renew_in` seconds (-1: do not ask again). `stop`: the attempt was
@@ -85,7 +98,7 @@ class DeployExecutor:
         self.L = float(cfg.round_seconds)
         self.renewals = cfg.lease_renewals
         self.checkpoint_every = cfg.checkpoint_every_rounds if self.renewals else 0
-        self.plan_margin = plan_lead(self.L)
+        self.plan_margin = plan_lead(self.L)     # (the simulator plans as far ahead: mechanism.loop)
         self.renew_margin = self.plan_margin / 2
         self.round_start: float | None = None
         self.round_end: float | None = None
@@ -139,30 +152,38 @@ class DeployExecutor:
                 self.backfill.publish(plan)
             self.next = desired
             self.idle = not desired
-            self._keep_starting(desired)
+            starting = self._keep_starting(desired)
             self.state.cv.notify_all()
+        for r in starting:                  # recorded, then granted, without the lock (as a job's own renewal)
+            try:
+                self._grant(r)
+            except StoreError:              # not granted: it ends at its lease and is launched again
+                log.debug("renewal of starting job %d refused by the store", r.job.job_id)
         if self.waiting is not None:        # takes the lock a chunk of jobs at a time
             self.waiting.update({m: placement_label(a.worker_type, a.placement) for m, a in desired.items()})
         if self.on_publish is not None:
             self.on_publish()
         return desired
 
-    def _keep_starting(self, desired: dict[int, Assignment]) -> None:
-        """Lock held. Renews each attempt that has not started (no InitJob yet, so it cannot ask) and that
-        the next plan keeps on its GPUs: a job slower to start than a round would otherwise be killed at
-        its lease's end and relaunched in the same place every round, never reaching a step. The worker
-        hears the new lease end with its next heartbeat."""
+    def _keep_starting(self, desired: dict[int, Assignment]) -> list[Renewal]:
+        """Lock held. Decides the renewal of each attempt that has not started (no InitJob yet, so it cannot
+        ask) and that the next plan keeps on its GPUs: a job slower to start than a round would otherwise be
+        killed at its lease's end and relaunched in the same place every round, never reaching a step. The
+        caller records and grants them without the lock (`_grant`); a renewal decided and never granted would
+        leave its attempt `renewing`, told to ask again until its lease ran out. The worker hears the new
+        lease end with its next heartbeat."""
         if not self.renewals or self.round_end is None:
-            return
+            return []
+        out = []
         for m, a in desired.items():
             job = self.state.jobs.get(m)
             att = job.live if job is not None else None
             if (att is not None and not att.started and not att.restored and tuple(att.placement) == a.placement
                     and self._target(att) is desired):
-                try:
-                    self._renew(job, att, by_scheduler=True)
-                except StoreError:          # not granted: it ends at its lease and is launched again
-                    log.debug("renewal of starting job %d refused by the store", m)
+                decided = self._renew(job, att, by_scheduler=True)
+                if isinstance(decided, Renewal):
+                    out.append(decided)
+        return out
 
     # ----- rounds ---------------------------------------------------------------------------
     def _resolve(self, plan: RoundPlan) -> dict[int, Assignment]:
@@ -327,9 +348,10 @@ class DeployExecutor:
             att.steps_start = int(checkpoint_step)
             att.started = True
             job.steps_live = max(job.steps_live, att.steps_start)
-            if self.renewals and att.lease_end - time.time() <= self.renew_margin:
-                return self._renew(job, att)       # started late in its round: renew right away
-            return self._lease(job, att, False)
+            if not self.renewals or att.lease_end - time.time() > self.renew_margin:
+                return self._lease(job, att, False)
+            decided = self._renew(job, att)        # started late in its round: renew right away
+        return decided if isinstance(decided, Lease) else self._grant(decided)
 
     def update_lease(self, job_id: int, attempt: int, steps: int, compute_seconds: float,
                      report: AdaptiveReport | None = None, checkpoint_step: int = 0,
@@ -353,19 +375,21 @@ class DeployExecutor:
             st.progress(job, att, steps, compute_seconds, report)
             if not self.renewals:
                 return self._lease(job, att, False)
-            return self._renew(job, att)
+            decided = self._renew(job, att)
+        return decided if isinstance(decided, Lease) else self._grant(decided)
 
-    def _renew(self, job: JobState, att: Attempt, by_scheduler: bool = False) -> Lease:
-        """Lock held; answers at once. Until the plan of the round the lease ends into exists, the
-        current lease and a short renew_in: a handler waiting for the plan would hold a server
-        thread, and enough waiting renewals leave none for the heartbeats. `by_scheduler`: an attempt
-        still starting (its `renew` event says so): no job writes this lease end down for its worker,
-        which hears it only by heartbeat, so a scheduler stopped through the old end loses the attempt."""
+    def _renew(self, job: JobState, att: Attempt, by_scheduler: bool = False) -> Lease | Renewal:
+        """Lock held; decides at once: a Lease to answer, or a Renewal to record (`_grant`, without the lock).
+        Until the plan of the round the lease ends into exists, the current lease and a short renew_in: a
+        handler waiting for the plan would hold a server thread, and enough waiting renewals leave none for
+        the heartbeats. `by_scheduler`: an attempt still starting (its `renew` event says so): no job writes
+        this lease end down for its worker, which hears it only by heartbeat, so a scheduler stopped through
+        the old end loses the attempt."""
         st = self.state
         if self.round_end is not None and att.lease_end > self.round_end + 1e-6:
             return self._lease(job, att, True)          # already renewed
         target = self._target(att)
-        if target is None:
+        if target is None or att.renewing:             # no plan yet, or this renewal is being recorded
             left = att.lease_end - time.time()
             if left <= 0 or self.stop.is_set():
                 return self._lease(job, att, False, final=True)
@@ -373,16 +397,36 @@ class DeployExecutor:
         a = target.get(job.job_id)
         if a is None or a.placement != tuple(att.placement) or job.status in FINISHED:
             return self._lease(job, att, False, final=True)
-        with st.store.transaction():           # recorded first: a renewal the store refused is not granted
-            st.store.update_job(job.job_id, renewals=job.renewals + 1, steps_live=job.steps_live)
-            st.store.set_meta("renewals", st.stats["renewals"] + 1)
-            st.store.event("renew", job_id=job.job_id, round_no=st.round_no, attempt=att.attempt,
-                           steps=job.steps_live, **({"by": "scheduler"} if by_scheduler else {}))
-        att.lease_end = self.round_end + self.L if target is self.next else self.round_end
-        att.renewals += 1
-        job.renewals += 1
-        st.stats["renewals"] += 1
-        return self._lease(job, att, True)
+        att.renewing = True
+        st.stats["renewals"] += 1                      # its number; given back if the store refuses it
+        return Renewal(job, att, self.round_end + self.L if target is self.next else self.round_end, st.round_no,
+                       job.steps_live, st.stats["renewals"], by_scheduler)
+
+    def _grant(self, r: Renewal) -> Lease:
+        """Record a renewal, then grant it (a renewal the store refused is not granted). The write is made
+        without the state's lock: 5,000 renewals near a round's end, each a transaction, held it for seconds
+        (issue 42). `att.renewing` keeps a second call for the same attempt from deciding meanwhile; an attempt
+        written off meanwhile is told to stop, its renewal recorded but never in force."""
+        st, job, att = self.state, r.job, r.att
+        try:
+            with st.store.transaction():
+                st.store.update_job(job.job_id, renewals=job.renewals + 1, steps_live=r.steps_live)
+                st.store.raise_meta("renewals", r.number)
+                st.store.event("renew", job_id=job.job_id, round_no=r.round_no, attempt=att.attempt,
+                               steps=r.steps_live, **({"by": "scheduler"} if r.by_scheduler else {}))
+        except StoreError:
+            with st.cv:
+                att.renewing = False
+                st.stats["renewals"] -= 1
+            raise
+        with st.cv:
+            att.renewing = False
+            job.renewals += 1
+            att.renewals += 1
+            if job.live is not att:
+                return self._attempt(job.job_id, att.attempt)[2]
+            att.lease_end = max(att.lease_end, r.lease_end)
+            return self._lease(job, att, True)
 
     def _target(self, att: Attempt) -> dict[int, Assignment] | None:
         """The plan of the round the attempt's lease ends into; None while not yet computed."""

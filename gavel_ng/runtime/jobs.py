@@ -34,6 +34,7 @@ FINISHED = ("done", "cancelled", "failed")
 FAILED_STARTS = ("launch-failed", "no-result")
 BACKOFF_S, BACKOFF_MAX_S = 2.0, 120.0     # after the f-th failure in a row: no relaunch for 2 s x 2^(f-1), <= 2 min
 MAX_DETAIL = 500                          # characters of a failure's description kept
+LOG_EACH = 20                             # preemptions of a round logged one by one (the rest: one line)
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,7 @@ class Attempt:
     sharing: int | None = None           # who shared the GPUs since the last measurement (None: alone)
     mixed: bool = False                  # ... or that changed meanwhile: the interval measures nothing
     counted: float = 0.0                 # its GPU-seconds are counted up to here (lost, then reclaimed)
+    renewing: bool = False               # a renewal of its lease is being recorded (runtime.executor)
 
     @property
     def workers(self) -> list[str]:
@@ -202,6 +204,7 @@ class JobBook:
         self.on_done: Callable[[JobState], None] | None = None     # metrics: a job finished its steps
         self.gpu_seconds_total: Counter = Counter()               # GPU-seconds of every ended attempt, by type
         self.on_start: Callable[[JobState], None] | None = None    # metrics: a job's first attempt launched
+        self._preempted = (-1, 0)            # (round, its preemptions so far): the first LOG_EACH are logged
 
     # ----- restore ------------------------------------------------------------------------
     def restore_jobs(self) -> None:
@@ -389,8 +392,23 @@ class JobBook:
                      failures, self.max_failures, error, extra={"jobs": [job.job_id]})
         elif unfinished:
             self.tally["preempted"] += 1
-            log.info("job %d attempt %d preempted at step %d (%s)", job.job_id, att.attempt, steps,
-                     ",".join(sorted({r.reason for r in reps})) or "no report", extra={"jobs": [job.job_id]})
+            if self._count_preemption():
+                log.info("job %d attempt %d preempted at step %d (%s)", job.job_id, att.attempt, steps,
+                         ",".join(sorted({r.reason for r in reps})) or "no report", extra={"jobs": [job.job_id]})
+
+    def _count_preemption(self) -> bool:
+        """Whether this preemption gets its own line: the first LOG_EACH of a round do, the others are counted
+        in one line once the next round preempts (at 10,000 GPUs a round ends thousands of attempts, and each
+        line was written under the state's lock; each has its `end` event in the state)."""
+        round_no, n = self.current_round(), 0
+        said, count = self._preempted
+        if said == round_no:
+            n = count
+        elif count > LOG_EACH:
+            log.info("%d more attempts preempted in round %d (each has its end event in the state)",
+                     count - LOG_EACH, said)
+        self._preempted = (round_no, n + 1)
+        return n < LOG_EACH
 
     def lose(self, att: Attempt, reason: str) -> None:
         """The attempt is gone without its reports (worker lost, nobody claimed it after a restart)."""

@@ -37,17 +37,31 @@ from dataclasses import dataclass
 import grpc
 
 from ..protocol.client import placement_label
+from ..protocol.limits import MAX_BATCH
 from ..protocol.protos import gavel_pb2 as pb
 from .adaptive import note_launch
-from .jobs import FINISHED, Attempt, JobState
+from .jobs import FINISHED, LOG_EACH, Attempt, JobState
 from .store import StoreError
 from .workers import Kill
 
 log = logging.getLogger(__name__)
 CHUNK = 200              # launches picked, recorded and applied at a time
 RPC_TIMEOUT = 5.0        # seconds a worker has to answer RunJob or KillJob
+
+
+class Refused(grpc.RpcError):
+    """One launch of a RunJobs call the worker refused (what RunJob says with INVALID_ARGUMENT)."""
+
+    def __init__(self, details: str):
+        super().__init__(details)
+        self._details = details
+
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.INVALID_ARGUMENT
+
+    def details(self) -> str:
+        return self._details
 SENDERS = 16             # RunJob and KillJob calls in flight at once
-LOG_EACH = 20            # launches of a batch logged one by one
 
 
 @dataclass(frozen=True)
@@ -108,6 +122,7 @@ class Launcher:
         self._seen: tuple | None = None       # what the last look depended on
         self._timer = math.inf                # when a backoff or a fence of a planned job runs out
         self.on_batch = on_batch
+        self._single: set[str] = set()        # addresses of workers without RunJobs
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
@@ -140,8 +155,16 @@ class Launcher:
             with st.cv:
                 launched = self._apply(picks, now)
             batch.add(len(launched))
-            for job, att in launched:
-                self.pool.submit(self._send, job, att, batch)
+            by_worker: dict[str, list[tuple[JobState, Attempt]]] = {}
+            for job, att in launched:                 # one call per worker for its one-server attempts
+                ws = att.workers
+                if len(ws) == 1:
+                    by_worker.setdefault(ws[0], []).append((job, att))
+                else:
+                    self.pool.submit(self._send, job, att, batch)
+            for items in by_worker.values():
+                for i in range(0, len(items), MAX_BATCH):
+                    self.pool.submit(self._send_many, items[i:i + MAX_BATCH], batch)
             for job, att in launched[:max(0, LOG_EACH - batch.logged)]:
                 log.info("job %d attempt %d launched on %s", job.job_id, att.attempt,
                          placement_label(att.worker_type, att.placement), extra={"jobs": [job.job_id]})
@@ -257,6 +280,43 @@ class Launcher:
             log.exception("RunJob job %d attempt %d", job.job_id, att.attempt)
         finally:
             batch.answered_one(ok)
+
+    def _send_many(self, items: list[tuple[JobState, Attempt]], batch: Batch) -> None:
+        """RunJobs to one worker for several one-server attempts (a sender thread): at a round's boundary one
+        call per attempt made thousands at once at 10,000 GPUs (issue 42)."""
+        oks = [False] * len(items)
+        try:
+            oks = self._run_jobs(items)
+        except Exception:                     # a sender must not die silently
+            log.exception("RunJobs jobs %s", [job.job_id for job, _ in items])
+        finally:
+            for ok in oks:
+                batch.answered_one(ok)
+
+    def _run_jobs(self, items: list[tuple[JobState, Attempt]]) -> list[bool]:
+        """Each item launched (True) or failed and handled as a refused RunJob would be. A worker without
+        RunJobs (UNIMPLEMENTED: an earlier version) is sent RunJob one by one from then on."""
+        ex = self.ex
+        reqs = [ex.run_requests(job, att)[0] for job, att in items]
+        w = reqs[0][0]
+        if len(items) == 1 or w.address in self._single:
+            return [ex.run_job(job, att) for job, att in items]
+        try:
+            reply = w.stub.RunJobs(pb.RunJobsRequest(jobs=[r for _, r in reqs]), timeout=RPC_TIMEOUT)
+        except grpc.RpcError as exc:
+            if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
+                self._single.add(w.address)
+                return [ex.run_job(job, att) for job, att in items]
+            lost = exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+            for job, att in items[:1] if lost else items:    # lost: the worker is written off with all of them
+                ex.launch_failed(w, job, att, exc)
+            return [False] * len(items)
+        refused = list(reply.refused)[:len(items)]
+        refused += [""] * (len(items) - len(refused))
+        for (job, att), why in zip(items, refused):
+            if why:
+                ex.launch_failed(w, job, att, Refused(why))
+        return [not why for why in refused]
 
     def _kill(self, k: Kill) -> None:
         if k.worker.stub is None:             # a worker registered without a link (tests)

@@ -37,12 +37,15 @@ def slim(info: pb.JobInfo) -> pb.JobInfo:
     return info
 
 
-def status_page(jobs: dict[int, JobState], limit: int, index: LiveIndex) -> tuple[dict[str, int], list[JobState]]:
+def status_page(jobs: dict[int, JobState], limit: int, index: LiveIndex, first: list[int] | None = None
+                ) -> tuple[dict[str, int], list[JobState]]:
     """Counts by status, and up to `limit` jobs: unfinished ones by id, then the latest finished, in id order
-    (the index counts and keeps the unfinished ones: no walk over the queue)."""
+    (the index counts and keeps the unfinished ones: no walk over the queue). `first`: the unfinished ids
+    (LiveIndex.first_unfinished) as the caller read them before taking the lock; one that finished since is
+    still listed, with its status now."""
     require(0 <= limit <= MAX_STATUS_JOBS, "job_limit", limit, f"must be between 0 and {MAX_STATUS_JOBS}")
     limit = limit or STATUS_JOBS
-    page = [jobs[m] for m in index.first_unfinished(limit)]
+    page = [jobs[m] for m in (index.first_unfinished(limit) if first is None else first[:limit]) if m in jobs]
     if len(page) < limit:
         page += _first(reversed(jobs.values()), lambda j: j.status in FINISHED, limit - len(page))
     return dict(index.counts), sorted(page, key=lambda j: j.job_id)

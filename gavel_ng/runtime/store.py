@@ -360,6 +360,11 @@ class Store(StateQueries):
     def set_meta(self, key: str, value: object) -> None:
         self._exec("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, str(value)))
 
+    def raise_meta(self, key: str, value: int) -> None:
+        """A counter that only grows, written by callers that may commit out of order: kept at the largest."""
+        self._exec("INSERT INTO meta VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value "
+                   "WHERE CAST(excluded.value AS INTEGER) > CAST(meta.value AS INTEGER)", (key, str(value)))
+
     # ----- the mechanism's memory and what status shows --------------------------------------
     def save_ledger(self, rec: LedgerRecord) -> None:
         self.set_meta(LEDGER_KEY, _compact(rec))

@@ -4,9 +4,12 @@ The round's entries run first (executor.SimExecutor.execute); each that ends bef
 does frees its GPUs at that moment. Those moments are taken in time order: at each, the plan's
 `Waitlist` (gavel_ng.mechanism.backfill, the code the runtime asks too) chooses entries for the
 GPUs free then (freed ones and any no entry held this round), and each chosen entry starts
-there, pays the start-up overhead a launch pays (`--preemption-overhead`, or its job's measured
-restart delay where the profile set has one: simulator.restarts) and runs at its true
-rate until it is done or the round ends. One that is done early frees its GPUs in turn.
+there, pays the start-up a launch onto free GPUs pays (`--start-overhead`, by default
+`--preemption-overhead`; or its job's measured restart delay where the profile set has one:
+simulator.restarts) and runs at its true
+rate until it is done or the round ends. One that is done early frees its GPUs in turn. Whether
+a job may still start is the runtime's rule (mechanism.backfill.may_start): a quarter round left,
+the next round not planned yet, and no start-up counted (a cluster does not know it beforehand).
 
 Jobs that arrive mid-round are offered GPUs that idle then (no entry holds them, or one freed
 them), at their arrival and at each later moment GPUs free, through the mechanism's waitlist of
@@ -28,7 +31,7 @@ from itertools import chain
 
 import numpy as np
 
-from ..mechanism import RoundPlan, make_plan, worth_starting
+from ..mechanism import RoundPlan, make_plan, may_start
 from ..mechanism.backfill import holders
 from ..mechanism.core import with_backfilled
 
@@ -40,18 +43,18 @@ def backfill_round(ex, plan: RoundPlan, steps: np.ndarray, start: np.ndarray, us
     """(plan, steps, start, used, done, occupied) of the round with its backfilled entries, per member
     and per entry as SimExecutor.execute keeps them; None when nothing was backfilled."""
     wl, L, ja = plan.waiting, ex.L, ex.jobs
-    overhead = min(ex.overhead, L)
+    overhead = min(ex.start_overhead, L)
     arriving = ex.arriving()                  # (job, seconds into the round) of mid-round arrivals
     freed = occupied[occupied < L - EPS].tolist() if len(wl.candidates) else []
-    times = sorted(set(freed + [t for _, t in arriving]))
-    if not times or not worth_starting(L - times[0], overhead, L):
+    times = sorted(set(freed + [t for _, t in arriving] + ([0.0] if ex.freed_at_start else [])))
+    if not times or not may_start(L - times[0], L, ex.lead):
         return None                             # (most rounds with an early end: nothing waits)
     end = np.zeros(wl.topo.num_gpus)          # when each GPU is free from (0: no entry held it)
     sizes = np.fromiter(map(len, plan.gpus), np.int64, plan.num_entries)
     end[np.fromiter(chain.from_iterable(plan.gpus), np.int64, int(sizes.sum()))] = np.repeat(occupied, sizes)
     if end.min() > times[-1] + EPS:
         return None                             # (a full cluster: no GPU is free at any of those moments)
-    busy = set(plan.member_job.tolist())
+    busy = set(plan.member_job.tolist()) | set(ex.unreported.tolist())   # (done, the plan does not know yet)
     watch = wl.watches_holders or bool(arriving)   # (rules, or the policy's packing rows: who holds GPUs when)
     holding = list(zip(holders(plan), occupied.tolist())) if watch else []
     parts = []
@@ -59,7 +62,7 @@ def backfill_round(ex, plan: RoundPlan, steps: np.ndarray, start: np.ndarray, us
         t = heapq.heappop(times)
         while times and times[0] <= t + EPS:
             heapq.heappop(times)
-        if not worth_starting(L - t, overhead, L):
+        if not may_start(L - t, L, ex.lead):
             break                               # later moments leave even less of the round
         now = [h for h, e in holding if e > t + EPS] if watch else ()
         chosen = wl.choose(end <= t + EPS, busy, now) if len(wl.candidates) else []

@@ -16,7 +16,7 @@ from ..columns import Columns
 from ..elastic.workload import POLLUX_NETWORK_GBPS, ElasticTrace, fit_to_cluster, fixed_job_table
 from ..errors import InputError
 from ..logs import collapse_repeats
-from ..mechanism import MechanismConfig, RoundPlan, SchedulerLoop
+from ..mechanism import MechanismConfig, RoundPlan, SchedulerLoop, plan_lead
 from ..policies.input.entities import Entity
 from ..policies.registry import get_policy, needs_pairs, space_sharing_name
 from ..round_planner import DEFAULT_GPU_COUNTS
@@ -54,6 +54,7 @@ class SimConfig:
     window: tuple[int, int] | None = None
     min_solve_interval: float = 0.0
     preemption_overhead_s: float = 0.0
+    start_overhead_s: float | None = None  # a mid-round start on free GPUs (backfill); None: preemption_overhead_s
     ideal: bool = False
     gavel_compat: bool = False
     warm_start: bool = True
@@ -73,9 +74,8 @@ class SimConfig:
     gpu_counts: tuple[int, ...] = DEFAULT_GPU_COUNTS   # round policies' GPU counts (one declaring its own: those)
     options: dict = field(default_factory=dict)         # the policy's options (PolicySpec.decider, .bind)
     backfill: bool = True                  # GPUs freed mid-round go to waiting entries (off under gavel_compat)
+    plan_ahead: bool = True                # plan rounds mechanism.plan_lead s early, as the runtime (not gavel_compat)
     policy_model: str = "exact"            # what round policies see of adaptive jobs: "exact" or "learned"
-    plan_lead: float = 0.0                 # a round policy on adaptive jobs: plan this long before a round, as a
-                                           # cluster does (mechanism.plan_lead; simulator.executor); 0: at its start
 
     def __post_init__(self) -> None:
         if self.round_seconds is not None and not self.round_seconds > 0:
@@ -85,10 +85,11 @@ class SimConfig:
             raise InputError("--realloc-delay", self.realloc_delay, "must be a number of seconds >= 0")
         if not self.gpu_counts or any(not (isinstance(k, (int, np.integer)) and k >= 1) for k in self.gpu_counts):
             raise InputError("gpu_counts", list(self.gpu_counts), "must be integers >= 1")
-        if not (isinstance(self.plan_lead, (int, float)) and 0 <= self.plan_lead < (self.round_seconds or math.inf)):
-            raise InputError("--plan-lead", self.plan_lead, "must be a number of seconds >= 0, below the round")
         if self.preemption_overhead_s < 0:
             raise InputError("--preemption-overhead", self.preemption_overhead_s, "must be >= 0")
+        start = self.start_overhead_s
+        if start is not None and not (math.isfinite(start) and start >= 0):
+            raise InputError("--start-overhead", self.start_overhead_s, "must be a number of seconds >= 0")
         if self.min_solve_interval < 0:
             raise InputError("--min-solve-interval", self.min_solve_interval, "must be >= 0")
         if self.policy_model not in POLICY_MODELS:
@@ -182,8 +183,6 @@ def _simulate(cluster: Cluster, table: ThroughputTable | None, trace, config: Si
     crules.check_entities(config.entities, "--rules", "--entities")
     check_round_config(spec, config, full.rules)
     check_adaptive_fits(models, cluster, config.gpu_counts)
-    if config.plan_lead > 0 and (not spec.is_round or models is None or not models.any):
-        raise InputError("--plan-lead", config.plan_lead, "is modelled for round policies with adaptive jobs only")
     _check_fits(full, jobs, cluster, compiler if ruled else None, config.entities,
                 None if models is None else models.adaptive)
     source = (lambda n: generator.ensure(n)) if generator else (lambda n: full)
@@ -232,7 +231,9 @@ def _simulate(cluster: Cluster, table: ThroughputTable | None, trace, config: Si
                      prices=prices, restarts=restarts, adaptive=adaptive,
                      on_round=_observers(estimator.on_round if estimator is not None else None,
                                          None if observe is None else lambda plan, *_: observe(plan)),
-                     on_finish=finished, arrivals=arrivals, plan_lead=config.plan_lead)
+                     on_finish=finished, arrivals=arrivals,
+                     plan_lead=plan_lead(config.round_seconds) if config.plan_ahead and not config.gavel_compat
+                     and not config.ideal else 0.0, start_overhead=config.start_overhead_s)
     loop = SchedulerLoop(built.planner, ex, admission, owner)
     last_arrival = float(full.arrivals[lo:hi].max())
     cap = config.max_sim_seconds if config.max_sim_seconds is not None else 2 * last_arrival + 60 * DAY

@@ -7,20 +7,15 @@ throughput when the table has one. All per-round work is numpy over the round's 
 Space sharing: an entry with two jobs holds its GPUs once, and each member advances at
 its in-pair throughput (the table's pair entry; the `_unconsolidated` pair entry when a
 multi-GPU pair ends up split over servers). When one member finishes mid-round the other
-keeps its in-pair rate until the round ends: what it would run at if nothing told it
-that its partner left, and what a runtime learns only when the round's leases end. The
+runs alone from then, at its isolated rate: the GPU is its own once the process beside it
+exits, on a cluster as here (the paced jobs of experiments/sim_vs_cluster.py speed up so;
+under --gavel-compat it keeps its in-pair rate to the round's end, as Gavel's simulator). The
 entry holds its GPUs until both are done (or the round ends). Throughputs are always
 the true (table) ones; what the policy believed is the allocator's business.
 
 Adaptive jobs (those a round policy runs adaptive, simulator.adaptive) progress by their
 goodput model instead: a round with any of them runs its fixed entries as above and its
 adaptive ones through `AdaptiveRunner` (re-allocation delay, exact progress).
-
-Planning lead (`plan_lead` > 0, a round policy's run with adaptive jobs; `SimConfig.plan_lead`): a
-cluster plans each round `mechanism.plan_lead` seconds before it starts, with the jobs it knows
-then. So here a job that arrives in the last `plan_lead` seconds of a round is admitted a round
-later (unless the round before ran nothing: an idle cluster plans at once), and a job that finishes
-in them is reported a round later: the next round's plan still holds its entry, whose GPUs idle.
 """
 
 from __future__ import annotations
@@ -31,6 +26,7 @@ import numpy as np
 
 from ..allocator import PolicyJobs
 from ..mechanism import RoundPlan, RoundResult
+from ..mechanism.core import without_entries
 from ..rules.model import entities_of
 from ..throughputs import UNCONSOLIDATED, ThroughputTable
 from ..traces import Trace
@@ -176,13 +172,16 @@ class SimExecutor:
     def __init__(self, jobs: JobArrays, source, round_seconds: float, num_types: int,
                  preemption_overhead: float = 0.0, integer_steps: bool = False, col_pool=None, prices=None, *,
                  restarts: RestartLedger | None = None, adaptive: AdaptiveRunner | None = None,
-                 on_round=None, on_finish=None, arrivals=None, plan_lead: float = 0.0):
+                 on_round=None, on_finish=None, arrivals=None, plan_lead: float = 0.0,
+                 start_overhead: float | None = None):
         self.jobs = jobs
         self.source = source          # callable(n) -> Trace with at least n jobs, or None when exhausted
         self.L = float(round_seconds)
         self._whole_round = self.L.is_integer() and self.L < 2.0 ** 20   # n x L is then exact up to 2^33 entries
         self.J = num_types
         self.overhead = float(preemption_overhead)
+        # a mid-round start on free GPUs (backfill): no job is vacating them (None: the same as any launch)
+        self.start_overhead = self.overhead if start_overhead is None else float(start_overhead)
         self.integer_steps = integer_steps
         # allocation columns -> types, for fluid (ideal) plans over placement-sensitive columns
         self.col_pool = None if col_pool is None else np.asarray(col_pool, dtype=np.int64)
@@ -208,9 +207,12 @@ class SimExecutor:
         # start on idle GPUs, as on a cluster (simulator.backfill); None: they wait for the next round
         self.arrivals = arrivals
         self._early: set[int] = set()        # jobs started that way, not admitted yet
-        self.lead = float(plan_lead)         # the planning lead modelled (module docstring; 0: none)
-        self._late: list[int] = []           # jobs that finished in the last round's lead: reported next round
-        self._ran = False                    # the last round ran something (an idle one admits up to now)
+        self.freed_at_start = False          # this round's plan lost entries already done: GPUs free from its start
+        # the next round is planned `lead` s before the boundary (mechanism.plan_lead), as a cluster plans it:
+        # the plan knows the arrivals and completions up to then, later ones a round late (0: at the boundary)
+        self.lead = min(float(plan_lead), self.L)
+        self._lagged = False                 # this round's plan was made `lead` s before it began (one ran)
+        self.unreported = np.zeros(0, np.int64)   # done in the last `lead` s of the round: the next plan still has them
 
     def now(self) -> float:
         return self.clock
@@ -234,9 +236,13 @@ class SimExecutor:
         self.next_pos = 0
         return True
 
+    def _seen(self) -> float:
+        """Arrivals up to this time are known to the plan of the round that starts now."""
+        return self.clock - self.lead if self._lagged else self.clock
+
     def admit(self) -> list[int]:
-        cutoff = self.clock - self.lead if self._ran else self.clock   # arrivals the round's plan knows
-        if self._due > cutoff:   # the next arrival, as the last call found it: most rounds admit no one
+        seen = self._seen()
+        if self._due > seen:   # the next arrival, as the last call found it: most rounds admit no one
             return []
         out = []
         while True:
@@ -245,7 +251,7 @@ class SimExecutor:
                 self._due = -np.inf   # (asked again next round)
                 break
             due = float(self.jobs.arrival[job])
-            if due > cutoff:
+            if due > seen:
                 self._due = due
                 break
             out.append(job)
@@ -268,7 +274,7 @@ class SimExecutor:
         order, when mid-round arrivals may start (`arrivals`); admits none."""
         if self.arrivals is None:
             return []
-        out, i, end = [], 0, self.clock + self.L
+        out, i, end, seen = [], 0, self.clock + self.L, self._seen()
         while True:
             if self.next_pos + i >= len(self.order):
                 if not self._grow():
@@ -277,8 +283,8 @@ class SimExecutor:
             due = float(self.jobs.arrival[job])
             if due >= end:
                 break
-            if due > self.clock:
-                out.append((job, due - self.clock))
+            if due > seen:          # (one the plan did not know yet: from the round's start)
+                out.append((job, max(due - self.clock, 0.0)))
             i += 1
         return out
 
@@ -304,18 +310,40 @@ class SimExecutor:
 
     # ----- execution -------------------------------------------------------------------
     def execute(self, plan: RoundPlan) -> RoundResult:
-        late, self._late = self._late, []
-        self._ran = plan.num_entries > 0 and not (late and np.isin(plan.member_job, late).all())
-        if not self._ran:
+        """One round of `plan`. Entries whose jobs are all done already (`unreported`: after the plan was made)
+        run nothing: the round runs without them, their GPUs free from its start (backfill may use them), and
+        the result's plan is the round as it ran."""
+        drop = self._stale_entries(plan)
+        if drop is None:
+            return self._execute(plan)
+        plan = without_entries(plan, drop)
+        self.freed_at_start = True
+        try:
+            result = self._execute(plan)
+        finally:
+            self.freed_at_start = False
+        if result.plan is None:
+            result.plan = plan
+        return result
+
+    def _stale_entries(self, plan: RoundPlan) -> np.ndarray | None:
+        """Per entry: every member is done already (`unreported`); None when no entry is."""
+        stale = self._stale(plan.member_job) if plan.num_entries else None
+        if stale is None:
+            return None
+        whole = np.bincount(plan.member_entry, weights=stale, minlength=plan.num_entries) == \
+            np.bincount(plan.member_entry, minlength=plan.num_entries)
+        return whole if whole.any() else None
+
+    def _execute(self, plan: RoundPlan) -> RoundResult:
+        if plan.num_entries == 0:
             if self.adaptive is not None:
                 self.adaptive.idle()
             if self.restarts is not None:
                 self.restarts.end_round()
-            result = self._idle(plan.num_entries)
-            result.finished += late
-            return result
+            return self._idle()
         if self.adaptive is not None:
-            return self._execute_mixed(plan, late)
+            return self._execute_mixed(plan)
         if plan.share is None and self.overhead <= 0 and not self.integer_steps \
                 and len(plan.member_entry) == plan.num_entries and self.restarts is None:
             return self._execute_plain(plan)
@@ -364,6 +392,12 @@ class SimExecutor:
                 used = np.where(done, start + rem / np.where(rate > 0, rate, 1.0), L)
         else:   # most rounds: no job finishes, each holds its GPUs all round
             steps, used = can, np.full(len(rem), L)
+        if any_done and inv is None and len(e) != plan.num_entries and not self.integer_steps:
+            self._alone_after_partner(plan, start, rem, rate, steps, used, done)
+        stale = self._stale(jobs)
+        if stale is not None:
+            steps, used, start = np.where(stale, 0.0, steps), np.where(stale, 0.0, used), np.where(stale, 0.0, start)
+            done, any_done = done | stale, True
         ja.remaining[jobs] = rem - steps
         if len(e) == plan.num_entries:
             occupied = used
@@ -376,10 +410,13 @@ class SimExecutor:
             occupied = np.zeros(plan.num_entries)
             np.maximum.at(occupied, e, used)
             ran = used - start
+            if not self.integer_steps:    # shared only while the partner runs (_alone_after_partner)
+                f, p = self._partners(plan)
+                ran[f] = np.maximum(np.minimum(used[f], used[p]) - start[f], 0.0)
             self.paired_seconds += float(ran[np.bincount(e, minlength=plan.num_entries)[e] > 1].sum())
         as_run = None
         if plan.waiting is not None and plan.share is None and (any_done and occupied.min(initial=L) < L
-                                                                or self._arrive_mid_round()):
+                                                                or self.freed_at_start or self._arrive_mid_round()):
             as_run = backfill_round(self, plan, steps, start, used, done, occupied)   # freed GPUs, rest of round
             if as_run is not None:
                 plan, steps, start, used, done, occupied = as_run
@@ -435,10 +472,15 @@ class SimExecutor:
             steps = can
             used = np.empty(n)
             used.fill(L)
+        stale = self._stale(jobs)
+        if stale is not None:
+            steps, used = np.where(stale, 0.0, steps), np.where(stale, 0.0, used)
+            done, any_done = done | stale, True
         ja.remaining[jobs] = rem - steps
         occupied = used
         start = as_run = None
-        if plan.waiting is not None and (any_done and occupied.min() < L or self._arrive_mid_round()):
+        if plan.waiting is not None and (any_done and occupied.min() < L or self.freed_at_start
+                                         or self._arrive_mid_round()):
             start = np.zeros(n)
             as_run = backfill_round(self, plan, steps, start, used, done, occupied)   # freed GPUs, rest of round
             if as_run is not None:
@@ -461,13 +503,14 @@ class SimExecutor:
             ja.gpu_seconds[jobs] += gpu_seconds
         else:
             self._charge(plan, charge, gpu_seconds)
-        if any_done or as_run is not None:
+        if any_done or as_run is not None or len(self.unreported):
             result = self._settle(occupied, jobs[done], used[done])   # a job runs at most once a round
             if as_run is not None:
                 result.plan = plan
             return result
         self.integral += self.unfinished * L   # (_settle with no job done)
         self.clock += L
+        self._lagged = self.lead > 0
         return RoundResult(occupied, [])
 
     def _arrive_mid_round(self) -> bool:
@@ -477,11 +520,15 @@ class SimExecutor:
         nxt = self.next_arrival()
         return nxt is not None and nxt < self.clock + self.L
 
-    def _settle(self, occupied: np.ndarray, finished: np.ndarray, used_done: np.ndarray,
-                late: list[int] = ()) -> RoundResult:
-        """Finish times, the active-job integral and the clock at the round's end. With a planning lead,
-        jobs that finished in it are reported next round (`late`: those of the round before, now)."""
+    def _settle(self, occupied: np.ndarray, finished: np.ndarray, used_done: np.ndarray) -> RoundResult:
+        """Finish times, the active-job integral and the clock at the round's end. A job done in the round's last
+        `lead` s is reported with the next round (its plan was made before it was done), as on a cluster."""
         ja, L, now = self.jobs, self.L, self.clock
+        prior, self.unreported = self.unreported, _NONE
+        if len(finished) and len(prior):     # (one planned again after it was done: done already)
+            fresh = ja.finish[finished] != ja.finish[finished]
+            finished, used_done = finished[fresh], used_done[fresh]
+        report = finished
         n = self.unfinished
         if len(finished):
             ja.finish[finished] = now + used_done
@@ -492,30 +539,36 @@ class SimExecutor:
             self.finished_total += len(finished)
             if self.on_finish is not None:
                 self.on_finish(finished)
+            if self.lead > 0:       # (an adaptive job's runner settles it at once: not deferred)
+                late = (used_done > L - self.lead) & ~ja.adaptive[finished]
+                if late.any():
+                    report, self.unreported = finished[~late], finished[late]
         else:
             self.integral += n * L
         self.clock = now + L
-        report = finished.tolist()
-        if self.lead > 0 and len(finished):
-            held = used_done > L - self.lead
-            self._late, report = finished[held].tolist(), finished[~held].tolist()
-        return RoundResult(occupied, list(late) + report)
+        self._lagged = self.lead > 0
+        return RoundResult(occupied, report.tolist() + prior.tolist())
 
-    def _execute_mixed(self, plan: RoundPlan, late: list[int] = ()) -> RoundResult:
+    def _stale(self, jobs: np.ndarray) -> np.ndarray | None:
+        """Members done in the last round's look-ahead (`unreported`), planned again by a plan that did not know:
+        they run nothing and hold nothing (their GPUs free from the round's start); None when there are none."""
+        if not len(self.unreported):
+            return None
+        stale = np.isin(jobs, self.unreported)
+        return stale if stale.any() else None
+
+    def _execute_mixed(self, plan: RoundPlan) -> RoundResult:
         """A round plan (one job per entry) with adaptive jobs in the trace: fixed entries as in
-        `execute`, adaptive ones by their goodput model (`AdaptiveRunner`). Entries of `late` jobs (done,
-        not reported yet: the planning lead) hold nothing."""
+        `execute`, adaptive ones by their goodput model (`AdaptiveRunner`)."""
         ja, L, now = self.jobs, self.L, self.clock
         E = plan.num_entries
         if len(plan.member_entry) != E or plan.share is not None:
             raise ValueError("adaptive jobs run one job per entry (no space sharing, no fluid plans)")
         jobs = plan.member_job
         ad = ja.adaptive[jobs]
-        gone = np.isin(jobs, late)
         start = np.where(plan.renewed, 0.0, min(self.overhead, L))
-        used, steps, done = np.where(gone, 0.0, L), np.zeros(E), np.zeros(E, bool)
-        start[gone] = 0.0
-        f = np.flatnonzero(~ad & ~gone)
+        used, steps, done = np.full(E, L), np.zeros(E), np.zeros(E, bool)
+        f = np.flatnonzero(~ad)
         if len(f) and self.restarts is not None:
             start[f] = self._restarts(plan, f)
         if len(f):
@@ -528,8 +581,12 @@ class SimExecutor:
             with np.errstate(divide="ignore", invalid="ignore"):
                 used[f] = np.where(d, start[f] + rem / np.where(rate > 0, rate, 1.0), L)
             steps[f], done[f] = np.where(d, rem, can), d
+            stale = self._stale(jobs[f])
+            if stale is not None:
+                g = f[stale]
+                steps[g], used[g], start[g], done[g] = 0.0, 0.0, 0.0, True
             ja.remaining[jobs[f]] = rem - steps[f]
-        a = np.flatnonzero(ad & ~gone)
+        a = np.flatnonzero(ad)
         start[a], used[a], done[a] = self.adaptive.run(plan, a, now)
         if self.restarts is not None:
             self.restarts.end_round()
@@ -539,7 +596,7 @@ class SimExecutor:
         gpu_seconds = plan.sfs * used
         self.busy += np.bincount(plan.types, weights=gpu_seconds, minlength=self.J)
         self._charge(plan, gpu_seconds * self.prices[plan.types] / 3600.0, gpu_seconds)
-        return self._settle(used, jobs[done], used[done], late)
+        return self._settle(used, jobs[done], used[done])
 
     def _restarts(self, plan: RoundPlan, members: np.ndarray, room: float | None = None) -> np.ndarray:
         """Start-up seconds of these members where the trace's jobs carry their set's restart delays
@@ -566,15 +623,20 @@ class SimExecutor:
             np.add.at(self.jobs.cost, plan.member_job, charge[e] / size[e])
             np.add.at(self.jobs.gpu_seconds, plan.member_job, gpu_seconds[e] / size[e])
 
-    def _idle(self, entries: int = 0) -> RoundResult:
-        """Nothing to run: jump to the next arrival when no job waits, else wait a round."""
+    def _idle(self) -> RoundResult:
+        """Nothing to run: jump to the next arrival when no job waits, else wait a round. A job that arrived
+        while this empty plan was made ahead is planned at once (an idle cluster plans as a job arrives)."""
+        prior, self.unreported = self.unreported, _NONE
+        lagged, self._lagged = self._lagged, False
         nxt = self.next_arrival()
-        if self.unfinished == 0 and nxt is not None and nxt > self.clock:
+        if lagged and nxt is not None and nxt <= self.clock:
+            pass
+        elif self.unfinished == 0 and nxt is not None and nxt > self.clock:
             self.clock = nxt
         else:
             self.integral += self.unfinished * self.L
             self.clock += self.L
-        return RoundResult(np.zeros(entries), [])
+        return RoundResult(np.zeros(0), prior.tolist())
 
     def _throughputs(self, plan: RoundPlan) -> tuple[np.ndarray, np.ndarray | None]:
         """Steps/s of each member in its entry (and the fluid rate for ideal plans)."""
@@ -594,23 +656,53 @@ class SimExecutor:
                 T[f] = P
             return T, (plan.share[e] * T).sum(axis=1)
         types = plan.types[e] if paired else plan.types
-        thr = ja.T[k, types]
         if not paired and plan.consolidated.all():   # (most rounds)
-            return thr, None
-        split = ~(plan.consolidated[e] if paired else plan.consolidated)
-        if split.any():
-            u = ja.Tu[k[split], types[split]]
-            thr[split] = np.where(np.isnan(u), thr[split], u)
+            return ja.T[k, types], None
+        consolidated = plan.consolidated[e] if paired else plan.consolidated
+        thr = self._alone(k, types, consolidated)
         if paired:
             f, partner = self._partners(plan)
             a, b, j = k[f], k[partner], types[f]
             pair = ja.P[a, b, j]
-            sp = split[f]
+            sp = ~consolidated[f]
             if sp.any():
                 u = ja.Pu[a[sp], b[sp], j[sp]]
                 pair[sp] = np.where(np.isnan(u), pair[sp], u)
             thr[f] = pair
         return thr, None
+
+    def _alone(self, k: np.ndarray, types: np.ndarray, consolidated: np.ndarray) -> np.ndarray:
+        """Steps/s of job keys `k` alone on these types: the unconsolidated rate where split over servers (and
+        the table has one)."""
+        ja = self.jobs
+        thr = ja.T[k, types]
+        split = ~consolidated
+        if split.any():
+            u = ja.Tu[k[split], types[split]]
+            thr[split] = np.where(np.isnan(u), thr[split], u)
+        return thr
+
+    def _alone_after_partner(self, plan: RoundPlan, start: np.ndarray, rem: np.ndarray, rate: np.ndarray,
+                             steps: np.ndarray, used: np.ndarray, done: np.ndarray) -> None:
+        """A member of a pair whose partner is done mid-round has the GPU to itself from then and runs at its rate
+        alone, as a job on a real GPU speeds up when the process beside it exits (and a paced job does:
+        worker.paced_job). Updates steps, used and done in place."""
+        f, p = self._partners(plan)
+        partner_done = np.where(done[p], used[p], np.inf)
+        sel = partner_done < np.where(done[f], used[f], np.inf)
+        if not sel.any():
+            return
+        i = f[sel]
+        t = np.maximum(partner_done[sel], start[i])
+        e = plan.member_entry[i]
+        alone = self._alone(self.jobs.key[plan.member_job[i]], plan.types[e], plan.consolidated[e])
+        before = rate[i] * (t - start[i])
+        left = rem[i] - before
+        d = (left <= alone * (self.L - t)) & (alone > 0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            used[i] = np.where(d, t + left / np.where(alone > 0, alone, 1.0), self.L)
+        steps[i] = np.where(d, rem[i], before + alone * (self.L - t))
+        done[i] = d
 
     @staticmethod
     def _partners(plan: RoundPlan) -> tuple[np.ndarray, np.ndarray]:

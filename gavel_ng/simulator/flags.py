@@ -33,6 +33,7 @@ SETTINGS: dict[str, tuple[str, Callable[[Any, str], Any] | None]] = {
     "window": ("window", lambda v, _: parse_window(v)),
     "min_solve_interval": ("min_solve_interval", None),
     "preemption_overhead": ("preemption_overhead_s", None),
+    "start_overhead": ("start_overhead_s", None),
     "ideal": ("ideal", None),
     "gavel_compat": ("gavel_compat", None),
     "cold_solves": ("warm_start", lambda v, _: not v),
@@ -49,8 +50,8 @@ SETTINGS: dict[str, tuple[str, Callable[[Any, str], Any] | None]] = {
     "rules": ("rules", _rules),
     "entities": ("entities", _entities),
     "no_backfill": ("backfill", lambda v, _: not v),
+    "plan_at_boundary": ("plan_ahead", lambda v, _: not v),
     "policy_model": ("policy_model", None),
-    "plan_lead": ("plan_lead", None),
 }
 
 

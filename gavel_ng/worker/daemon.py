@@ -31,6 +31,7 @@ import grpc
 
 from ..errors import InputError
 from ..protocol import leasefile
+from ..protocol.limits import MAX_BATCH
 from ..protocol.protos import gavel_pb2 as pb
 from ..protocol.rpc import (
     ACCOUNT_NAME,
@@ -149,6 +150,7 @@ class WorkerDaemon:
         self.queued: list[Task] = []
         self.running: list[Task] = []
         self.pending: list[pb.DoneReport] = []
+        self.batch_reports = True                # ReportDones; False once a scheduler without it said UNIMPLEMENTED
         self.stop_event = threading.Event()
         self.report_event = threading.Event()
         self.registered = threading.Event()
@@ -197,18 +199,31 @@ class WorkerDaemon:
 
     # ----- Worker service ------------------------------------------------------------------------
     def RunJob(self, req: pb.RunJobRequest, context) -> pb.Empty:
-        gpus = list(req.gpus)
-        if not gpus or len(set(gpus)) != len(gpus) or not all(0 <= g < self.gpus for g in gpus):
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"gpus: {gpus} not distinct GPUs of 0..{self.gpus - 1}")
-        problem = _unrunnable(req)
+        problem = self._queue(req)
         if problem:            # refused here, it never takes a GPU: the scheduler counts the attempt as failed
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
+        return pb.Empty()
+
+    def RunJobs(self, req: pb.RunJobsRequest, context) -> pb.BatchReply:
+        """A round's launches on this worker in one call, each queued or refused as RunJob would."""
+        if len(req.jobs) > MAX_BATCH:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"jobs: {len(req.jobs)} launches, at most {MAX_BATCH}")
+        return pb.BatchReply(refused=[self._queue(r) for r in req.jobs])
+
+    def _queue(self, req: pb.RunJobRequest) -> str:
+        """Queue an attempt; "" when queued (or already here: a retried call), else why it cannot run."""
+        gpus = list(req.gpus)
+        if not gpus or len(set(gpus)) != len(gpus) or not all(0 <= g < self.gpus for g in gpus):
+            return f"gpus: {gpus} not distinct GPUs of 0..{self.gpus - 1}"
+        problem = _unrunnable(req)
+        if problem:
+            return problem
         with self.lock:
             if any(t.ref == (req.job_id, req.attempt) for t in self.queued + self.running):
-                return pb.Empty()                          # a retried call
+                return ""
             self.queued.append(Task(req, time.time() + req.lease_seconds))
         log.info("job %d attempt %d queued on GPUs %s", req.job_id, req.attempt, gpus)
-        return pb.Empty()
+        return ""
 
     def KillJob(self, req: pb.KillJobRequest, context) -> pb.Empty:
         with self.lock:
@@ -482,35 +497,56 @@ class WorkerDaemon:
                  self.grace)
 
     def _flush(self) -> None:
+        """Send the ends not acknowledged yet, up to MAX_BATCH a call (ReportDones; one by one to a scheduler
+        without it)."""
         while True:
             with self.lock:
-                if not self.pending:
-                    return
-                rep = self.pending[0]
-            try:
-                self.stub.ReportDone(rep)
-            except grpc.RpcError as exc:
-                if exc.code() != grpc.StatusCode.INVALID_ARGUMENT:
-                    raise
-                if rep.steps == -1 and rep.steps_run == 0 and rep.compute_seconds == 0 and rep.wall_seconds == 0:
-                    log.error("scheduler refused the end of job %d attempt %d, dropped: %s", rep.job_id,
-                              rep.attempt, exc.details())    # not an attempt of ours as it knows them
-                    with self.lock:
-                        self.pending.remove(rep)
+                reps = self.pending[:MAX_BATCH if self.batch_reports else 1]
+            if not reps:
+                return
+            if self.batch_reports:
+                try:
+                    reply = self.stub.ReportDones(pb.DoneReports(worker_id=self.worker_id, call_token=self.call_token,
+                                                                 reports=reps))
+                except grpc.RpcError as exc:
+                    if exc.code() != grpc.StatusCode.UNIMPLEMENTED:
+                        raise
+                    self.batch_reports = False
                     continue
-                # kept, it would block every later report and heartbeat; dropped, the attempt would
-                # stay live in the scheduler: say only that it ended (progress unknown: the next
-                # attempt restores the newest checkpoint and InitJob tells its step)
-                log.error("scheduler refused the end of job %d attempt %d (%s): reporting it without progress",
-                          rep.job_id, rep.attempt, exc.details())
-                bare = pb.DoneReport(worker_id=rep.worker_id, call_token=rep.call_token, job_id=rep.job_id,
-                                     attempt=rep.attempt,
-                                     exit_code=max(-255, min(255, rep.exit_code)), steps=-1, reason=rep.reason)
-                with self.lock:
-                    self.pending[self.pending.index(rep)] = bare
-                continue
-            with self.lock:
-                self.pending.remove(rep)
+                refused = list(reply.refused) + [""] * (len(reps) - len(reply.refused))
+            else:
+                try:
+                    self.stub.ReportDone(reps[0])
+                    refused = [""]
+                except grpc.RpcError as exc:
+                    if exc.code() != grpc.StatusCode.INVALID_ARGUMENT:
+                        raise
+                    refused = [exc.details() or "refused"]
+            for rep, why in zip(reps, refused):
+                self._acknowledged(rep, why)
+
+    def _acknowledged(self, rep: pb.DoneReport, refused: str) -> None:
+        """The scheduler took an end (refused ""), or refused it: a bare end (no progress) is dropped, any other
+        is sent again bare. Kept as it was, it would block every later report and heartbeat; dropped, the
+        attempt would stay live in the scheduler: say only that it ended (progress unknown: the next attempt
+        restores the newest checkpoint and InitJob tells its step)."""
+        with self.lock:
+            i = self.pending.index(rep) if rep in self.pending else None
+            if i is None:
+                return
+            if not refused:
+                del self.pending[i]
+                return
+            if rep.steps == -1 and rep.steps_run == 0 and rep.compute_seconds == 0 and rep.wall_seconds == 0:
+                log.error("scheduler refused the end of job %d attempt %d, dropped: %s", rep.job_id, rep.attempt,
+                          refused)      # not an attempt of ours as it knows them
+                del self.pending[i]
+                return
+            log.error("scheduler refused the end of job %d attempt %d (%s): reporting it without progress",
+                      rep.job_id, rep.attempt, refused)
+            self.pending[i] = pb.DoneReport(worker_id=rep.worker_id, call_token=rep.call_token, job_id=rep.job_id,
+                                            attempt=rep.attempt, exit_code=max(-255, min(255, rep.exit_code)),
+                                            steps=-1, reason=rep.reason)
 
     def _heartbeat(self) -> None:
         reply = self.stub.Heartbeat(pb.HeartbeatRequest(worker_id=self.worker_id, running=self._running_refs(),

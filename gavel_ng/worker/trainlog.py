@@ -2,8 +2,10 @@
 
 The built-in runner and the adaptive example write one line per step and per checkpoint
 load and save; the loopback tests read them to see that restores are real and that the
-loss falls. Lines are kept in memory and appended about once a second and at exit, off
-the training path (a job killed with -9 loses at most its last half second).
+loss falls. Step lines are kept in memory and appended about once a second and at exit, off
+the training path (a job killed with -9 loses at most its last half second of them); an
+event (a checkpoint saved or loaded, rare) is written at once: a save's line lost to a
+kill -9 while its checkpoint stayed made a later restore look like one of nothing saved.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ class TrainLog:
     def record(self, **fields) -> None:
         if self.path is not None:
             self.lines.append(json.dumps({"attempt": self.attempt, "t": round(time.time(), 3), **fields}))
-            if time.monotonic() - self._flushed > FLUSH_SECONDS:
+            if "event" in fields or time.monotonic() - self._flushed > FLUSH_SECONDS:
                 self.flush()
 
     def flush(self) -> None:

@@ -24,7 +24,7 @@ def make_service(tmp_path):
     made = []
 
     def make(state: str = "state", **config) -> SchedulerService:
-        svc = SchedulerService(ClusterConfig(round_seconds=1.0, **config), tmp_path / state, port=0,
+        svc = SchedulerService(ClusterConfig(**{"round_seconds": 1.0, **config}), tmp_path / state, port=0,
                                bind="127.0.0.1")
         made.append(svc)
         return svc

@@ -19,6 +19,7 @@ import pytest
 from gavel_ng.allocator import PolicyAllocator, PolicyJobs
 from gavel_ng.logs import collapse_repeats
 from gavel_ng.protocol.client import SchedulerClient
+from gavel_ng.protocol.limits import MAX_BATCH
 from gavel_ng.protocol.protos import gavel_pb2 as pb
 from gavel_ng.protocol.rpc import Security, Stub, job_token, open_channel
 from gavel_ng.runtime.config import ClusterConfig
@@ -138,6 +139,27 @@ def test_reports_for_other_attempts_workers_or_bad_numbers_are_refused(running):
                                             **ended), "compute_seconds")
     _refused(stub.ReportDone, pb.DoneReport(worker_id=daemon.worker_id, attempt=1, wall_seconds=1e9, **ended),
              "wall_seconds")
+    j = svc.state.jobs[job]
+    assert j.status == "running" and j.live is not None and j.steps_done == 0
+
+
+def test_a_batch_of_reports_refuses_each_bad_one_in_its_place(running):
+    """ReportDones (a worker's ends in one call) takes each report as ReportDone would: a refused one is said in
+    its place of the reply, and a batch over MAX_BATCH is refused whole, naming the field."""
+    svc, daemon, job = running
+    stub = _stub(svc, svc.secret)
+    done = {"done": True, "steps": 1000, "steps_run": 1000, "reason": "exited"}
+    me = daemon.worker_id
+    reply = stub.ReportDones(pb.DoneReports(worker_id=me, reports=[
+        pb.DoneReport(worker_id=me, job_id=job, attempt=7, **done),
+        pb.DoneReport(worker_id="intruder", job_id=job, attempt=1, **done),
+        pb.DoneReport(worker_id=me, job_id=10**9, attempt=1, **done),
+        pb.DoneReport(worker_id=me, job_id=job, attempt=1, **{**done, "steps": 10**12})]))
+    assert len(reply.refused) == 4
+    assert "attempt" in reply.refused[0] and "reports[1].worker_id" in reply.refused[1]
+    assert "unknown job" in reply.refused[2] and "steps" in reply.refused[3]
+    _refused(stub.ReportDones, pb.DoneReports(worker_id=me, reports=[pb.DoneReport(worker_id=me)] * (MAX_BATCH + 1)),
+             "reports")
     j = svc.state.jobs[job]
     assert j.status == "running" and j.live is not None and j.steps_done == 0
 

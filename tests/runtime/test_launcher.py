@@ -27,8 +27,10 @@ def test_a_rounds_launches_go_out_in_batches_and_each_reaches_its_worker(service
         assert sorted(runs) == [(m, 1) for m in ids]              # each attempt sent once, to one worker
         with service.state.lock:
             assert all(service.state.jobs[m].status == "running" for m in ids)
-        events = service.store.events("launched")
-        assert sum(e["detail"]["launches"] for e in events) == 450 and len(events) <= 3
+        # a batch's event is written once its last RunJob is answered: after the worker took the call
+        wait_for(lambda: sum(e["detail"]["launches"] for e in service.store.events("launched")) == 450,
+                 "the launch batches were not recorded")
+        assert len(service.store.events("launched")) <= 3
         assert len(service.store.events("launch")) == 450 and service.store.get_meta("launches") == "450"
         st = service.status(job_limit=10)                         # a page of the round: its rows only
         assert len(st.jobs) == 10 and st.job_counts["running"] == 450
@@ -65,6 +67,48 @@ def test_a_launch_whose_job_ended_while_it_was_recorded_is_written_off(make_serv
     assert lost["job_id"] == a and lost["detail"]["reason"] == "not started: its job ended"
 
 
+class Batching(FakeWorker):
+    """A worker of this version: RunJobs takes a round's launches in one call; it refuses job `refuse`, as
+    the daemon refuses a launch it cannot run."""
+
+    def __init__(self, refuse: int = -1):
+        super().__init__()
+        self.calls, self.refuse = [], refuse
+
+    def RunJobs(self, req, context):
+        from gavel_ng.protocol.protos import gavel_pb2 as pb
+
+        with self.lock:
+            self.calls.append(len(req.jobs))
+            self.runs += [(r.job_id, r.attempt) for r in req.jobs if r.job_id != self.refuse]
+        return pb.BatchReply(refused=["gpus: [5] not distinct GPUs of 0..3" if r.job_id == self.refuse else ""
+                                      for r in req.jobs])
+
+
+def test_a_workers_launches_go_out_in_one_runjobs_call_and_a_refused_one_fails_alone(service):
+    """Before RunJobs each launch was its own call: 5,000 at a boundary at 10,000 GPUs (issue 42). The first
+    test above covers a worker without it (FakeWorker: UNIMPLEMENTED, then RunJob one by one)."""
+    fakes, servers = [Batching(refuse=3), Batching(refuse=3)], []
+    try:
+        for k, fake in enumerate(fakes):
+            server, address = fake.serve(service.secret)
+            servers.append(server)
+            service.state.register(Registration(f"w{k}", address, "v100", 64), service.worker_stub)
+        ids = service.state.submit([JOB] * 120)
+        wait_for(lambda: sum(len(f.runs) for f in fakes) >= 119 and service.state.jobs[3].failures >= 1,
+                 "not every job reached a worker")
+        runs = [r for f in fakes for r in f.runs]
+        assert sorted(r for r in runs if r[1] == 1) == [(m, 1) for m in ids if m != 3]   # each sent once
+        batched = [c for f in fakes for c in f.calls if c > 1]   # (job 3's retry is one job: RunJob)
+        assert len(batched) <= 4 and sum(batched) == 120
+        assert "refused RunJob (INVALID_ARGUMENT)" in service.state.jobs[3].error
+        with service.state.lock:
+            assert all(service.state.jobs[m].status == "running" for m in ids if m != 3)
+    finally:
+        for server in servers:
+            server.stop(0)
+
+
 class Refusing(FakeWorker):
     def RunJob(self, req, context):
         import grpc
@@ -82,3 +126,26 @@ def test_a_refused_runjob_ends_its_attempt_as_a_failed_start(service):
         assert "refused RunJob (INVALID_ARGUMENT)" in job.error and service.state.workers["w0"].alive
     finally:
         server.stop(0)
+
+
+def test_a_starting_attempt_the_next_plan_keeps_is_renewed_and_granted(make_service):
+    """A job that has not sent InitJob cannot ask for its renewal: the scheduler decides it at the next plan's
+    publication and records and grants it without the lock, so the attempt is not left `renewing` (which would
+    tell the job, once started, to ask again until its lease ran out)."""
+    svc = make_service()
+    register(svc, "w1", "v100", 4)
+    [a] = svc.state.submit([JOB])
+    svc.planner.arrive([a])
+    ex, st = svc.executor, svc.state
+    ex._begin_round(ex.publish(svc.planner.plan(time.time())))
+    now = time.time()
+    with st.lock:
+        picks = ex.launcher._pick(now, 10)
+    st.store.add_launches([ex.launcher._row(p, now) for p in picks], st.round_no, len(picks))
+    with st.lock:
+        ex.launcher._apply(picks, now)
+    att = st.jobs[a].live
+    assert att is not None and not att.started and att.lease_end == ex.round_end
+    ex.publish(svc.planner.plan(time.time()))                    # the next round keeps it where it is
+    assert not att.renewing and att.lease_end == ex.round_end + ex.L
+    assert [e["job_id"] for e in st.store.events("renew")] == [a]

@@ -193,10 +193,16 @@ def test_a_stalled_scheduler_kills_no_worker_and_a_worker_declared_dead_gets_its
         [m] = svc.state.submit([JOB])
         wait_for(lambda: w.running(), "the job did not start")
         w.beat_every(0.1)
-        with svc.state.lock:          # the scheduler stalls 3 timeouts long; heartbeats wait for it
+        again = threading.Thread(target=w.register)   # a registration takes the lock: it waits for the stall
+        with svc.state.lock:          # the scheduler holds its state 3 timeouts long
+            seen = svc.state.workers["w1"].last_seen
+            again.start()
             time.sleep(1.5)
-            svc.state._checked = -1.0     # and checks the workers before any heartbeat got in (the issue's order)
+            # heartbeats that change nothing are answered without the lock meanwhile
+            assert svc.state.workers["w1"].last_seen > seen
+            svc.state._checked = -1.0     # and checks the workers while the registration still waits
             svc.state.check_workers()
+        again.join()
         time.sleep(0.5)
         assert svc.state.workers["w1"].alive and not svc.store.events("worker_down")
         stalls = svc.store.events("stall")            # measured, logged once and recorded
@@ -213,4 +219,96 @@ def test_a_stalled_scheduler_kills_no_worker_and_a_worker_declared_dead_gets_its
         time.sleep(0.5)
         assert w.fake.runs == [(m, attempt.attempt)] and svc.state.workers["w1"].alive
     finally:
+        w.close()
+
+
+def test_a_heartbeat_that_changes_nothing_is_answered_without_the_lock_and_as_the_locked_path_would(tmp_path):
+    st = _state(tmp_path, grace_seconds=30.0)
+    _join(st, "w1")
+    a, b, c = st.submit([JOB] * 3)
+    att_a, att_b = _launch(st, a, "w1", 0), _launch(st, b, "w1", 1)
+    seen = st.workers["w1"].last_seen
+    answered = []
+    holder = threading.Thread(target=lambda: answered.append(st.heartbeat("w1", [AttemptRef(a, att_a.attempt)])))
+    with st.lock:                         # held by another thread: the usual heartbeat does not wait for it
+        holder.start()
+        holder.join(5.0)
+        assert answered and not holder.is_alive()
+    [answer] = answered
+    assert st.workers["w1"].last_seen > seen and not answer.kills
+    assert [(r.job_id, r.attempt) for r, _ in answer.leases] == [(a, att_a.attempt), (b, att_b.attempt)]
+    assert all(55.0 < left <= 60.0 for _, left in answer.leases)
+    # a stray attempt (not live here) needs the lock: it is told to stop, as before
+    answer = st.heartbeat("w1", [AttemptRef(a, att_a.attempt), AttemptRef(c, 7)])
+    assert [(k.job_id, k.attempt) for k in answer.kills] == [(c, 7)]
+    # so does a worker a fence waits on: the fence is lifted once the worker no longer lists the attempt
+    with st.lock:
+        st.book.lose(att_a, "written off")
+    assert st.jobs[a].fence is not None
+    answer = st.heartbeat("w1", [AttemptRef(b, att_b.attempt)])
+    assert st.jobs[a].fence is None and [r.job_id for r, _ in answer.leases] == [b]
+    st.worker_lost(st.workers["w1"], "gone")
+    assert st.heartbeat("w1", [AttemptRef(b, att_b.attempt)]) is None     # declared dead: register again
+
+
+def test_a_report_is_a_sign_of_life_before_it_waits_for_the_lock(tmp_path):
+    st = _state(tmp_path)
+    _join(st, "w1")
+    w = st.workers["w1"]
+    w.last_seen -= 100.0                  # silent for long: a report still says it is alive
+    st.seen("w1")
+    assert time.monotonic() - w.last_seen < 1.0
+    st.worker_lost(w, "gone")
+    before = w.last_seen
+    st.seen("w1")                         # a dead worker is not revived by it: it must register again
+    assert w.last_seen == before and not w.alive
+
+
+def test_a_rounds_preemptions_are_logged_twenty_one_by_one_and_the_rest_counted(tmp_path, caplog):
+    from gavel_ng.runtime.jobs import LOG_EACH, DoneReport
+
+    st = _state(tmp_path, grace_seconds=30.0)
+    for k in range(8):
+        _join(st, f"w{k}")
+    ids = st.submit([JOB] * (LOG_EACH + 11))
+    atts = [_launch(st, m, f"w{n // 4}", n % 4) for n, m in enumerate(ids[:LOG_EACH + 10])]
+    caplog.set_level("INFO", logger="gavel_ng.runtime.jobs")
+    for att in atts:
+        st.report(DoneReport(att.placement[0][0], att.job_id, att.attempt, -15, steps=-1, reason="killed-lease"))
+    st.round_no += 1
+    last = _launch(st, ids[-1], "w0", 0)
+    st.report(DoneReport("w0", last.job_id, last.attempt, -15, steps=-1, reason="killed-lease"))
+    lines = [r.getMessage() for r in caplog.records if "preempted" in r.getMessage()]
+    assert len(lines) == LOG_EACH + 2 and st.book.tally["preempted"] == LOG_EACH + 11
+    assert lines[LOG_EACH] == "10 more attempts preempted in round 0 (each has its end event in the state)"
+    assert lines[-1].startswith(f"job {ids[-1]} attempt 1 preempted at step")
+    assert len(st.store.events("end")) == LOG_EACH + 11
+
+
+def test_a_heartbeat_is_answered_while_every_handler_thread_waits_for_the_state(make_service):
+    """Heartbeats have threads of their own (liveness.TimedPool): 80 registrations waiting for the state's
+    lock fill the 64 handler threads and the pool's queue, and a heartbeat is still answered at once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    svc = make_service()
+    svc.start()
+    w = Worker(svc, "w1")
+    callers = ThreadPoolExecutor(80)
+    try:
+        w.register()
+        stub = Stub(open_channel(f"127.0.0.1:{svc.port}", None), "Scheduler", svc.secret, timeout=60)
+        with svc.state.lock:
+            waiting = [callers.submit(stub.RegisterWorker, pb.RegisterWorkerRequest(
+                worker_id=f"x{k}", address=f"127.0.0.1:{20000 + k}", gpu_type="v100", gpus=1)) for k in range(80)]
+            time.sleep(1.0)                   # every handler thread now waits for the lock
+            start = time.monotonic()
+            w.heartbeat()
+            answered = time.monotonic() - start
+            assert not any(f.done() for f in waiting)
+        assert answered < 2.0, answered
+        for f in waiting:
+            f.result(timeout=60)
+        assert len(svc.state.workers) == 81
+    finally:
+        callers.shutdown(wait=False)
         w.close()

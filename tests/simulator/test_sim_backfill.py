@@ -108,3 +108,11 @@ def test_a_job_arriving_mid_round_waits_when_no_gpu_idles(tiny_table, make_trace
     rows = [("C", 1, 1000, 0), ("A", 1, 72, 50)]
     res = simulate(Cluster.parse("v100=1"), tiny_table, make_trace(rows), SimConfig(policy="las", round_seconds=ROUND))
     assert res.jobs.finish[1] >= ROUND
+
+
+def test_a_backfilled_start_pays_the_start_overhead_when_given(tiny_table, make_trace):
+    """Job 1 starts on the GPU job 0 frees at 46 s: with --start-overhead 2 it pays 2 s there (no job is vacating
+    the GPU; a cluster's launch onto free GPUs costs less than one at a round start), not the launch's 10 s."""
+    rows = [("A", 1, 72, 0), ("C", 1, 1000, 0)]
+    res, _ = run(tiny_table, make_trace, rows, preemption_overhead_s=10.0, start_overhead_s=2.0)
+    np.testing.assert_allclose(res.jobs.finish, [10 + 36, 46 + 2 + 1000])

@@ -25,20 +25,21 @@ def pair_table():
     )
 
 
-def test_pair_runs_at_in_pair_rates_and_survivor_keeps_its_rate(pair_table, make_trace):
+def test_pair_runs_at_in_pair_rates_and_survivor_runs_alone_once_its_partner_is_done(pair_table, make_trace):
     """One V100, A and B packed every round. A: 736 steps at 1.6/s ends 100 s into round 2.
-    B runs at 0.8/s to the end of round 2 (576 steps), then alone at 1/s: 200 s more."""
+    B runs at 0.8/s until then (368 steps), then alone at 1/s (408 steps): done at 868 s, in round 3
+    (its own entry). It shared the GPU for 460 of its 868 s."""
     trace = make_trace([("A", 1, 736, 0), ("B", 1, 776, 0)])
     plans = []
     r = simulate(Cluster.parse("v100=1", gpus_per_server=1), pair_table, trace,
                  SimConfig(policy="las", space_sharing=True), observe=lambda p: plans.append(p.keys))
-    assert [float(x) for x in r.jobs.finish] == [460.0, 920.0]
+    assert [float(x) for x in r.jobs.finish] == [460.0, 868.0]
     assert plans == [[(0, 1)], [(0, 1)], [(1,)]]
     assert r.summary["policy_solved"] == "las_packed"
-    assert r.summary["paired_fraction"] == pytest.approx((360 + 100 + 360 + 360) / (360 + 100 + 360 + 360 + 200))
+    assert r.summary["paired_fraction"] == pytest.approx(2 * 460 / (460 + 868))
     ideal = simulate(Cluster.parse("v100=1", gpus_per_server=1), pair_table, trace,
                      SimConfig(policy="las", space_sharing=True, ideal=True))
-    assert [float(x) for x in ideal.jobs.finish] == [460.0, 920.0]     # the pair row's share is 1: the same
+    assert [float(x) for x in ideal.jobs.finish] == [460.0, 920.0]     # the pair row (share 1) all along: fluid
     plain = simulate(Cluster.parse("v100=1", gpus_per_server=1), pair_table, trace, SimConfig(policy="las"))
     assert plain.jobs.finish.max() > 920.0 and plain.summary["paired_fraction"] == 0.0
 
