@@ -90,7 +90,7 @@ def run(args) -> int:
     # 5 ms under the lock at 10,000 GPUs (issue 42; docs/deploy.md, "Scale")
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     try:
-        service = SchedulerService(config, args.state, port=args.port, bind=args.bind)
+        service = SchedulerService(config, args.state, port=args.port, bind=args.bind, pace_gc=True)
     except (StoreError, OSError) as exc:      # e.g. a full disk at start: one line, exit 2
         reason = exc.reason if isinstance(exc, StoreError) else f"{exc.strerror or exc} ({exc.filename or ''})"
         raise InputError("--state", args.state, f"cannot write the state directory: {reason}") from None

@@ -38,6 +38,7 @@ from ..protocol.leasefile import lease_mac
 from ..protocol.protos import gavel_pb2 as pb
 from ..protocol.rpc import derive, job_token
 from .adaptive import AdaptiveReport
+from .gcpace import GcPacer
 from .jobs import FINISHED, Attempt, DoneReport, JobState
 from .launcher import RPC_TIMEOUT, Assignment, Launcher
 from .records import job_dir
@@ -108,6 +109,7 @@ class DeployExecutor:
         self.waiting = waiting
         self.on_publish = on_publish
         self.launcher = Launcher(self, on_launch_batch)   # picks, records and sends the round's launches
+        self.gc: GcPacer | None = None     # the collector's full passes off the boundaries (the service's)
         self.backfill = backfill(self) if backfill is not None else None
         self._backfill_seen: tuple | None = None
 
@@ -259,11 +261,17 @@ class DeployExecutor:
                 self.backfill.arrive(now)
             self.send_kills(kills)
             self.launcher.launch_ready(now)
+            if self.gc is not None:
+                self.gc.tick(self._quiet(now))
             with st.cv:
                 if idle and st.wake:
                     st.wake = False
                     return
                 st.cv.wait(timeout=max(0.0, min(TICK, t - time.time())))
+
+    def _quiet(self, now: float) -> bool:
+        """Mid-round: the boundary's ends and launches are over and the next plan is not being made."""
+        return self.round_start is not None and 0.3 * self.L <= now - self.round_start <= 0.6 * self.L
 
     # ----- launching (runtime.launcher picks, records and applies; these reach the workers) -------
     def alive(self, worker_id: str) -> bool:

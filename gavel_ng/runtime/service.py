@@ -51,6 +51,7 @@ from .checks import Checks
 from .config import ClusterConfig, validate_submission
 from .credentials import Access, Credentials, PermissionDenied, UnknownWorker, check_user_request, redact
 from .executor import DeployExecutor, Lease
+from .gcpace import GcPacer
 from .jobs import FINISHED, MAX_DETAIL, AttemptRef, DoneReport, JobState
 from .listing import (
     MAX_STATUS_JOBS,
@@ -290,7 +291,10 @@ class SchedulerServicer:
 
 class SchedulerService:
     def __init__(self, config: ClusterConfig, state_dir: str | Path, port: int = 50060, bind: str = "0.0.0.0",
-                 token: str | None = None):
+                 token: str | None = None, pace_gc: bool = False):
+        """`pace_gc`: the process is the scheduler's own (`gavel-ng scheduler`), so its collector may be paced
+        (runtime.gcpace: it freezes every object of the process, which a library caller's may not want)."""
+        self.pace_gc = pace_gc
         config = config.resolved()     # the policy's declared round length unless the config gives one
         self.config = config
         self.state_dir = Path(state_dir)
@@ -394,6 +398,7 @@ class SchedulerService:
                                        on_publish=self._save_classes, on_launch_batch=self.metrics.launches.observe)
         # no admission in the loop: a job is admitted once, when it is submitted (check_rules: a refusal refuses
         # the submission, naming the limit), and counted until it ends (released at the next submission)
+        self.executor.gc = GcPacer() if self.pace_gc else None
         self.loop = SchedulerLoop(self.planner, self.executor)
         self.metrics_port = config.metrics_port
         self.health = health.HealthServicer()     # readiness: NOT_SERVING while the store cannot be written

@@ -36,13 +36,18 @@ def _leaving(svc, job_id: int, worker: str, gpu: int, lease_end: float) -> None:
                                               lease_end, 0)
 
 
-def test_an_arrival_at_a_rounds_start_gets_the_gpus_the_last_round_is_leaving(make_service):
+def _one_job_round(make_service):
+    """One V100, two P100s, two K80s; job a planned (it moves up to the V100); (service, a, round start)."""
     svc = make_service(round_seconds=60.0)
     register(svc, "w-v100", "v100", 1)
     register(svc, "w-p100", "p100", 2)
     register(svc, "w-k80", "k80", 2)
     [a] = svc.state.submit([JOB])
-    start = _round(svc, [a])                       # a moves up to the V100 ...
+    return svc, a, _round(svc, [a])
+
+
+def test_an_arrival_at_a_rounds_start_gets_the_gpus_the_last_round_is_leaving(make_service):
+    svc, a, start = _one_job_round(make_service)   # a moves up to the V100 ...
     ex = svc.executor
     assert ex.current[a].worker_type == "v100"
     _leaving(svc, a, "w-p100", 0, lease_end=start)  # ... from P100 0, its lease over at the boundary
@@ -54,12 +59,7 @@ def test_an_arrival_at_a_rounds_start_gets_the_gpus_the_last_round_is_leaving(ma
 
 
 def test_an_attempt_whose_lease_runs_on_keeps_its_gpus(make_service):
-    svc = make_service(round_seconds=60.0)
-    register(svc, "w-v100", "v100", 1)
-    register(svc, "w-p100", "p100", 2)
-    register(svc, "w-k80", "k80", 2)
-    [a] = svc.state.submit([JOB])
-    start = _round(svc, [a])
+    svc, a, start = _one_job_round(make_service)
     _leaving(svc, a, "w-p100", 0, lease_end=start + 30.0)   # not over: P100 0 is held
     [b] = svc.state.submit([JobSpec(JOB.job_type, steps=100_000, size="tiny", scale_factor=2)])
     ex = svc.executor

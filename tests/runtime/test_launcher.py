@@ -14,13 +14,20 @@ from gavel_ng.runtime.state import Registration
 JOB = JobSpec("ResNet-18 (batch size 32)", steps=100_000, size="tiny")
 
 
+def _serve(service, fakes, gpus: int) -> list:
+    """Each fake a real Worker server on loopback, registered as worker wK of `gpus` V100s; their servers."""
+    servers = []
+    for k, fake in enumerate(fakes):
+        server, address = fake.serve(service.secret)
+        servers.append(server)
+        service.state.register(Registration(f"w{k}", address, "v100", gpus), service.worker_stub)
+    return servers
+
+
 def test_a_rounds_launches_go_out_in_batches_and_each_reaches_its_worker(service):
-    fakes, servers = [FakeWorker() for _ in range(4)], []
+    fakes = [FakeWorker() for _ in range(4)]
+    servers = _serve(service, fakes, 128)
     try:
-        for k, fake in enumerate(fakes):
-            server, address = fake.serve(service.secret)
-            servers.append(server)
-            service.state.register(Registration(f"w{k}", address, "v100", 128), service.worker_stub)
         ids = service.state.submit([JOB] * 450)
         wait_for(lambda: sum(len(f.runs) for f in fakes) >= 450, "not every job reached a worker")
         runs = [r for f in fakes for r in f.runs]
@@ -88,12 +95,9 @@ class Batching(FakeWorker):
 def test_a_workers_launches_go_out_in_one_runjobs_call_and_a_refused_one_fails_alone(service):
     """Before RunJobs each launch was its own call: 5,000 at a boundary at 10,000 GPUs (issue 42). The first
     test above covers a worker without it (FakeWorker: UNIMPLEMENTED, then RunJob one by one)."""
-    fakes, servers = [Batching(refuse=3), Batching(refuse=3)], []
+    fakes = [Batching(refuse=3), Batching(refuse=3)]
+    servers = _serve(service, fakes, 64)
     try:
-        for k, fake in enumerate(fakes):
-            server, address = fake.serve(service.secret)
-            servers.append(server)
-            service.state.register(Registration(f"w{k}", address, "v100", 64), service.worker_stub)
         ids = service.state.submit([JOB] * 120)
         wait_for(lambda: sum(len(f.runs) for f in fakes) >= 119 and service.state.jobs[3].failures >= 1,
                  "not every job reached a worker")
