@@ -1,7 +1,8 @@
 """The simulator against a cluster of real workers: one trace, one policy, simulated and run, side by side.
 
-    python experiments/sim_vs_cluster.py [--policies las,fifo,las_packed] [--jobs 30] [--seed 0]
+    python experiments/sim_vs_cluster.py [--policies las,fifo,las_packed,goodput] [--jobs 30] [--seed 0]
         [--round-seconds 20] [--cluster v100=4,p100=4,k80=4] [--out experiments/results/sim_vs_cluster]
+        [--adaptive-round-seconds 15] [--adaptive-cluster a100=4,v100=4,t4=4]
 
 For each policy: (a) a scheduler and one worker per GPU type run the trace on loopback as real
 processes (experiments/local_cluster.py), every job a paced job (gavel_ng.worker.paced_job: a real
@@ -21,17 +22,29 @@ most of a step); ratios between GPU types and in-pair fractions, what policies d
 Gavel's. Both sides read the scaled table, and the cluster's measured throughputs are off, so
 both believe the same rates.
 
-Time: 940-970 s for the three policies on this 2-core machine under load (about 5 min each: the
-cluster runs in real time, the simulations take a second). `--resimulate DIR` runs no cluster: it
-simulates again the cluster runs DIR recorded (a change to the simulator, judged on the same cluster
-runs, in seconds). Not covered: `goodput` (a round policy with adaptive jobs): a paced job does not
-model an adaptive job's goodput yet.
+`goodput` (a round policy, every job adaptive) runs Pollux's job mix instead (`make_adaptive_trace`:
+Table 1's shares, each family's own adaptive spec, the same arrivals), every job a paced adaptive job:
+on the GPUs it is given it picks its batch and progresses as the simulator's model says (the same
+code, gavel_ng.elastic.running), so both sides run one model. The model's step times are real ones
+(no scaling: milliseconds to seconds per step), so it runs on the faster types (--adaptive-cluster,
+A100, V100 and T4: a step on a K80 takes up to 5.6 s), and each job's work is cut so that it would
+take --min-seconds to --max-seconds alone on one V100 at its best batch. Rounds last
+--adaptive-round-seconds (goodput's own 60 s, scaled by 1/4 as the jobs are short). The simulator
+charges the measured launch cost as each adaptive job's re-allocation delay; the cluster's policy
+assumes --realloc-delay in its restart factor (the cost is known only after the run). The summary
+also gives the simulator's figures when it plans at the round boundary (`*_at_boundary`,
+`--plan-at-boundary`): a round policy has no mid-round backfill, so the planning lead matters most here.
+
+Time: 940-970 s for the three allocation policies on this 2-core machine under load (about 5 min
+each: the cluster runs in real time, the simulations take a second), and 200-225 s for `goodput`:
+about 19-20 min for the four. `--resimulate DIR` runs no cluster: it simulates again the cluster
+runs DIR recorded (a change to the simulator, judged on the same cluster runs, in seconds).
 
 Reported per policy: per-job JCT error of the simulator against the cluster (median, p90), the
 average JCT, makespan and GPU time of each, beside Gavel's figure (§7.2, Table 3: its simulator
 within about 8 % of its physical cluster). Writes DIR/jobs.csv and DIR/summary.csv (committed
-results: experiments/results/sim_vs_cluster). The machine is shared: wall-clock figures are taken
-under whatever load it carries, which shows as launch latency.
+results: experiments/results/sim_vs_cluster, `goodput`'s in its goodput/ folder). The machine is
+shared: wall-clock figures are taken under whatever load it carries, which shows as launch latency.
 """
 
 from __future__ import annotations
@@ -58,7 +71,9 @@ log = logging.getLogger("sim_vs_cluster")
 REPO = Path(__file__).resolve().parents[1]
 GAVEL_TABLE3_ERROR = 0.08        # §7.2 Table 3: simulated vs physical JCT, within about 8 %
 GOAL_AVG, GOAL_MEDIAN = 0.05, 0.10
-POLICIES = {"las": ("las", False), "fifo": ("fifo", False), "las_packed": ("las", True)}
+POLICIES = {"las": ("las", False), "fifo": ("fifo", False), "las_packed": ("las", True), "goodput": ("goodput", False)}
+ADAPTIVE = {"goodput"}           # policies run on the adaptive trace (Pollux's mix, every job adaptive)
+REFERENCE = "v100"               # job lengths are set alone on one of these
 
 
 @dataclass
@@ -105,9 +120,36 @@ def make_trace(table, n: int, seed: int, max_gpus: int, gap: float, lo: float, h
     return Trace(list(mix.job_types), np.array(sfs, np.int64), np.ones(n), steps, np.full(n, math.inf), arrivals)
 
 
+def make_adaptive_trace(n: int, seed: int, max_gpus: int, gap: float, lo: float, hi: float):
+    """Pollux's job mix (Table 1's shares, each family's own adaptive spec; pollux_workload), every job
+    adaptive, its work such that it takes log-uniform [lo, hi] s alone on one V100 at the batch it picks
+    there at the start; Poisson arrivals with mean gap `gap` s (the first at 0). Tuned GPU counts (the
+    fixed-job view's scale factors) capped at `max_gpus`."""
+    from dataclasses import replace
+
+    from gavel_ng.elastic import cap_tuned_gpus, phi_curve, pollux_workload, seconds_to_progress
+    from gavel_ng.elastic.running import pick
+    from gavel_ng.simulator.adaptive import NETWORK_GBPS
+    from gavel_ng.traces import Trace
+
+    et = cap_tuned_gpus(pollux_workload(num_jobs=n, hours=1.0, seed=seed), max_gpus)
+    rng = np.random.default_rng(seed + 1)
+    duration = np.exp(rng.uniform(math.log(lo), math.log(hi), n))
+    steps = np.zeros(n)
+    for i, spec in enumerate(et.specs):
+        p = pick(spec, REFERENCE, 1, 1, 0.0, NETWORK_GBPS)
+        per_example = seconds_to_progress(phi_curve(spec), spec.init_batch, p.batch[0], p.throughput[0], 1.0, 0.0, 1.0)
+        steps[i] = max(1, round(duration[i] / per_example / spec.init_batch))
+    arrivals = np.concatenate([[0.0], np.cumsum(rng.exponential(gap, n - 1))])
+    t = et.trace
+    trace = Trace(t.job_types, t.scale_factors, t.weights, steps, t.slo_s, arrivals)
+    return replace(et, trace=trace, work=steps * np.array([s.init_batch for s in et.specs], float))
+
+
 # ----- (a) the cluster -------------------------------------------------------------------------------
 def run_cluster(root: Path, trace, table_path: Path, policy: str, packed: bool, types: dict[str, int],
-                round_seconds: float, timeout: float) -> Run:
+                round_seconds: float, timeout: float, adaptive: list | None = None, realloc_delay: float = 30.0) -> Run:
+    """`adaptive`: each job's AdaptiveSpec (the jobs are adaptive; `realloc_delay`: what the policy assumes)."""
     from gavel_ng.protocol.client import SchedulerClient
 
     occupancy = root / "occupancy"
@@ -115,11 +157,13 @@ def run_cluster(root: Path, trace, table_path: Path, policy: str, packed: bool, 
     (root / "cluster.json").write_text(json.dumps({
         "worker_types": list(types), "throughputs": str(table_path), "policy": policy,
         "round_seconds": round_seconds, "heartbeat_seconds": 1.0, "space_sharing": packed,
-        "measured_throughputs": False}))
+        "measured_throughputs": False, "realloc_delay_seconds": realloc_delay}))
     specs = [{"job_type": t, "scale_factor": int(s), "steps": int(n),
               "command": [sys.executable, "-m", "gavel_ng.worker.paced_job", "--table", str(table_path),
                           "--job-type", t, "--scale-factor", str(int(s)), "--occupancy", str(occupancy)]}
              for t, s, n in zip(trace.job_types, trace.scale_factors, trace.steps)]
+    for spec, a in zip(specs, adaptive or []):
+        spec["adaptive"] = a.to_dict()
     ids: list[int] = []
     with LocalProcesses(root) as procs:
         port = procs.start("scheduler", ["-v", "scheduler", "--cluster-config", "cluster.json", "--state", "state",
@@ -179,12 +223,18 @@ def read_cluster(root: Path, ids: list[int], round_seconds: float) -> Run:
             gpu_seconds -= max(0.0, min(e1, e2) - max(s1, s2)) * len(g1 & g2)
     base = min(jobs[j][0] for j in ids)
     return Run(np.array([jobs[j][0] - base for j in ids]), np.array([jobs[j][1] - base for j in ids]), gpu_seconds,
-               {"launch_at_round_s": at_round, "launch_mid_round_s": mid_round, "launches": len(attempts)})
+               {"launch_at_round_s": at_round, "launch_mid_round_s": mid_round, "launches": len(attempts),
+                "launches_per_job": [sum(1 for a in attempts if a[0] == j) for j in ids]})
 
 
 # ----- (b) the simulator -----------------------------------------------------------------------------
 def run_sim(trace, arrivals: np.ndarray, table, policy: str, packed: bool, types: dict[str, int],
-            round_seconds: float, overhead: float, seed: int, start: float | None = None) -> Run:
+            round_seconds: float, overhead: float, seed: int, start: float | None = None, etrace=None,
+            plan_ahead: bool = True) -> Run:
+    """`etrace`: the adaptive trace (an ElasticTrace around `trace`): its jobs pay `overhead` per launch;
+    `plan_ahead` False: plan at the round boundary (SimConfig.plan_ahead)."""
+    from dataclasses import replace
+
     from gavel_ng.cluster import Cluster
     from gavel_ng.simulator import SimConfig, simulate
     from gavel_ng.traces import Trace
@@ -192,11 +242,21 @@ def run_sim(trace, arrivals: np.ndarray, table, policy: str, packed: bool, types
     cluster = Cluster.parse(",".join(f"{w}={n}:{n}" for w, n in types.items()))
     jobs = Trace(trace.job_types, trace.scale_factors, trace.weights, trace.steps, trace.slo_s, arrivals)
     cfg = SimConfig(policy=policy, round_seconds=round_seconds, preemption_overhead_s=overhead,
-                    start_overhead_s=start, space_sharing=packed, seed=seed, window=(0, len(jobs)))
-    res = simulate(cluster, table, jobs, cfg)
+                    start_overhead_s=start, space_sharing=packed, seed=seed,
+                    window=None if etrace is not None else (0, len(jobs)), realloc_delay=overhead,
+                    plan_ahead=plan_ahead)
+    res = simulate(cluster, table, jobs if etrace is None else replace(etrace, trace=jobs), cfg)
     ja = res.jobs
     return Run(ja.arrival[:len(jobs)].copy(), ja.finish[:len(jobs)].copy(), float(ja.gpu_seconds[:len(jobs)].sum()),
-               {"renewed_share": res.summary.get("lease_renewal_share")})
+               {"renewed_share": res.summary.get("lease_renewal_share"),
+                "reallocations": ja.reallocations[:len(jobs)].tolist()})
+
+
+def at_boundary(name: str, cluster: Run, sim: Run, overhead: float) -> dict:
+    """The comparison's figures for a simulator that planned at the round boundary, as `*_at_boundary`."""
+    row = compare(name, cluster, sim, overhead)
+    return {f"{k}_at_boundary": row[k] for k in ("avg_jct_sim_s", "avg_jct_error", "median_job_error",
+                                                  "p90_job_error", "makespan_sim_s", "gpu_time_sim_s")}
 
 
 # ----- comparison ------------------------------------------------------------------------------------
@@ -215,23 +275,54 @@ def compare(name: str, cluster: Run, sim: Run, overhead: float) -> dict:
             "meets_goal": bool(abs(avg_s - avg_c) / avg_c <= GOAL_AVG and np.median(err) <= GOAL_MEDIAN)}
 
 
-def run_policy(name: str, trace, table, table_path: Path, types: dict[str, int], args, root: Path):
+def run_policy(name: str, trace, table, table_path: Path, types: dict[str, int], args, root: Path, etrace=None):
+    """`etrace`: the adaptive trace (`trace` is its fixed-job view), for a policy of ADAPTIVE."""
     policy, packed = POLICIES[name]
+    rounds = args.adaptive_round_seconds if etrace is not None else args.round_seconds
     t0 = time.time()
-    cluster = run_cluster(root, trace, table_path, policy, packed, types, args.round_seconds, args.timeout)
+    cluster = run_cluster(root, trace, table_path, policy, packed, types, rounds, args.timeout,
+                          None if etrace is None else etrace.specs, getattr(args, "realloc_delay", 30.0))
     wall = time.time() - t0
     costs, mid = cluster.extra["launch_at_round_s"], cluster.extra["launch_mid_round_s"]
     overhead = float(np.mean(costs)) if costs else 0.0
     start = float(np.mean(mid)) if mid else None
-    sim = run_sim(trace, cluster.arrival, table, policy, packed, types, args.round_seconds, overhead, args.seed, start)
+    sim = run_sim(trace, cluster.arrival, table, policy, packed, types, rounds, overhead, args.seed, start, etrace)
     row = compare(name, cluster, sim, overhead)
+    if etrace is not None:   # planned at the boundary instead (module docstring)
+        row.update(at_boundary(name, cluster, run_sim(trace, cluster.arrival, table, policy, packed, types, rounds,
+                                                      overhead, args.seed, start, etrace, plan_ahead=False), overhead))
     row["cluster_wall_s"] = round(wall, 1)
     row["mid_round_launch_s"] = round(start, 2) if start is not None else None
-    jobs = [{"policy": name, "job": i, "job_type": trace.job_types[i], "scale_factor": int(trace.scale_factors[i]),
+    family = [None] * len(trace) if etrace is None else etrace.applications
+    jobs = [{"policy": name, "job": i, "job_type": trace.job_types[i], "family": family[i],
+             "scale_factor": int(trace.scale_factors[i]),
              "steps": int(trace.steps[i]), "arrival_s": round(float(cluster.arrival[i]), 2),
              "jct_cluster_s": round(float(cluster.jct[i]), 2), "jct_sim_s": round(float(sim.jct[i]), 2),
-             "error": round(float(abs(sim.jct[i] - cluster.jct[i]) / cluster.jct[i]), 4)} for i in range(len(trace))]
+             "error": round(float(abs(sim.jct[i] - cluster.jct[i]) / cluster.jct[i]), 4),
+             "launches_cluster": cluster.extra["launches_per_job"][i],
+             "starts_sim": sim.extra["reallocations"][i] if etrace is not None else None} for i in range(len(trace))]
     return row, jobs
+
+
+def adaptive_setup(args):
+    """The adaptive trace and (its fixed-job table, --adaptive-cluster's types)."""
+    from gavel_ng.elastic import fixed_job_table
+    from gavel_ng.simulator.adaptive import NETWORK_GBPS
+
+    types = parse_types(args.adaptive_cluster)
+    etrace = make_adaptive_trace(args.jobs, args.seed, max(types.values()), args.gap, args.min_seconds,
+                                 args.max_seconds)
+    return etrace, (fixed_job_table(etrace, list(types), network_gbps=NETWORK_GBPS), types)
+
+
+def run_adaptive(name: str, args, base: Path, root: Path):
+    """`name` on Pollux's mix, every job adaptive, on --adaptive-cluster (module docstring)."""
+    from gavel_ng.profiles.table_io import write_table
+
+    etrace, (table, types) = adaptive_setup(args)
+    table_path = base / "adaptive-table.json"
+    write_table(table, table_path)
+    return run_policy(name, etrace.trace, table, table_path, types, args, root, etrace)
 
 
 def resimulate(path: Path, table, types: dict[str, int], args) -> tuple[list[dict], list[dict]]:
@@ -251,18 +342,29 @@ def resimulate(path: Path, table, types: dict[str, int], args) -> tuple[list[dic
         trace = Trace([j["job_type"] for j in mine], np.array([int(j["scale_factor"]) for j in mine]),
                       np.ones(len(mine)), np.array([float(j["steps"]) for j in mine]), np.full(len(mine), math.inf),
                       arrival)
+        etrace, where, rounds = None, (table, types), args.round_seconds
+        if name in ADAPTIVE:      # the adaptive trace again (its specs), as run_adaptive drew it
+            etrace, where = adaptive_setup(args)
+            rounds = args.adaptive_round_seconds
+            if etrace.trace.steps.tolist() != trace.steps.tolist():
+                raise SystemExit(f"--resimulate: the recorded {name} jobs are not those of --jobs {args.jobs} "
+                                 f"--seed {args.seed}")
         rec = summary[name]
         overhead = float(rec["restart_overhead_s"])
         start = float(rec["mid_round_launch_s"]) if rec.get("mid_round_launch_s") else None
         cluster = Run(arrival, arrival + np.array([float(j["jct_cluster_s"]) for j in mine]),
                       float(rec["gpu_time_cluster_s"]), {"launches": int(rec["launches_cluster"])})
         policy, packed = POLICIES[name]
-        sim = run_sim(trace, arrival, table, policy, packed, types, args.round_seconds, overhead, args.seed, start)
+        sim = run_sim(trace, arrival, where[0], policy, packed, where[1], rounds, overhead, args.seed, start, etrace)
         row = compare(name, cluster, sim, overhead) | {"cluster_wall_s": rec["cluster_wall_s"],
                                                        "mid_round_launch_s": rec["mid_round_launch_s"]}
+        if etrace is not None:
+            row |= at_boundary(name, cluster, run_sim(trace, arrival, where[0], policy, packed, where[1], rounds,
+                                                      overhead, args.seed, start, etrace, plan_ahead=False), overhead)
         rows.append(row)
         jobs += [{**j, "jct_sim_s": round(float(sim.jct[i]), 2),
                   "error": round(float(abs(sim.jct[i] - cluster.jct[i]) / cluster.jct[i]), 4)}
+                 | ({"starts_sim": sim.extra["reallocations"][i]} if etrace is not None else {})
                  for i, j in enumerate(mine)]
     return rows, jobs
 
@@ -287,7 +389,7 @@ def parse_types(text: str) -> dict[str, int]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--policies", default="las,fifo,las_packed", help=f"of {', '.join(POLICIES)}")
+    ap.add_argument("--policies", default="las,fifo,las_packed,goodput", help=f"of {', '.join(POLICIES)}")
     ap.add_argument("--jobs", type=int, default=30)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cluster", default="v100=4,p100=4,k80=4", help="one worker per type, TYPE=GPUS")
@@ -296,6 +398,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--min-seconds", type=float, default=20.0, help="shortest job, alone on a V100")
     ap.add_argument("--max-seconds", type=float, default=100.0, help="longest job, alone on a V100")
     ap.add_argument("--step-rate", type=float, default=25.0, help="steps/s of every job type alone on a V100")
+    ap.add_argument("--adaptive-cluster", default="a100=4,v100=4,t4=4", help="the cluster `goodput` runs on")
+    ap.add_argument("--adaptive-round-seconds", type=float, default=15.0, help="goodput's rounds (its own: 60 s)")
+    ap.add_argument("--realloc-delay", type=float, default=1.5,
+                    help="the restart delay goodput's restart factor assumes on the cluster (s; about the launch "
+                         "cost the runs measured)")
     ap.add_argument("--timeout", type=float, default=900.0)
     ap.add_argument("--keep", type=Path, help="keep each cluster's state and logs under this directory")
     ap.add_argument("--resimulate", type=Path, metavar="DIR",
@@ -306,6 +413,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     from gavel_ng.profiles.table_io import write_table
 
+    names = args.policies.split(",")
+    unknown = [n for n in names if n not in POLICIES]
+    if unknown:
+        ap.error(f"--policies: unknown {', '.join(unknown)}; known: {', '.join(POLICIES)}")
     types = parse_types(args.cluster)
     table = scaled_table(args.step_rate)
     trace = make_trace(table, args.jobs, args.seed, max(types.values()), args.gap, args.min_seconds, args.max_seconds)
@@ -323,10 +434,13 @@ def main(argv: list[str] | None = None) -> int:
         table_path = base / "table.json"
         base.mkdir(parents=True, exist_ok=True)
         write_table(table, table_path)
-        for name in args.policies.split(","):
+        for name in names:
             root = base / name
             root.mkdir(parents=True, exist_ok=False)
-            row, per_job = run_policy(name, trace, table, table_path, types, args, root)
+            if name in ADAPTIVE:
+                row, per_job = run_adaptive(name, args, base, root)
+            else:
+                row, per_job = run_policy(name, trace, table, table_path, types, args, root)
             rows.append(row)
             jobs += per_job
             report(row)

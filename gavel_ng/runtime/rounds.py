@@ -15,7 +15,11 @@ questions from the `ClusterState` instead of a simulated one:
 * **Fixed jobs** (and every job under a policy declared `jobs=FIXED`): their steps/s on each
   type as the policy should believe them (the measured table, the estimator), as under every
   allocation policy.
-* **History**: a job's arrival is its submission time, its re-allocations its resizes.
+* **History**: a job's arrival is its submission time. An adaptive job's re-allocations are its
+  launches (its attempts: the first start, every resize and every relaunch after a round it did not
+  run), as the simulator counts them (a fresh start pays the restart delay and counts); Pollux's
+  restart factor reads them. Before issue 41 they were its resizes alone, one or more fewer than the
+  simulator's count of the same run, so a job moved more readily on a cluster.
 * **Rules**: a job's `allowed_types` make its rates 0 elsewhere, so no policy picks them; server
   rules and quotas are the placer's (gavel_ng.rules.placement).
 
@@ -72,9 +76,10 @@ class ClusterSource:
             js = [st.jobs[m] for m in jobs]
             T = np.asarray(st.believed_isolated(jobs), float).reshape(len(jobs), len(st.worker_types))
             allowed = st.allowed(jobs)
-            return RoundJobs(np.array([self.adapts and j.spec.adaptive is not None for j in js], bool),
-                             np.array([j.spec.scale_factor for j in js], np.int64), np.where(allowed, T, 0.0),
-                             np.array([j.submitted for j in js], float), np.array([j.resizes for j in js], np.int64))
+            adaptive = np.array([self.adapts and j.spec.adaptive is not None for j in js], bool)
+            return RoundJobs(adaptive, np.array([j.spec.scale_factor for j in js], np.int64), np.where(allowed, T, 0.0),
+                             np.array([j.submitted for j in js], float),
+                             np.array([j.attempts if a else j.resizes for j, a in zip(js, adaptive)], np.int64))
 
     def goodput(self, jobs: list[int], worker_type: str, gpus: np.ndarray, servers: np.ndarray) -> np.ndarray:
         k = np.asarray(gpus, np.int64).ravel()

@@ -25,9 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..elastic.efficiency import progress_after, seconds_to_progress
-from ..elastic.goodput import best_goodput_many, throughput_params
-from ..elastic.profile_sets import batch_stats, phi_curve
+from ..elastic.goodput import best_goodput_many
+from ..elastic.running import advance, curve_batch, pick
 from ..elastic.workload import POLLUX_NETWORK_GBPS
 from ..policies.rounds import RoundJobs
 
@@ -198,7 +197,6 @@ class AdaptiveRunner:
                    for i in range(n)]
             return np.concatenate([o[0] for o in out]), np.concatenate([o[1] for o in out])
         p = ja.progress[jobs].astype(float)
-        now = ja.batch[jobs]
         g = np.zeros(n)
         batch = np.zeros(n)
         x = np.zeros(n)
@@ -207,30 +205,17 @@ class AdaptiveRunner:
             groups.setdefault((ja.specs[m], t), []).append(i)
         for (spec, t), rows in groups.items():
             rows = np.asarray(rows)
-            worker = self.names[t]
-            g[rows], mb, s = best_goodput_many(spec, worker, ks[rows], servers[rows], p[rows], self.network,
-                                               batch=np.where(now[rows] > 0, now[rows], spec.init_batch))
-            batch[rows] = ks[rows] * mb * (s + 1)
-            params = throughput_params(spec.family, worker, self.network, profiles=spec.profiles)
-            x[rows] = params.throughput(mb, s, ks[rows], servers[rows])
+            picked = pick(spec, self.names[t], ks[rows], servers[rows], p[rows], self.network, ja.batch[jobs[rows]])
+            g[rows], batch[rows], x[rows] = picked.goodput, picked.batch, picked.throughput
         runs = (g > 0) & (seconds > 0)
         ja.batch[jobs[runs]] = batch[runs]
         by_curve: dict = {}   # one progress inversion per noise-scale curve: per model, or per (model, batch)
         for i in np.flatnonzero(runs).tolist():
             spec = ja.specs[int(jobs[i])]
-            by_curve.setdefault((spec, batch[i] if batch_stats(spec) is not None else None), []).append(i)
-        for (spec, at), rows in by_curve.items():
+            by_curve.setdefault((spec, curve_batch(spec, batch[i])), []).append(i)
+        for (spec, _), rows in by_curve.items():
             rows = np.asarray(rows)
-            curve = phi_curve(spec, at)
-            m, w = jobs[rows], ja.work[jobs[rows]].astype(float)
-            need = np.atleast_1d(seconds_to_progress(curve, spec.init_batch, batch[rows], x[rows], w, p[rows], 1.0))
-            fin = need <= seconds[rows]
-            used[rows[fin]] = need[fin]
-            done[rows[fin]] = True
-            ja.progress[m[fin]] = 1.0
-            rest = ~fin
-            if rest.any():
-                r = rows[rest]
-                ja.progress[m[rest]] = np.atleast_1d(progress_after(curve, spec.init_batch, batch[r], x[r], w[rest],
-                                                                    p[r], seconds[r]))
+            m = jobs[rows]
+            ja.progress[m], used[rows], done[rows] = advance(spec, batch[rows], x[rows], ja.work[m].astype(float),
+                                                             p[rows], seconds[rows])
         return used, done

@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "experiments"))
 
 import sim_vs_cluster as svc  # noqa: E402
 
-from gavel_ng.worker.paced_job import Pace  # noqa: E402
+from gavel_ng.worker.paced_job import AdaptivePace, Pace, run_adaptive  # noqa: E402
 
 # Drift the slow test tolerates. Its 10 jobs last 10-30 s, so a launch a few seconds late on a loaded machine
 # moves one job by 10-20 %: the per-job bound is wider than the experiment's goal (10 %), the average's a
@@ -81,6 +81,86 @@ def test_paced_job_checkpoints_through_gavel_iterator(tmp_path):
     assert out.returncode == 0, out.stderr
     assert (tmp_path / "ckpt-000000000020" / "paced.json").exists()
     assert "torch" not in out.stderr
+
+
+def test_paced_adaptive_job_resumes_from_its_checkpoint_on_other_gpus(tmp_path):
+    """Standalone: an adaptive paced job (ncf: 20 ms steps) on 1 GPU, then resumed from its checkpoint on 2 GPUs
+    with a larger total, as a resize relaunches it; it restores its progress and finishes the rest."""
+    base = [sys.executable, "-m", "gavel_ng.worker.paced_job", "--table", "gavel-osdi20", "--job-type",
+            "Recommendation (batch size 512)", "--worker-type", "a100", "--checkpoint-dir", str(tmp_path),
+            "--adaptive", json.dumps({"family": "ncf", "init_batch": 256, "max_batch": 32768})]
+    for gpus, steps in ((1, 1000), (2, 2000)):
+        out = subprocess.run(base + ["--gpus", str(gpus), "--steps", str(steps)], capture_output=True, text=True,
+                             timeout=60)
+        assert out.returncode == 0, out.stderr
+        state = json.loads((tmp_path / f"ckpt-{steps:012d}" / "paced.json").read_text())
+        assert state["step"] == steps and state["done"] == steps and state["batch"] > 256
+    assert "restored step 1000" in out.stderr and f"{2} x a100 at progress 0.5000" in out.stderr
+
+
+def _model_step(family: str, worker: str, gpus: int, progress: float):
+    """(total batch, examples/s) the model gives a job of `family` at its best batch there, from the model's
+    own pieces (best_goodput, throughput_params), not the shared `elastic.running` the paced job runs."""
+    from gavel_ng.elastic import FAMILIES, best_goodput, throughput_params
+
+    spec = FAMILIES[family].spec()
+    _, m, s = best_goodput(spec, worker, gpus, 1, progress, 50.0)
+    x = float(throughput_params(family, worker, 50.0).throughput(m, s, gpus, 1))
+    return gpus * m * (s + 1), x
+
+
+class _Clock:
+    """A clock that moves only when the job sleeps: the paced loop's schedule, without waiting."""
+
+    def __init__(self):
+        self.now, self.sleeps = 1000.0, []
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, dt):
+        self.sleeps.append(dt)
+        self.now += dt
+
+
+@pytest.mark.parametrize("family,worker,gpus", [("cifar10", "v100", 2), ("bert", "t4", 1), ("ncf", "a100", 4)])
+def test_paced_adaptive_job_steps_at_the_models_rate(family, worker, gpus, tmp_path):
+    """Each optimizer step takes batch / throughput of the model's best batch on (type, GPUs), and the job's
+    steps at M0 take as long in all as the model's progress integral says (Pollux's M0-equivalent progress)."""
+    from gavel_ng.elastic import FAMILIES, phi_curve, seconds_to_progress
+    from gavel_ng.iterator import GavelIterator
+
+    spec = FAMILIES[family].spec()
+    batch, x = _model_step(family, worker, gpus, 0.0)
+    total = 200 if family != "ncf" else 20000
+    pace = AdaptivePace(spec, worker, gpus, 1, 50.0)
+    it = GavelIterator(iter(int, 1), lambda p: None, lambda p: None, max_steps=total, adaptive=pace)
+    clock = _Clock()
+    run_adaptive(it, pace, 0.05, clock, clock.sleep)
+    assert it.step == total and pace.batch == batch
+    assert pace.step_seconds == pytest.approx(batch / x, rel=1e-9)
+    n = max(1, int(np.ceil(0.05 / pace.step_seconds)))
+    assert clock.sleeps[0] == pytest.approx(n * batch / x, rel=1e-9)       # one iterator step: n optimizer steps
+    model = seconds_to_progress(phi_curve(spec), spec.init_batch, batch, x, total * spec.init_batch, 0.0, 1.0)
+    assert sum(clock.sleeps) == pytest.approx(model, rel=1e-6)
+
+
+def test_paced_adaptive_job_picks_its_batch_at_its_progress_and_carries_it(tmp_path):
+    """A relaunch (here on 4 GPUs instead of 1) restores the job's progress from its checkpoint and picks the
+    model's best batch there at that progress."""
+    from gavel_ng.elastic import FAMILIES
+
+    spec = FAMILIES["cifar10"].spec()
+    one = AdaptivePace(spec, "v100", 1, 1, 50.0)
+    one.start(1000, 0)
+    one.pick()
+    one.run(300)
+    four = AdaptivePace(spec, "v100", 4, 1, 50.0)
+    four.load(json.loads(json.dumps(one.state())))
+    four.start(1000, int(one.done))
+    four.pick()
+    assert four.progress == pytest.approx(one.progress) and 0 < four.progress < 1
+    assert four.batch == _model_step("cifar10", "v100", 4, four.progress)[0] > one.batch
 
 
 @pytest.mark.slow

@@ -207,3 +207,16 @@ def test_a_round_policy_keeps_the_rules_and_its_declared_jobs(make_service):
     pollux.check_policy_jobs(ADA, "jobs[0]")
     with pytest.raises(InputError, match=r"jobs\[0\].adaptive.*pollux runs adaptive jobs only"):
         pollux.check_policy_jobs(only_k80, "jobs[0]")
+
+
+def test_an_adaptive_jobs_reallocations_are_its_launches_as_the_simulator_counts_them(tmp_path):
+    """The restart factor's re-allocations: every launch of an adaptive job (its first start and every
+    relaunch, resize or not), as the simulator counts a fresh start; a fixed job's stay its resizes (0)."""
+    st = _state(tmp_path)
+    ada, fixed = st.submit([ADA, JobSpec("ResNet-18 (batch size 32)", 100, size="tiny")])
+    source = ClusterSource(st)
+    assert source.round_jobs([ada, fixed]).reallocations.tolist() == [0, 0]
+    with st.lock:
+        st.jobs[ada].attempts, st.jobs[fixed].attempts = 3, 2     # launched 3 times, on one configuration
+    assert st.jobs[ada].resizes == 0
+    assert source.round_jobs([ada, fixed]).reallocations.tolist() == [3, 0]
