@@ -297,12 +297,12 @@ class Launcher:
         """Each item launched (True) or failed and handled as a refused RunJob would be. A worker without
         RunJobs (UNIMPLEMENTED: an earlier version) is sent RunJob one by one from then on."""
         ex = self.ex
-        reqs = [ex.run_requests(job, att)[0] for job, att in items]
-        w = reqs[0][0]
-        if len(items) == 1 or w.address in self._single:
-            return [ex.run_job(job, att) for job, att in items]
+        w = self.state.workers.get(items[0][1].workers[0])
+        if len(items) == 1 or w is None or w.address in self._single:
+            return [ex.run_job(job, att) for job, att in items]      # (run_job builds its own requests)
+        reqs = [ex.run_requests(job, att)[0][1] for job, att in items]
         try:
-            reply = w.stub.RunJobs(pb.RunJobsRequest(jobs=[r for _, r in reqs]), timeout=RPC_TIMEOUT)
+            reply = w.stub.RunJobs(pb.RunJobsRequest(jobs=reqs), timeout=RPC_TIMEOUT)
         except grpc.RpcError as exc:
             if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
                 self._single.add(w.address)
