@@ -232,10 +232,14 @@ def run_sim(trace, arrivals: np.ndarray, table, policy: str, packed: bool, types
             round_seconds: float, overhead: float, seed: int, start: float | None = None, etrace=None,
             plan_ahead: bool = True) -> Run:
     """`etrace`: the adaptive trace (an ElasticTrace around `trace`): its jobs pay `overhead` per launch;
-    `plan_ahead` False: plan at the round boundary (SimConfig.plan_ahead)."""
+    `plan_ahead` False: plan at the round boundary (SimConfig.plan_ahead). Allocations are solved as the runtime
+    solves them (from scratch, runtime.service.WARM_SOLVES): the simulator's default warm LP returns another
+    optimum of las's degenerate max-min LP than a cold solve, and the two runs then give different jobs the fast
+    GPUs (experiments/README.md, "The simulator against a cluster")."""
     from dataclasses import replace
 
     from gavel_ng.cluster import Cluster
+    from gavel_ng.runtime.service import WARM_SOLVES
     from gavel_ng.simulator import SimConfig, simulate
     from gavel_ng.traces import Trace
 
@@ -244,7 +248,7 @@ def run_sim(trace, arrivals: np.ndarray, table, policy: str, packed: bool, types
     cfg = SimConfig(policy=policy, round_seconds=round_seconds, preemption_overhead_s=overhead,
                     start_overhead_s=start, space_sharing=packed, seed=seed,
                     window=None if etrace is not None else (0, len(jobs)), realloc_delay=overhead,
-                    plan_ahead=plan_ahead)
+                    plan_ahead=plan_ahead, warm_start=WARM_SOLVES)
     res = simulate(cluster, table, jobs if etrace is None else replace(etrace, trace=jobs), cfg)
     ja = res.jobs
     return Run(ja.arrival[:len(jobs)].copy(), ja.finish[:len(jobs)].copy(), float(ja.gpu_seconds[:len(jobs)].sum()),
