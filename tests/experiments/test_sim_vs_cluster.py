@@ -78,6 +78,27 @@ def test_simulator_side_solves_allocations_as_the_runtime_does():
     np.testing.assert_array_equal(ours.finish, finish[WARM_SOLVES])
 
 
+def test_ensemble_moves_each_launch_cost_both_ways_and_counts_the_goal():
+    """Nine simulations at the measured launch costs moved by ENSEMBLE_SHIFT either way (none below 0); here the
+    simulated JCT grows with the round-start cost, so only the simulations at the measured one meet the goal."""
+    arrival = np.zeros(4)
+    cluster = svc.Run(arrival, np.array([10.0, 20.0, 30.0, 40.0]), 0.0, {"launches": 4})
+    seen = []
+
+    def simulate_at(overhead, start):
+        seen.append((round(overhead, 2), None if start is None else round(start, 2)))
+        return svc.Run(arrival, cluster.finish * (1 + 0.4 * (overhead - 0.2)), 0.0, {})
+
+    out = svc.ensemble("las", cluster, 0.2, 0.1, simulate_at)
+    shift = svc.ENSEMBLE_SHIFT
+    assert sorted(seen) == sorted((round(max(0.2 + a, 0), 2), round(max(0.1 + b, 0), 2))
+                                  for a in (-shift, 0, shift) for b in (-shift, 0, shift))
+    assert out["ensemble_runs"] == 9 and out["ensemble_meets_goal"] == 3
+    assert out["ensemble_max_avg_jct_error"] == pytest.approx(0.4 * shift)
+    assert out["ensemble_median_job_error_min"] == 0.0
+    assert svc.ensemble("goodput", cluster, 0.2, None, simulate_at)["ensemble_runs"] == 3
+
+
 def test_pace_takes_the_pair_rate_while_a_live_job_shares_the_gpu(tmp_path):
     table = svc.scaled_table(25.0)
     key, partner = next((k, p) for k, per in table.pairs["v100"].items() for p in per if k != p)
