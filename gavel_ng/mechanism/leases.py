@@ -70,3 +70,63 @@ class JobLeases:
             more = np.full(max(2 * n, int(jobs.max()) + 1) - n, -1, np.int64)
             self.type_of = np.concatenate([self.type_of, more])
             self.gpu_of = np.concatenate([self.gpu_of, more])
+
+
+class Holders(dict):
+    """The placer's dict form (key -> (type, GPUs)), which can also say who holds a GPU.
+
+    A job backfilled mid-round takes over its GPUs' leases (`Placer.remember`): finding the old holders by
+    a walk over every entry cost a round of 5,000 arrivals on 10,000 GPUs seconds. The index by GPU is
+    built at the first such question and kept up to date by every write from then on."""
+
+    def __init__(self, *args) -> None:
+        super().__init__(*args)
+        self._by_gpu: dict[int, set] | None = None
+
+    def holding(self, gpus) -> set:
+        """The keys holding any of `gpus`."""
+        if self._by_gpu is None:
+            self._by_gpu = {}
+            for key, (_, held) in self.items():
+                self._index(key, held)
+        return {k for g in gpus for k in self._by_gpu.get(g, ())}
+
+    def _index(self, key, gpus) -> None:
+        for g in gpus:
+            self._by_gpu.setdefault(g, set()).add(key)
+
+    def _unindex(self, key) -> None:
+        if self._by_gpu is not None and key in self:
+            for g in dict.__getitem__(self, key)[1]:
+                self._by_gpu[g].discard(key)
+
+    def __setitem__(self, key, value) -> None:
+        self._unindex(key)
+        super().__setitem__(key, value)
+        if self._by_gpu is not None:
+            self._index(key, value[1])
+
+    def __delitem__(self, key) -> None:
+        self._unindex(key)
+        super().__delitem__(key)
+
+    def pop(self, key, *default):
+        self._unindex(key)
+        return super().pop(key, *default)
+
+    def clear(self) -> None:
+        super().clear()
+        self._by_gpu = None
+
+    def update(self, *args, **kwargs) -> None:
+        for key, value in dict(*args, **kwargs).items():
+            self[key] = value
+
+    def setdefault(self, key, default=None):
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def popitem(self):
+        key = next(reversed(self))
+        return key, self.pop(key)

@@ -30,7 +30,7 @@ from itertools import count
 import numpy as np
 
 from ..topology import Topology
-from .leases import JobLeases
+from .leases import Holders, JobLeases
 
 
 @dataclass
@@ -64,7 +64,7 @@ class Placer:
         self.topo = topology
         self.consolidate = consolidate
         self.sequential = sequential
-        self._last: dict[tuple[int, ...], tuple[int, tuple[int, ...]]] = {}
+        self._last: Holders = Holders()
         self._leases = JobLeases()   # the memory instead of _last while it is active
         self._use_gpus()
         self.rules = rules  # gavel_ng.rules.placement.ServerRules: labels, (anti-)affinity, quotas per round
@@ -72,13 +72,13 @@ class Placer:
     @property
     def last(self) -> dict[tuple[int, ...], tuple[int, tuple[int, ...]]]:
         if self._leases.active:
-            self._last = self._leases.as_dict(self._one_gpu)
+            self._last = Holders(self._leases.as_dict(self._one_gpu))
         return self._last
 
     @last.setter
     def last(self, value: dict) -> None:
         self._leases.clear()
-        self._last = value
+        self._last = value if isinstance(value, Holders) else Holders(value)
 
     def remember(self, key: tuple[int, ...], t: int, gpus: tuple[int, ...]) -> None:
         """`key` holds `gpus` (of type t) from now on, mid-round: whoever held one of them is
@@ -87,8 +87,7 @@ class Placer:
             self._leases.hold(key[0], t, gpus[0])
             return
         last = self.last
-        mine = set(gpus)
-        for k in [k for k, (_, g) in last.items() if mine.intersection(g)]:
+        for k in last.holding(gpus):
             del last[k]
         last[key] = (t, tuple(gpus))
 
@@ -279,7 +278,7 @@ class Placer:
             placed = Placed(list(map(self._one_gpu_list.__getitem__, g.tolist())), renewed,
                             self._all_true[:len(keys)])
             leases.store(jobs, t, g, looked_up=True)
-        self._last = {}
+        self._last = Holders()
         return placed
 
     def _place_ruled(self, keys, types, sfs, spread) -> Placed:

@@ -103,17 +103,20 @@ class Stalls:
 class TimedPool(ThreadPoolExecutor):
     """The gRPC server's handler threads, timing how long each call waited for one (`Stalls.begin`).
 
-    Calls to the `express` methods (full paths, e.g. the scheduler's Heartbeat) get threads of their own
-    (`express_workers`): at a round's end thousands of done reports, each waiting for the state's lock,
-    filled the pool's queue, and a heartbeat (answered without that lock) waited behind them in it."""
+    Calls to the methods of a `lane` (name, full method paths, threads) get threads of their own: at a
+    round's end thousands of done reports, each waiting for the state's lock, filled the pool's queue,
+    and a heartbeat (answered without that lock) or a status read waited behind them in it."""
 
     def __init__(self, max_workers: int, stalls: Stalls, thread_name_prefix: str = "grpc",
-                 express: tuple[str, ...] = (), express_workers: int = 8):
+                 lanes: tuple[tuple[str, tuple[str, ...], int], ...] = ()):
         super().__init__(max_workers=max_workers, thread_name_prefix=thread_name_prefix)
         self.stalls = stalls
-        self.express_methods = frozenset(m.encode() for m in express)
-        self.express = ThreadPoolExecutor(express_workers, thread_name_prefix=f"{thread_name_prefix}-express") \
-            if express else None
+        self.lanes: dict[bytes, ThreadPoolExecutor] = {}
+        self._own = []
+        for name, methods, workers in lanes:
+            pool = ThreadPoolExecutor(workers, thread_name_prefix=f"{thread_name_prefix}-{name}")
+            self._own.append(pool)
+            self.lanes.update((m.encode(), pool) for m in methods)
 
     def submit(self, fn, /, *args, **kwargs):
         token = self.stalls.begin()
@@ -122,13 +125,14 @@ class TimedPool(ThreadPoolExecutor):
             self.stalls.end(token)
             return fn(*args, **kwargs)
 
-        if self.express is not None and _method(args) in self.express_methods:
-            return self.express.submit(run)
+        lane = self.lanes.get(_method(args)) if self.lanes else None
+        if lane is not None:
+            return lane.submit(run)
         return super().submit(run)
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        if self.express is not None:
-            self.express.shutdown(wait=wait, cancel_futures=cancel_futures)
+        for pool in self._own:
+            pool.shutdown(wait=wait, cancel_futures=cancel_futures)
         super().shutdown(wait=wait, cancel_futures=cancel_futures)
 
 

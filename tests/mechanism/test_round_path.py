@@ -192,3 +192,42 @@ def test_ranking_of_entries_presorted_by_allocation_and_its_fallbacks():
         total = received.sum(axis=0)
         rank = eligible_rank(None, neg_x, received.ravel()[flat], total[flat % 3], None, True, by_x=True)
         assert np.array_equal(flat[rank], want), case
+
+
+def test_holders_answer_as_a_walk_over_every_entry_after_any_writes():
+    """Placer.remember asks the dict who holds a GPU (an index kept by every write) instead of walking
+    every entry: after random sets, deletes, pops, updates and remembers, the index says what the walk
+    says, and the dict is the one a plain dict with the walk's deletions would be."""
+    from gavel_ng.mechanism.leases import Holders
+
+    rng = np.random.default_rng(5)
+    for trial in range(30):
+        holders, plain = Holders(), {}
+        if trial % 2:                     # the index built late, over a dict already written
+            for k in range(10):
+                g = tuple(int(x) for x in rng.choice(16, int(rng.integers(1, 4)), replace=False))
+                holders[(k,)] = plain[(k,)] = (0, g)
+        for _ in range(200):
+            op, key = int(rng.integers(6)), (int(rng.integers(20)),)
+            gpus = tuple(int(x) for x in rng.choice(16, int(rng.integers(1, 4)), replace=False))
+            if op == 0:
+                holders[key] = plain[key] = (0, gpus)
+            elif op == 1 and key in plain:
+                del holders[key], plain[key]
+            elif op == 2:
+                assert holders.pop(key, None) == plain.pop(key, None)
+            elif op == 3:
+                holders.update({key: (1, gpus)})
+                plain.update({key: (1, gpus)})
+            else:                         # remember: the old holders of these GPUs let go
+                walk = {k for k, (_, g) in plain.items() if set(g) & set(gpus)}
+                assert holders.holding(gpus) == walk
+                for k in walk:
+                    del plain[k]
+                    del holders[k]
+                holders[key] = plain[key] = (1, gpus)
+            assert dict(holders) == plain and list(holders) == list(plain)
+    placer = Placer(topo())
+    placer.last = {(1,): (0, (0, 1)), (2,): (0, (2,))}
+    placer.remember((3,), 0, (1, 2))      # takes GPU 1 from job 1 and GPU 2 from job 2
+    assert placer.last == {(3,): (0, (1, 2))}

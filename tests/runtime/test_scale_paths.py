@@ -16,6 +16,7 @@ import time
 from service_helpers import FakeWorker, wait_for
 
 from gavel_ng.profiles import default_table
+from gavel_ng.protocol.client import SchedulerClient
 from gavel_ng.protocol.jobspec import JobSpec
 from gavel_ng.protocol.protos import gavel_pb2 as pb
 from gavel_ng.protocol.rpc import Stub, open_channel
@@ -287,7 +288,8 @@ def test_a_rounds_preemptions_are_logged_twenty_one_by_one_and_the_rest_counted(
 
 def test_a_heartbeat_is_answered_while_every_handler_thread_waits_for_the_state(make_service):
     """Heartbeats have threads of their own (liveness.TimedPool): 80 registrations waiting for the state's
-    lock fill the 64 handler threads and the pool's queue, and a heartbeat is still answered at once."""
+    lock fill the 64 handler threads and the pool's queue, and a heartbeat is still answered at once.
+    Status reads have their own lane as well."""
     from concurrent.futures import ThreadPoolExecutor
 
     svc = make_service()
@@ -309,6 +311,12 @@ def test_a_heartbeat_is_answered_while_every_handler_thread_waits_for_the_state(
         for f in waiting:
             f.result(timeout=60)
         assert len(svc.state.workers) == 81
+        # a status read has threads of its own too (they start at the first call)
+        reads = next(p for m, p in svc.pool.lanes.items() if m.endswith(b"/GetStatus"))
+        assert not reads._threads
+        with SchedulerClient(f"127.0.0.1:{svc.port}", token=svc.secret) as client:
+            client.status()
+        assert len(reads._threads) == 1
     finally:
         callers.shutdown(wait=False)
         w.close()
