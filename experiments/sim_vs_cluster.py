@@ -40,11 +40,16 @@ each: the cluster runs in real time, the simulations take a second), and 200-225
 about 19-20 min for the four. `--resimulate DIR` runs no cluster: it simulates again the cluster
 runs DIR recorded (a change to the simulator, judged on the same cluster runs, in seconds).
 
+The simulator solves every allocation from scratch, as the runtime does (runtime.service.WARM_SOLVES;
+`gavel-ng simulate`'s default warm LP returns another of las's many optimal allocations).
+
 Reported per policy: per-job JCT error of the simulator against the cluster (median, p90), the
 average JCT, makespan and GPU time of each, beside Gavel's figure (§7.2, Table 3: its simulator
-within about 8 % of its physical cluster). Writes DIR/jobs.csv and DIR/summary.csv (committed
-results: experiments/results/sim_vs_cluster, `goodput`'s in its goodput/ folder). The machine is
-shared: wall-clock figures are taken under whatever load it carries, which shows as launch latency.
+within about 8 % of its physical cluster), and an ensemble: the simulation again with each measured
+launch cost moved ENSEMBLE_SHIFT s either way, how many of those meet the goal (`ensemble`). Writes
+DIR/jobs.csv and DIR/summary.csv (committed results: experiments/results/sim_vs_cluster, `goodput`'s in
+its goodput/ folder). The machine is shared: wall-clock figures are taken under whatever load it
+carries, which shows as launch latency.
 """
 
 from __future__ import annotations
