@@ -1,7 +1,7 @@
 """The scheduler at 10,000 GPUs: heartbeats, launches and status against a real scheduler process (issue 42).
 
     python experiments/bench_runtime_scale.py [--workers 100,500,1250] [--jobs 0,5000,20000]
-        [--seconds 75] [--round-seconds 30] [--code DIR] [--out FILE.json]
+        [--seconds 75] [--round-seconds 30] [--probe-workers 12] [--code DIR] [--out FILE.json]
     python experiments/bench_runtime_scale.py --calls [--repeat 3]
 
 A real `gavel-ng scheduler` process (las, rounds of --round-seconds, its state in a temporary
@@ -17,7 +17,10 @@ registered, the queue is filled to each of --jobs in turn (jobs of 2 GPUs, so 5,
   idle mode the last round's attempts end there, at their lease end + grace, and the round's
   launches follow, 10,000 calls the simulated workers' single process serves too); and the p99 of those
   sent 10 s or more into the window (the steady state: the first seconds carry the stage's submission of
-  thousands of jobs at once and the first round that launches them);
+  thousands of jobs at once and the first round that launches them); and the latency seen by
+  --probe-workers (12) of the workers, simulated in a third process that does little else: at a
+  boundary the second process also serves thousands of RunJobs calls and sends thousands of
+  reports, and its own lag (printed too) adds to every latency it measures;
 - workers declared dead (`worker_down` events in the window) and attempts lost;
 - rounds: each round's planning (the loop's solve and plan before it, `plan_s` of its `round`
   event; on code without it, the solve's seconds), its launches (the round's start to its last
@@ -144,8 +147,11 @@ def _events(db_path: Path, t0: float, t1: float) -> dict:
     return {"down": down, "dead": dead, "lost": lost, "rounds": out, "solves": solves, "starts": starts}
 
 
-def measure(sim: Sim, client, pid: int, db_path: Path, seconds: float, profile: Path | None = None) -> dict:
+def measure(sim: Sim, client, pid: int, db_path: Path, seconds: float, profile: Path | None = None,
+            probe: Sim | None = None) -> dict:
     sim.stats()                                      # starts the window
+    if probe is not None:
+        probe.stats()
     spy = None
     if profile is not None:                          # py-spy (pip install py-spy): collapsed stacks of the window
         spy = subprocess.Popen(["py-spy", "record", "--pid", str(pid), "--duration", str(int(seconds)), "--rate", "50",
@@ -170,6 +176,7 @@ def measure(sim: Sim, client, pid: int, db_path: Path, seconds: float, profile: 
         spy.wait(30)
     rss, peak = _memory_mb(pid)
     s = sim.stats()
+    quiet = probe.stats() if probe is not None else {"latencies": [], "lag": []}
     ev = _events(db_path, t0, t1)
     lat = np.array(s["latencies"]) * 1000
     # heartbeats sent between round boundaries: not in the CALM_AFTER seconds from a round's start (in idle mode
@@ -190,6 +197,14 @@ def measure(sim: Sim, client, pid: int, db_path: Path, seconds: float, profile: 
     steady = lat[sent >= t0 + SETTLE_S] if len(sent) == len(lat) else lat
     return {"hb_p50_ms": _pct(lat, 50), "hb_p99_ms": _pct(lat, 99), "hb_calls": calls, "hb_by_second": by_second,
             "hb_steady_p99_ms": _pct(steady, 99),
+            # the probe workers, in a process of their own that does little else: the scheduler's latency without
+            # the lag of the process that simulates the other 1,238 workers (which at a boundary also serves
+            # thousands of RunJobs calls and sends thousands of reports)
+            "probe_hb_p50_ms": _pct(np.array(quiet["latencies"]) * 1000, 50),
+            "probe_hb_p99_ms": _pct(np.array(quiet["latencies"]) * 1000, 99),
+            "probe_hb_max_ms": 1000 * max(quiet["latencies"], default=float("nan")),
+            "probe_hb_calls": len(quiet["latencies"]) + sum(quiet.get("failed", {}).values()),
+            "probe_lag_max_ms": 1000 * max(quiet["lag"], default=float("nan")),
             "hb_calm_p99_ms": _pct(calm, 99), "hb_calm_share": len(calm) / max(len(lat), 1),
             "failed_pct": 100 * sum(s["failed"].values()) / max(calls, 1), "failed": s["failed"],
             "dead": ev["dead"], "down_events": ev["down"], "dead_at_once": dead_now, "unknown": s["unknown"],
@@ -220,7 +235,9 @@ def run_workers(workers: int, job_counts: list[int], args, root: Path) -> list[d
         pid = procs.procs[0].pid
         address = f"127.0.0.1:{port}"
         token = (root / "state" / "token").read_text().strip()
-        sim = Sim(address, token, workers, args.job_mode)
+        probe_n = min(args.probe_workers, workers // 2)
+        sim = Sim(address, token, workers - probe_n, args.job_mode)
+        probe = Sim(address, token, probe_n, args.job_mode) if probe_n else None
         try:
             with SchedulerClient(address, token=token, timeout=60.0) as client:
                 end = time.monotonic() + 120
@@ -242,11 +259,14 @@ def run_workers(workers: int, job_counts: list[int], args, root: Path) -> list[d
                         queued = jobs
                     profile = Path(args.profile) / f"w{workers}-j{jobs}.txt" if args.profile else None
                     row = {"workers": workers, "jobs": jobs, "submit_s": submit_s,
-                           **measure(sim, client, pid, root / "state" / "gavel.sqlite", args.seconds, profile)}
+                           **measure(sim, client, pid, root / "state" / "gavel.sqlite", args.seconds, profile,
+                                     probe)}
                     rows.append(row)
                     print(_line(row), flush=True)
         finally:
             sim.close()
+            if probe is not None:
+                probe.close()
     return rows
 
 
@@ -258,8 +278,9 @@ HEADER = ("| workers | jobs (running) | heartbeat p50 / p99 (goal p99 < 100 ms);
           "p99 from 10 s after the submission | "
           "heartbeats failed (goal 0 %) | "
           "workers declared dead (goal 0) | planning / launches (goal < 5 s) | status p50 / max (goal < 200 ms) | "
-          "scheduler CPU | scheduler RSS | load avg | simulated workers' own lag p99 / max |\n"
-          "|---|---|---|---|---|---|---|---|---|---|---|")
+          "scheduler CPU | scheduler RSS | load avg | simulated workers' own lag p99 / max | "
+          "probe workers' heartbeat p50 / p99 / max (goal p99 < 100 ms) |\n"
+          "|---|---|---|---|---|---|---|---|---|---|---|---|")
 
 
 def _line(r: dict) -> str:
@@ -270,7 +291,8 @@ def _line(r: dict) -> str:
             f"{_fmt(r['plan_s'], '.2f', ' s')} / {_fmt(r['launch_s'], '.1f', ' s')} ({r['launches']:,} launches) | "
             f"{_fmt(r['status_ms_p50'], '.0f')} / {_fmt(r['status_ms_max'], '.0f')} ms | {r['cpu_pct']:.0f} % | "
             f"{r['rss_mb']:.0f} MiB | {r['load'][0]:.1f} | {_fmt(r['sim_lag_p99_ms'], '.0f')} / "
-            f"{_fmt(r.get('sim_lag_max_ms'), '.0f')} ms |")
+            f"{_fmt(r.get('sim_lag_max_ms'), '.0f')} ms | {_fmt(r.get('probe_hb_p50_ms'), '.1f')} / "
+            f"{_fmt(r.get('probe_hb_p99_ms'), '.0f')} / {_fmt(r.get('probe_hb_max_ms'), '.0f')} ms |")
 
 
 def calls(repeat: int) -> None:
@@ -323,6 +345,9 @@ def main() -> int:
     ap.add_argument("--workers", default="100,500,1250", help="worker counts, comma-separated")
     ap.add_argument("--jobs", default="0,5000,20000", help="queue sizes for each worker count, in order")
     ap.add_argument("--seconds", type=float, default=75.0, help="measurement window of each stage")
+    ap.add_argument("--probe-workers", type=int, default=12,
+                    help="of --workers, simulated in a process of their own that does little else: their heartbeat "
+                         "latency is the scheduler's, without the other simulated workers' process's own lag")
     ap.add_argument("--round-seconds", type=float, default=30.0)
     ap.add_argument("--policy", default="las")
     ap.add_argument("--job-mode", choices=("idle", "renew"), default="idle",

@@ -122,6 +122,10 @@ class Holders(dict):
         for key, value in dict(*args, **kwargs).items():
             self[key] = value
 
+    def __ior__(self, other):
+        self.update(other)
+        return self
+
     def setdefault(self, key, default=None):
         if key not in self:
             self[key] = default

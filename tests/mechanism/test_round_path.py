@@ -219,6 +219,8 @@ def test_holders_answer_as_a_walk_over_every_entry_after_any_writes():
             elif op == 3:
                 holders.update({key: (1, gpus)})
                 plain.update({key: (1, gpus)})
+                holders |= {(key[0] + 1,): (2, gpus[:1])}
+                plain |= {(key[0] + 1,): (2, gpus[:1])}
             else:                         # remember: the old holders of these GPUs let go
                 walk = {k for k, (_, g) in plain.items() if set(g) & set(gpus)}
                 assert holders.holding(gpus) == walk
