@@ -81,6 +81,11 @@ from .workers import WorkerConflict
 log = logging.getLogger(__name__)
 TOKEN_FILE = "token"
 HANDLERS = 64            # gRPC handler threads (protocol.limits shares them out)
+# Every allocation is solved from scratch: the workers (capacity) and the measured throughputs change between
+# solves, which a warm LP (policies.lp.warm) cannot follow. A warm solve of a degenerate LP (las's max-min)
+# returns another optimum than a cold one, so a simulation meant to predict this runtime solves cold too
+# (SimConfig.warm_start; experiments/sim_vs_cluster.py).
+WARM_SOLVES = False
 # calls with handler threads of their own (liveness.TimedPool): a worker's heartbeat, and a status read, are
 # never queued behind a round's thousands of reports and launches waiting for the state's lock
 _SCHEDULER = pb.DESCRIPTOR.services_by_name["Scheduler"].full_name
@@ -381,7 +386,7 @@ class SchedulerService:
                       prices=resolve_prices(config.worker_types, config.prices, list_prices=False),
                       options=config.policy_options,
                       mechanism=MechanismConfig(mid_round_backfill=config.backfill, round_seconds=config.round_seconds),
-                      space_sharing=config.space_sharing, warm=False, lock=self.state.lock, on_solve=self._solved,
+                      space_sharing=config.space_sharing, warm=WARM_SOLVES, lock=self.state.lock, on_solve=self._solved,
                       policy_errors="fallback", realloc_delay=config.realloc_delay_seconds)
         built = assemble(spec, world, Keep(lambda p: DynamicPlanner(self.state, p, gpu_map, version),
                                            lambda p: ClusterRounds(self.state, p, gpu_map, version)))

@@ -45,7 +45,9 @@ def backfill_round(ex, plan: RoundPlan, steps: np.ndarray, start: np.ndarray, us
     wl, L, ja = plan.waiting, ex.L, ex.jobs
     overhead = min(ex.start_overhead, L)
     arriving = ex.arriving()                  # (job, seconds into the round) of mid-round arrivals
-    freed = occupied[occupied < L - EPS].tolist() if len(wl.candidates) else []
+    # the moments GPUs free: for the plan's waiting entries and for arrivals waiting for a GPU alike (the runtime
+    # offers both whenever a job of the round ends)
+    freed = occupied[occupied < L - EPS].tolist() if len(wl.candidates) or arriving else []
     times = sorted(set(freed + [t for _, t in arriving] + ([0.0] if ex.freed_at_start else [])))
     if not times or not may_start(L - times[0], L, ex.lead):
         return None                             # (most rounds with an early end: nothing waits)

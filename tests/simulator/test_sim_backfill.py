@@ -116,3 +116,13 @@ def test_a_backfilled_start_pays_the_start_overhead_when_given(tiny_table, make_
     rows = [("A", 1, 72, 0), ("C", 1, 1000, 0)]
     res, _ = run(tiny_table, make_trace, rows, preemption_overhead_s=10.0, start_overhead_s=2.0)
     np.testing.assert_allclose(res.jobs.finish, [10 + 36, 46 + 2 + 1000])
+
+
+def test_a_job_arriving_mid_round_starts_when_a_gpu_frees(tiny_table, make_trace):
+    """Job 1 arrives 10 s in while job 0 holds the only V100, and every entry of the plan runs (its waitlist
+    is empty): when job 0 is done at 36 s its GPU goes to job 1, as the runtime offers the arrivals GPUs again
+    whenever a job of the round ends (runtime.backfill, LiveBackfill.arrive). It used to wait for the round's
+    end: the moments GPUs free were looked at only when the plan had entries waiting."""
+    res, plans = run(tiny_table, make_trace, [("A", 1, 72, 0), ("C", 1, 1000, 10)])
+    np.testing.assert_allclose(res.jobs.finish, [36, 36 + 1000])
+    assert plans[0].member_job.tolist() == [0, 1] and plans[0].rows[1] == -1
