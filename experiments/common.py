@@ -247,10 +247,13 @@ def report(name: str, claims: list[Claim], args, figures: list[Path] | None = No
 
 
 def write_rows(path: Path, rows: list[dict]) -> None:
-    """rows (dicts with the same keys, in column order) as a CSV file at path, its folder made."""
+    """rows (dicts, keys in column order) as a CSV file at path, its folder made. Rows of different kinds may
+    have columns the others lack (sim_vs_cluster's allocation policies and `goodput`): the header is every
+    key in the order first seen, and a row's missing cells are empty."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    fields = list(dict.fromkeys(k for r in rows for k in r))
     with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w = csv.DictWriter(f, fieldnames=fields, restval="")
         w.writeheader()
         w.writerows(rows)
 

@@ -466,7 +466,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if all(r["meets_goal"] for r in rows) else 1
     rows, jobs = [], []
     with tempfile.TemporaryDirectory(prefix="gavel-svc-") as tmp:
-        base = args.keep or Path(tmp)
+        base = (args.keep or Path(tmp)).resolve()   # the scheduler and workers run in directories of their own
         table_path = base / "table.json"
         base.mkdir(parents=True, exist_ok=True)
         write_table(table, table_path)

@@ -105,3 +105,17 @@ def test_committed_results_hold_no_machine_paths():
             text = path.read_text(errors="replace")
             bad += [f"{path.relative_to(REPO)}: {m}" for m in ("/work/", "/root/", "/tmp/", "/home/") if m in text]
     assert not bad, bad
+
+
+def test_rows_of_different_kinds_share_one_csv(tmp_path):
+    """sim_vs_cluster's four policies in one command: the allocation policies' rows carry columns that
+    `goodput`'s lack; the file has every column, a missing cell empty (the default command failed here
+    after 18 minutes of cluster runs)."""
+    path = tmp_path / "summary.csv"
+    common.write_rows(path, [{"policy": "las", "err": 1.0, "err_at_boundary": 2.0}, {"policy": "goodput", "err": 3.0},
+                             {"policy": "x", "extra": 4}])
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0]) == ["policy", "err", "err_at_boundary", "extra"]
+    assert rows[1] == {"policy": "goodput", "err": "3.0", "err_at_boundary": "", "extra": ""}
+    assert rows[2]["extra"] == "4"
