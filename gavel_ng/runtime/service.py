@@ -88,8 +88,17 @@ HANDLERS = 64            # gRPC handler threads (protocol.limits shares them out
 WARM_SOLVES = False
 # calls with handler threads of their own (liveness.TimedPool): a worker's heartbeat, and a status read, are
 # never queued behind a round's thousands of reports and launches waiting for the state's lock
-_SCHEDULER = pb.DESCRIPTOR.services_by_name["Scheduler"].full_name
-LANES = (("express", (f"/{_SCHEDULER}/Heartbeat",), 8), ("reads", (f"/{_SCHEDULER}/GetStatus",), 4))
+LANES = (("express", ("Heartbeat",), 8), ("reads", ("GetStatus",), 4))   # Scheduler methods, threads
+
+
+def _service_name(name: str) -> str:
+    return pb.DESCRIPTOR.services_by_name[name].full_name
+
+
+def _lanes() -> tuple:
+    """LANES with each method's full path, as TimedPool matches it."""
+    service = _service_name("Scheduler")
+    return tuple((lane, tuple(f"/{service}/{m}" for m in methods), n) for lane, methods, n in LANES)
 
 
 def _rpc(method):
@@ -582,7 +591,7 @@ class SchedulerService:
     def start(self) -> int:
         if self.metrics_port:
             self.metrics.serve(self.bind, self.metrics_port)
-        self.pool = TimedPool(HANDLERS, self.state.stalls, lanes=LANES)
+        self.pool = TimedPool(HANDLERS, self.state.stalls, lanes=_lanes())
         self.server, self.port = make_server(self.bind, self.port, {"Scheduler": SchedulerServicer(self)},
                                              self.security, max_workers=HANDLERS, health_servicer=self.health,
                                              authenticate=self.authenticate,
@@ -759,10 +768,6 @@ class SchedulerService:
 
 
 # ----- protobuf <-> domain ----------------------------------------------------------------------
-def _service_name(name: str) -> str:
-    return pb.DESCRIPTOR.services_by_name[name].full_name
-
-
 def _ref(m: pb.AttemptRef) -> AttemptRef:
     return AttemptRef(m.job_id, m.attempt)
 
