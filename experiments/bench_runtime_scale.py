@@ -73,6 +73,15 @@ def _memory_mb(pid: int) -> tuple[float, float]:
     return kb.get("VmRSS", 0) / 1024, kb.get("VmHWM", 0) / 1024
 
 
+def _child(pid: int) -> int | None:
+    """The scheduler's child process (the heartbeat port's), if it has one."""
+    try:
+        kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return None
+    return int(kids[0]) if kids else None
+
+
 def _pct(xs, q) -> float:
     return float(np.percentile(xs, q)) if len(xs) else float("nan")
 
@@ -157,21 +166,27 @@ def measure(sim: Sim, client, pid: int, db_path: Path, seconds: float, profile: 
         spy = subprocess.Popen(["py-spy", "record", "--pid", str(pid), "--duration", str(int(seconds)), "--rate", "50",
                                 "--format", "raw", "--nonblocking", "--gil", "-o", str(profile)],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    port_pid = _child(pid)                           # the heartbeat port's process (runtime.front), if any
     t0, cpu0 = time.time(), _cpu_seconds(pid)
-    status_ms, dead_now, running = [], 0, 0
+    port_cpu0 = _cpu_seconds(port_pid) if port_pid else 0.0
+    status_ms, status_at, dead_now, running = [], [], 0, 0
     while time.time() < t0 + seconds:
         start = time.perf_counter()
         try:
             st = client.status()
             status_ms.append(1000 * (time.perf_counter() - start))
+            status_at.append(round(time.time() - t0, 1))
             dead_now = max(dead_now, sum(not w.alive for w in st.workers))
             running = st.job_counts.get("running", 0)
         except Exception as exc:                      # a status that times out is a figure too
             status_ms.append(1000 * (time.perf_counter() - start))
+            status_at.append(round(time.time() - t0, 1))
             print(f"  status failed: {str(exc)[:100]}", flush=True)
         time.sleep(max(0.0, 2.0 - (time.perf_counter() - start)))
     t1 = time.time()
     cpu = (_cpu_seconds(pid) - cpu0) / (t1 - t0)
+    port_cpu = (_cpu_seconds(port_pid) - port_cpu0) / (t1 - t0) if port_pid else float("nan")
+    port_rss = _memory_mb(port_pid)[0] if port_pid else float("nan")
     if spy is not None:
         spy.wait(30)
     rss, peak = _memory_mb(pid)
@@ -212,7 +227,11 @@ def measure(sim: Sim, client, pid: int, db_path: Path, seconds: float, profile: 
             "launch_s": max(launches) if launches else None,
             "launches": sum(r["launches"] for r in ev["rounds"]), "rounds": ev["rounds"],
             "status_ms_p50": _pct(status_ms, 50), "status_ms_max": max(status_ms) if status_ms else float("nan"),
-            "cpu_pct": 100 * cpu, "rss_mb": rss, "peak_rss_mb": peak, "running": running,
+            "status_by_time": list(zip(status_at, status_ms)),     # (seconds into the window, ms) of each call
+            "cpu_pct": 100 * cpu, "rss_mb": rss, "port_cpu_pct": 100 * port_cpu, "port_rss_mb": port_rss,
+            # heartbeats the port answered, left to the scheduler's own port, failed there
+            "port_answered": s.get("port_answered", 0), "port_asked": s.get("port_asked", 0),
+            "port_failed": s.get("port_failed", {}), "peak_rss_mb": peak, "running": running,
             "sim_lag_p99_ms": 1000 * _pct(s["lag"], 99), "sim_lag_max_ms": 1000 * max(s["lag"], default=float("nan")),
             "registrations": s["registrations"],
             "reports": s["reports"], "runjobs": s["runjobs"], "job_calls": s["job_calls"],
@@ -226,8 +245,10 @@ def run_workers(workers: int, job_counts: list[int], args, root: Path) -> list[d
     env = dict(ENV)
     if args.code:
         env["PYTHONPATH"] = str(Path(args.code).resolve())
-    (root / "cluster.json").write_text(json.dumps({"worker_types": list(TYPES), "policy": args.policy,
-                                                   "round_seconds": args.round_seconds}))
+    config = {"worker_types": list(TYPES), "policy": args.policy, "round_seconds": args.round_seconds}
+    if not args.no_heartbeat_port:
+        config["heartbeat_port"] = 0            # heartbeats in a process of their own (runtime.front), any port
+    (root / "cluster.json").write_text(json.dumps(config))
     rows = []
     with LocalProcesses(root, env) as procs:
         port = procs.start("scheduler", ["scheduler", "--cluster-config", "cluster.json", "--state", "state",
@@ -278,9 +299,10 @@ HEADER = ("| workers | jobs (running) | heartbeat p50 / p99 (goal p99 < 100 ms);
           "p99 from 10 s after the submission | "
           "heartbeats failed (goal 0 %) | "
           "workers declared dead (goal 0) | planning / launches (goal < 5 s) | status p50 / max (goal < 200 ms) | "
-          "scheduler CPU | scheduler RSS | load avg | simulated workers' own lag p99 / max | "
+          "scheduler CPU (+ heartbeat port's) | scheduler RSS (+ port's) | heartbeats the port answered | "
+          "load avg | simulated workers' own lag p99 / max | "
           "probe workers' heartbeat p50 / p99 / max (goal p99 < 100 ms) |\n"
-          "|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 
 
 def _line(r: dict) -> str:
@@ -289,10 +311,17 @@ def _line(r: dict) -> str:
             f"{_fmt(r.get('hb_steady_p99_ms'), '.0f')} ms | "
             f"{r['failed_pct']:.1f} % | {r['dead']:,} | "
             f"{_fmt(r['plan_s'], '.2f', ' s')} / {_fmt(r['launch_s'], '.1f', ' s')} ({r['launches']:,} launches) | "
-            f"{_fmt(r['status_ms_p50'], '.0f')} / {_fmt(r['status_ms_max'], '.0f')} ms | {r['cpu_pct']:.0f} % | "
-            f"{r['rss_mb']:.0f} MiB | {r['load'][0]:.1f} | {_fmt(r['sim_lag_p99_ms'], '.0f')} / "
+            f"{_fmt(r['status_ms_p50'], '.0f')} / {_fmt(r['status_ms_max'], '.0f')} ms | {r['cpu_pct']:.0f} % "
+            f"(+ {_fmt(r.get('port_cpu_pct'))} %) | {r['rss_mb']:.0f} MiB (+ {_fmt(r.get('port_rss_mb'))} MiB) | "
+            f"{_answered(r)} | {r['load'][0]:.1f} | {_fmt(r['sim_lag_p99_ms'], '.0f')} / "
             f"{_fmt(r.get('sim_lag_max_ms'), '.0f')} ms | {_fmt(r.get('probe_hb_p50_ms'), '.1f')} / "
             f"{_fmt(r.get('probe_hb_p99_ms'), '.0f')} / {_fmt(r.get('probe_hb_max_ms'), '.0f')} ms |")
+
+
+def _answered(r: dict) -> str:
+    answered, asked, failed = r.get("port_answered", 0), r.get("port_asked", 0), sum(r.get("port_failed", {}).values())
+    total = answered + asked + failed
+    return f"{100 * answered / total:.1f} % ({asked:,} asked, {failed:,} failed)" if total else "—"
 
 
 def calls(repeat: int) -> None:
@@ -349,6 +378,9 @@ def main() -> int:
                     help="of --workers, simulated in a process of their own that does little else: their heartbeat "
                          "latency is the scheduler's, without the other simulated workers' process's own lag")
     ap.add_argument("--round-seconds", type=float, default=30.0)
+    ap.add_argument("--no-heartbeat-port", action="store_true",
+                    help="heartbeats to the scheduler's own port and process (before issue 42's fifth pass), not to "
+                         "the heartbeat port's process (cluster-config heartbeat_port)")
     ap.add_argument("--policy", default="las")
     ap.add_argument("--job-mode", choices=("idle", "renew"), default="idle",
                     help="idle: attempts run nothing and say nothing (their worker ends them at their lease end + "

@@ -36,6 +36,7 @@ from grpc import aio
 from gavel_ng.protocol.limits import MAX_BATCH
 from gavel_ng.protocol.protos import gavel_pb2 as pb
 from gavel_ng.protocol.rpc import _service
+from gavel_ng.worker.heartbeat_route import PORT_TIMEOUT, SKIP_AFTER_FAILURE, UNREACHABLE
 
 DEADLINE = 5.0           # the daemon's Stub timeout toward the scheduler
 TICK = 0.05
@@ -55,13 +56,17 @@ class Window:
     job_failed: Counter = field(default_factory=Counter)      # ... failed, by status code
     reports: int = 0
     lag: list[float] = field(default_factory=list)            # this event loop's lag per tick
+    port_answered: int = 0                                    # heartbeats the heartbeat port answered
+    port_asked: int = 0                                       # ... left to the scheduler's own port
+    port_failed: Counter = field(default_factory=Counter)     # ... failed there (then sent to the scheduler's)
 
     def summary(self, workers: list[SimWorker]) -> dict:
         return {"latencies": self.latencies, "sent": self.sent, "failed": dict(self.failed),
                 "unknown": len(self.unknown),
                 "registrations": self.registrations, "runjobs": self.runjobs, "reports": self.reports,
                 "job_calls": self.job_calls, "job_failed": dict(self.job_failed),
-                "lag": self.lag, "registered": sum(w.registered for w in workers),
+                "lag": self.lag, "port_answered": self.port_answered, "port_asked": self.port_asked,
+                "port_failed": dict(self.port_failed), "registered": sum(w.registered for w in workers),
                 "tasks": sum(len(w.tasks) for w in workers)}
 
 
@@ -96,6 +101,8 @@ class SimWorker:
         self.wake = asyncio.Event()
         self.port = 0
         self.jobs = jobs
+        self.port_stub = self.port_channel = None    # the scheduler's heartbeat port (runtime.front), when named
+        self.skip_port_until = 0.0
 
     async def start(self) -> None:
         handlers = {"RunJob": grpc.unary_unary_rpc_method_handler(
@@ -251,6 +258,11 @@ class SimWorker:
                                        pending=pending)
         reply = await self.stub["RegisterWorker"](req, metadata=self.metadata, timeout=DEADLINE)
         self.heartbeat_seconds, self.grace = reply.heartbeat_seconds or 2.0, reply.grace_seconds or 30.0
+        if reply.heartbeat_port and self.port_stub is None:
+            host = self.scheduler.rsplit(":", 1)[0]
+            self.port_channel = aio.insecure_channel(f"{host}:{reply.heartbeat_port}",
+                                                     options=[("grpc.use_local_subchannel_pool", 1)])
+            self.port_stub = _stub(self.port_channel, "Scheduler")
         self.pending = [r for r in self.pending if r not in pending]
         self.registered = True
         self.window.registrations += 1
@@ -274,11 +286,30 @@ class SimWorker:
             del self.pending[:len(reps)]
             self.window.reports += len(reps)
 
+    async def _via_port(self, req: pb.HeartbeatRequest) -> pb.HeartbeatReply | None:
+        """As the daemon's HeartbeatRoute: the scheduler's heartbeat port first, when it named one; None when
+        the port left it to the scheduler or failed (left alone for SKIP_AFTER_FAILURE when unreachable)."""
+        if self.port_stub is None or time.monotonic() < self.skip_port_until:
+            return None
+        try:
+            reply = await self.port_stub["Heartbeat"](req, metadata=self.metadata, timeout=PORT_TIMEOUT)
+        except aio.AioRpcError as exc:
+            self.window.port_failed[exc.code().name] += 1
+            if exc.code() in UNREACHABLE:
+                self.skip_port_until = time.monotonic() + SKIP_AFTER_FAILURE
+            return None
+        if reply.ask_scheduler:
+            self.window.port_asked += 1
+            return None
+        self.window.port_answered += 1
+        return reply
+
     async def _heartbeat(self) -> None:
         start, sent = time.perf_counter(), time.time()
+        req = pb.HeartbeatRequest(worker_id=self.worker_id, running=self._running())
         try:
-            reply = await self.stub["Heartbeat"](pb.HeartbeatRequest(worker_id=self.worker_id, running=self._running()),
-                                                 metadata=self.metadata, timeout=DEADLINE)
+            reply = await self._via_port(req) or await self.stub["Heartbeat"](req, metadata=self.metadata,
+                                                                               timeout=DEADLINE)
         except aio.AioRpcError as exc:
             if exc.code() != grpc.StatusCode.NOT_FOUND:
                 self.window.failed[exc.code().name] += 1
@@ -354,6 +385,8 @@ async def _serve(conn, scheduler: str, token: str, counts: dict[str, int], gpus:
             await asyncio.gather(*tasks, return_exceptions=True)
             for w in workers:
                 await w.channel.close()
+                if w.port_channel is not None:
+                    await w.port_channel.close()
                 await w.server.stop(0)
             conn.send(("stopped",))
             return

@@ -27,6 +27,10 @@ def add_parser(sub) -> None:
     p.add_argument("--metrics-port", type=int, metavar="PORT",
                    help="serve Prometheus metrics at http://BIND:PORT/metrics (default: the config's metrics_port; "
                         "0: off)")
+    p.add_argument("--heartbeat-port", type=int, metavar="PORT",
+                   help="answer workers' heartbeats in a process of their own on PORT (0: any free port; default: "
+                        "the config's heartbeat_port, else the scheduler's own port); for thousands of workers "
+                        "(docs/deploy.md, Scale)")
     p.add_argument("--round-seconds", type=float,
                    help="round length in seconds (default: the config's, else the policy's declared interval: "
                         "360 for allocation policies, 60 for goodput, pollux, tiresias)")
@@ -66,6 +70,10 @@ def run(args) -> int:
         if not 0 <= args.metrics_port < 65536:
             raise InputError("--metrics-port", args.metrics_port, "must be a port number (0: no metrics)")
         changes["metrics_port"] = args.metrics_port
+    if args.heartbeat_port is not None:
+        if not 0 <= args.heartbeat_port < 65536:
+            raise InputError("--heartbeat-port", args.heartbeat_port, "must be a port number (0: any free port)")
+        changes["heartbeat_port"] = args.heartbeat_port
     if args.no_lease_renewals:
         changes["lease_renewals"] = False
     for flag in ("space_sharing", "estimator"):

@@ -5,11 +5,20 @@ worker types into the policy's input; limits.py: quota rows of the LP; placement
 servers; admission.py: who may queue how much.
 """
 
-from .admission import AdmissionControl, Refusal
-from .compile import RuleCompiler, Server, simulated_servers
-from .limits import Limits
-from .model import Admission, ClusterRules, JobRules, check_entity, entities_of, parse_job_rules
-from .placement import ServerRules
+from __future__ import annotations
 
-__all__ = ["Admission", "AdmissionControl", "ClusterRules", "JobRules", "Limits", "Refusal", "RuleCompiler",
-           "Server", "ServerRules", "check_entity", "entities_of", "parse_job_rules", "simulated_servers"]
+import importlib
+
+# name -> submodule, loaded on first use: what only reads a job's rules (protocol.jobspec, and through it a
+# worker daemon or the heartbeat port's process) does not load compile.py's scipy
+_EXPORTS = {"AdmissionControl": "admission", "Refusal": "admission", "RuleCompiler": "compile", "Server": "compile",
+            "simulated_servers": "compile", "Limits": "limits", "Admission": "model", "ClusterRules": "model",
+            "JobRules": "model", "check_entity": "model", "entities_of": "model", "parse_job_rules": "model",
+            "ServerRules": "placement"}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)

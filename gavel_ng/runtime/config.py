@@ -109,6 +109,9 @@ class ClusterConfig:
     realloc_delay_seconds: float = 30.0      # round policies: what a resize costs a job (Pollux's restart factor)
     metrics_port: int = 0                    # Prometheus text at http://BIND:PORT/metrics; 0: off
     backfill: bool = True                    # GPUs a job frees mid-round run waiting jobs until the round ends
+    # heartbeats answered by a process of their own on this port (runtime.front); 0: any free port; None: by the
+    # scheduler's own port and process
+    heartbeat_port: int | None = None
 
     @classmethod
     def load(cls, path: str | Path) -> ClusterConfig:
@@ -180,6 +183,9 @@ class ClusterConfig:
                 "cluster-config.realloc_delay_seconds", self.realloc_delay_seconds, "must be a number of seconds >= 0")
         require(is_int(self.metrics_port) and 0 <= self.metrics_port < 65536, "cluster-config.metrics_port",
                 self.metrics_port, "must be a port number (0: no metrics)")
+        require(self.heartbeat_port is None or (is_int(self.heartbeat_port) and 0 <= self.heartbeat_port < 65536),
+                "cluster-config.heartbeat_port", self.heartbeat_port,
+                "must be a port number (0: any free port; null: heartbeats go to the scheduler's port)")
         require(isinstance(self.policy_options, dict) and all(isinstance(k, str) for k in self.policy_options),
                 "cluster-config.policy_options", self.policy_options, "must be an object of option: value")
         self._check_known_policy()

@@ -24,11 +24,12 @@ import logging
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
 
 from ..errors import require
 from ..protocol.jobspec import JobSpec
-from ..protocol.rpc import ACCOUNT_NAME, Principal
+from ..protocol.rpc import ACCOUNT_NAME, ADMIN, Principal, job_principal, same
 from ..rules.model import JobRules
 from .jobs import JobState
 from .records import Credential
@@ -49,6 +50,18 @@ def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+def principal_of(token: str, secret: str, credential: Callable[[str], Principal | None]) -> Principal | None:
+    """Who holds `token`: the admin (the cluster token `secret`), a job attempt, or (`credential(token)`) a
+    credential an admin issued."""
+    if not token:
+        return None
+    if same(token, secret):
+        return ADMIN
+    if token.startswith("job:"):
+        return job_principal(secret, token)
+    return credential(token)
+
+
 class Credentials:
     """The credentials of a state (store.CREDENTIALS table), indexed by token hash. Thread-safe."""
 
@@ -62,6 +75,10 @@ class Credentials:
     def authenticate(self, token: str) -> Principal | None:
         c = self._by_hash.get(token_hash(token)) if token else None
         return c.principal if c is not None else None
+
+    def principals(self) -> dict[str, Principal]:
+        """Token hash -> principal of every active credential (runtime.front authenticates with a copy)."""
+        return {h: c.principal for h, c in list(self._by_hash.items())}
 
     def get(self, name: str) -> Credential | None:
         c = self.by_name.get(name)

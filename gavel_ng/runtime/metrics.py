@@ -107,6 +107,25 @@ class StateCollector:
                                       value=self.policy_errors())
 
 
+class FrontCollector:
+    """The heartbeat port's process (runtime.front.HeartbeatFront), read at scrape time."""
+
+    def __init__(self, front):
+        self.front = front
+
+    def collect(self):
+        f = self.front
+        beats = CounterMetricFamily("gavel_heartbeat_port_heartbeats", "Heartbeats the heartbeat port's process "
+                                    "answered, and those it left to the scheduler's own port", labels=["outcome"])
+        beats.add_metric(["answered"], f.answered)
+        beats.add_metric(["asked"], f.asked)
+        yield beats
+        yield CounterMetricFamily("gavel_heartbeat_port_restarts", "Times the heartbeat port's process was started "
+                                  "again after it ended", value=f.restarts)
+        yield GaugeMetricFamily("gavel_heartbeat_port_up", "1 while the heartbeat port's process runs",
+                                value=int(f.alive))
+
+
 class Metrics:
     """The registry of one scheduler service, and its HTTP server once `serve()` was called."""
 
@@ -132,6 +151,10 @@ class Metrics:
                     self._done(job)
             state.book.on_done, state.book.on_start = self._done, self._started
         self._server = None
+
+    def watch_front(self, front) -> None:
+        """Export the heartbeat port's figures (runtime.front)."""
+        self.registry.register(FrontCollector(front))
 
     def _done(self, job) -> None:
         if job.finished is not None:

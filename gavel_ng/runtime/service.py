@@ -38,7 +38,6 @@ from ..protocol.rpc import (
     Security,
     Stub,
     caller,
-    job_principal,
     make_server,
     new_token,
     open_channel,
@@ -49,9 +48,19 @@ from .adaptive import AdaptiveReport
 from .backfill import LiveBackfill
 from .checks import Checks
 from .config import ClusterConfig, validate_submission
-from .credentials import Access, Credentials, PermissionDenied, UnknownWorker, check_user_request, redact
+from .credentials import (
+    Access,
+    Credentials,
+    PermissionDenied,
+    UnknownWorker,
+    check_user_request,
+    principal_of,
+    redact,
+)
 from .executor import DeployExecutor, Lease
+from .front import HeartbeatFront
 from .gcpace import GcPacer
+from .heartbeats import heartbeat_reply
 from .jobs import FINISHED, MAX_DETAIL, AttemptRef, DoneReport, JobState
 from .listing import (
     MAX_STATUS_JOBS,
@@ -86,6 +95,7 @@ HANDLERS = 64            # gRPC handler threads (protocol.limits shares them out
 # returns another optimum than a cold one, so a simulation meant to predict this runtime solves cold too
 # (SimConfig.warm_start; experiments/sim_vs_cluster.py).
 WARM_SOLVES = False
+STATUS_LOCK_WAIT = 0.05   # seconds `status` waits for the state's lock before it reads its page without it
 # calls with handler threads of their own (liveness.TimedPool): a worker's heartbeat, and a status read, are
 # never queued behind a round's thousands of reports and launches waiting for the state's lock
 LANES = (("express", ("Heartbeat",), 8), ("reads", ("GetStatus",), 4))   # Scheduler methods, threads
@@ -154,8 +164,11 @@ class SchedulerServicer:
         kills = self.state.register(reg, lambda address: self.svc.worker_stub(address, req.call_token))
         self.svc.executor.send_kills(kills)
         cfg = self.state.config
+        front = self.svc.front
         return pb.RegisterWorkerReply(heartbeat_seconds=cfg.heartbeat_seconds, grace_seconds=cfg.grace,
-                                      round_seconds=cfg.round_seconds, lease_key=self.svc.executor.lease_key)
+                                      round_seconds=cfg.round_seconds, lease_key=self.svc.executor.lease_key,
+                                      # named while its process is restarted too: the daemon falls back meanwhile
+                                      heartbeat_port=front.port if front is not None else 0)
 
     @_rpc
     def Heartbeat(self, req, context):
@@ -163,10 +176,7 @@ class SchedulerServicer:
         answer = self.state.heartbeat(req.worker_id, [_ref(r) for r in req.running])
         if answer is None:
             context.abort(grpc.StatusCode.NOT_FOUND, "unknown worker: register again")
-        reply = pb.HeartbeatReply(kill=[pb.AttemptRef(job_id=k.job_id, attempt=k.attempt) for k in answer.kills])
-        for ref, seconds_left in answer.leases:
-            reply.leases.add(job_id=ref.job_id, attempt=ref.attempt, seconds_left=seconds_left)
-        return reply
+        return heartbeat_reply(answer)
 
     @_rpc
     def ReportDone(self, req, context):
@@ -409,6 +419,8 @@ class SchedulerService:
             raise damaged(self.state_dir, _what(exc)) from None
         self._saved_classes = None
         self._row_index: tuple[object, dict[int, list[int]]] = (None, {})   # allocation rows by job (status)
+        self._infos: dict[str, tuple] = {}      # worker id -> (what it says, WorkerInfo): status's kept messages
+        self._infos_lock = threading.Lock()
         self.submitting = threading.Lock()     # one SubmitJobs at a time (SchedulerServicer.SubmitJobs)
         self.metrics = Metrics(self.state, self.policy_errors)
         self.waiting = Waiting(self.state, crules.quotas, self.policy_name)
@@ -428,6 +440,7 @@ class SchedulerService:
         self._set_health(False)
         self.store.on_failing = self._set_health
         self.server: grpc.Server | None = None
+        self.front: HeartbeatFront | None = None     # heartbeats in a process of their own (runtime.front)
         self.pool: TimedPool | None = None        # the server's handler threads (start)
         self._thread: threading.Thread | None = None
         self._backup()
@@ -441,13 +454,7 @@ class SchedulerService:
 
     def authenticate(self, token: str) -> Principal | None:
         """Who holds `token`: the admin (the cluster token), a job attempt, or a credential an admin issued."""
-        if not token:
-            return None
-        if same(token, self.secret):
-            return ADMIN
-        if token.startswith("job:"):
-            return job_principal(self.secret, token)
-        return self.credentials.authenticate(token)
+        return principal_of(token, self.secret, self.credentials.authenticate)
 
     def _job_rules(self, job: int):
         j = self.state.jobs.get(job)
@@ -591,6 +598,11 @@ class SchedulerService:
     def start(self) -> int:
         if self.metrics_port:
             self.metrics.serve(self.bind, self.metrics_port)
+        if self.config.heartbeat_port is not None:
+            self.front = HeartbeatFront(self.state, self.credentials, self.access, self.security, self.bind,
+                                       self.config.heartbeat_port)
+            self.front.start()
+            self.metrics.watch_front(self.front)
         self.pool = TimedPool(HANDLERS, self.state.stalls, lanes=_lanes())
         self.server, self.port = make_server(self.bind, self.port, {"Scheduler": SchedulerServicer(self)},
                                              self.security, max_workers=HANDLERS, health_servicer=self.health,
@@ -645,6 +657,8 @@ class SchedulerService:
         with self.state.cv:
             self.state.cv.notify_all()
         self.metrics.close()
+        if self.front is not None:
+            self.front.stop()
         if self.server is not None:
             self.server.stop(grace).wait(grace + 1)
         if self._thread is not None:
@@ -662,15 +676,17 @@ class SchedulerService:
 
     # ----- status ------------------------------------------------------------------------------
     def job_info(self, j: JobState) -> pb.JobInfo:
-        placement = placement_label(j.live.worker_type, j.live.placement) if j.live is not None else ""
+        live = j.live                       # read once: `status` may read a job without the lock
+        placement = placement_label(live.worker_type, live.placement) if live is not None else ""
         info = pb.JobInfo(job_id=j.job_id, spec=j.spec.to_proto(), status=j.status, steps_done=j.steps_done,
                           steps_live=max(j.steps_live, j.steps_done), submitted=j.submitted,
                           finished=j.finished or 0.0, attempts=j.attempts, placement=placement, renewals=j.renewals,
-                          resizes=j.resizes, gpus=len(j.live.placement) if j.live is not None else 0,
+                          resizes=j.resizes, gpus=len(live.placement) if live is not None else 0,
                           reason=self._reason(j), first_start=j.first_start or 0.0, preemptions=j.preemptions,
                           gpu_seconds=j.gpu_seconds, error=j.error)
-        if j.report is not None:
-            info.report.CopyFrom(j.report.to_proto())
+        report = j.report
+        if report is not None:
+            info.report.CopyFrom(report.to_proto())
         return info
 
     def _reason(self, j: JobState) -> str:
@@ -699,34 +715,50 @@ class SchedulerService:
             return "planning the next round"
         return ""
 
+    def _status_reads(self, job_limit: int, who: Principal | None, first: list[int]) -> tuple:
+        """What `status` reads of the jobs on its page, in one pass."""
+        st = self.state
+        counts, page = status_page(st.jobs, job_limit, st.index, first)
+        jobs = [redact(slim(self.job_info(j)), self.access.manages(who, j)) for j in page]
+        listed = {j.job_id for j in page}
+        classes = self._class_rates([j for j in page if j.status not in FINISHED])
+        rows, X = st.allocation
+        shares = [(rows[r], X[r]) for r in self._rows_of(listed)
+                  if all(m in st.jobs and st.jobs[m].status not in FINISHED for m in rows[r])]
+        decision = None if st.decision is None else [
+            d for d in st.decision if d[0] in st.jobs and st.jobs[d[0]].status not in FINISHED]
+        reply = pb.StatusReply(worker_types=st.worker_types, policy=self.policy_name, round=st.round_no,
+                               round_seconds=self.config.round_seconds,
+                               round_ends_in=self.executor.round_ends_in(),
+                               renewals=st.stats["renewals"], launches=st.stats["launches"],
+                               throughputs=self.table.measured(), job_counts=counts,
+                               round_note=self._round_note(counts), now=time.time())
+        return jobs, classes, shares, decision, reply
+
     def status(self, job_limit: int = 0, who: Principal | None = None) -> pb.StatusReply:
         """Workers, job counts by status, a page of jobs (listing.status_page; redacted where `who` does not
         manage the job) and the allocation rows and decisions of the jobs on it. Most of it is read without
         the state's lock (`_workers_now`, the counts and the page's ids: copies atomic under the GIL); the
-        page's jobs, their classes and rows are read under it, in one short pass (about 1 ms at 20,000 jobs
-        and 1,250 workers, against 6-7 ms when the whole of it was); the reply is built after."""
+        page's jobs, their classes and rows in one short pass (about 1 ms at 20,000 jobs and 1,250 workers),
+        under the lock when it comes within STATUS_LOCK_WAIT, else without it: at a round's boundary at
+        10,000 GPUs the reports' holds of the lock made `status` wait 200-300 ms for it. A page read without
+        it may show a job mid-change (e.g. ended, not yet counted); one that fails to read (a dict changed
+        while walked) is read again under the lock. The reply is built after."""
         st = self.state
         workers = self._workers_now()
         first = st.index.first_unfinished(job_limit or STATUS_JOBS) if 0 <= job_limit <= MAX_STATUS_JOBS else []
-        with st.lock:
-            counts, page = status_page(st.jobs, job_limit, st.index, first)
-            jobs = [redact(slim(self.job_info(j)), self.access.manages(who, j)) for j in page]
-            listed = {j.job_id for j in page}
-            classes = self._class_rates([j for j in page if j.status not in FINISHED])
-            rows, X = st.allocation
-            shares = [(rows[r], X[r]) for r in self._rows_of(listed)
-                      if all(m in st.jobs and st.jobs[m].status not in FINISHED for m in rows[r])]
-            decision = None if st.decision is None else [
-                d for d in st.decision if d[0] in st.jobs and st.jobs[d[0]].status not in FINISHED]
-            reply = pb.StatusReply(worker_types=st.worker_types, policy=self.policy_name, round=st.round_no,
-                                   round_seconds=self.config.round_seconds,
-                                   round_ends_in=self.executor.round_ends_in(),
-                                   renewals=st.stats["renewals"], launches=st.stats["launches"],
-                                   throughputs=self.table.measured(), job_counts=counts,
-                                   round_note=self._round_note(counts), now=time.time())
-        for _, wid, address, gpu_type, gpus, alive, ago, running in sorted(workers):
-            reply.workers.add(worker_id=wid, address=address, gpu_type=gpu_type, gpus=gpus, alive=alive,
-                              last_seen_ago=ago, running_jobs=sorted(running))
+        if st.lock.acquire(timeout=STATUS_LOCK_WAIT):
+            try:
+                jobs, classes, shares, decision, reply = self._status_reads(job_limit, who, first)
+            finally:
+                st.lock.release()
+        else:
+            try:
+                jobs, classes, shares, decision, reply = self._status_reads(job_limit, who, first)
+            except (RuntimeError, KeyError, AttributeError, TypeError):
+                with st.lock:
+                    jobs, classes, shares, decision, reply = self._status_reads(job_limit, who, first)
+        self._add_workers(reply, workers)
         reply.jobs.extend(jobs)
         for key, rates, sources in classes:
             reply.classes.add(job_type=key[0], scale_factor=key[1], rates=dict(zip(st.worker_types, rates)),
@@ -753,6 +785,23 @@ class SchedulerService:
                 running = ()
             out.append((w.order, w.worker_id, w.address, w.gpu_type, w.gpus, w.alive, now - w.last_seen, running))
         return out
+
+    def _add_workers(self, reply: pb.StatusReply, workers: list[tuple]) -> None:
+        """`_workers_now`'s rows into the reply, in registration order. Each worker's message is kept until what
+        it says changes, and only its `last_seen_ago` is set anew: building 1,250 of them made a third of a
+        status reply's cost, and at a boundary every millisecond of it waits for the GIL again."""
+        kept: dict[str, tuple] = {}
+        with self._infos_lock:              # the status lane's threads share the kept messages
+            for _, wid, address, gpu_type, gpus, alive, ago, running in sorted(workers):
+                key = (address, gpu_type, gpus, alive, running)
+                hit = self._infos.get(wid)
+                if hit is None or hit[0] != key:
+                    hit = (key, pb.WorkerInfo(worker_id=wid, address=address, gpu_type=gpu_type, gpus=gpus,
+                                              alive=alive, running_jobs=sorted(running)))
+                hit[1].last_seen_ago = ago
+                kept[wid] = hit
+            self._infos = kept              # workers gone from the registry are forgotten
+            reply.workers.extend(info for _, info in kept.values())
 
     def _rows_of(self, jobs: set[int]) -> list[int]:
         """The allocation rows (indices) holding any of `jobs`, in order; the row index is kept per allocation."""

@@ -34,6 +34,7 @@ from ..rules.model import entities_of
 from ..topology import Topology
 from .adaptive import AdaptiveReport, record_report, restore_adaptive
 from .config import ClusterConfig
+from .heartbeats import HeartbeatAnswer, WorkerRow, quick_answer
 from .jobs import FINISHED, Attempt, AttemptRef, DoneReport, JobBook, JobState
 from .live import LiveIndex
 from .liveness import Stalls
@@ -59,14 +60,6 @@ class Registration:
     pending: list[DoneReport] = field(default_factory=list)
     labels: frozenset = frozenset()
     call_token: str = ""            # what the scheduler presents to the worker's own service
-
-
-@dataclass(frozen=True)
-class HeartbeatAnswer:
-    """What a worker learns from its heartbeat: attempts to stop, and its attempts' lease ends."""
-
-    kills: list[AttemptRef]
-    leases: list[tuple[AttemptRef, float]]    # (attempt, seconds left)
 
 
 class ClusterState:
@@ -206,33 +199,45 @@ class ClusterState:
     def _quick_heartbeat(self, worker_id: str, running: list[AttemptRef]) -> HeartbeatAnswer | None:
         """The heartbeat of a live worker that runs only attempts live here and waits on no fence, answered
         without the lock (None: it needs the lock). It then changes nothing but `last_seen` (a float's store),
-        so the locked path would answer the same: no kills, the same leases. Reads are of single dict and
-        attribute lookups and a C-level copy of the worker's set (atomic under the GIL); a change made
-        meanwhile (the worker declared dead, an attempt ended) is what the next heartbeat sees, as if this
-        one had been answered just before it."""
+        so the locked path would answer the same: no kills, the same leases (runtime.heartbeats)."""
+        row = self.worker_row(worker_id)
+        answer = quick_answer(row, [(r.job_id, r.attempt) for r in running], time.time()) if row else None
+        if answer is not None:
+            self.seen(worker_id)
+        return answer
+
+    def worker_row(self, worker_id: str) -> WorkerRow | None:
+        """What a heartbeat of this worker needs (runtime.heartbeats); None when unknown, or when read while
+        changing. Without the lock, reads are of single dict and attribute lookups and a C-level copy of the
+        worker's set (atomic under the GIL); a change made meanwhile (the worker declared dead, an attempt
+        ended) is what the next heartbeat sees, as if this one had been answered just before it."""
         w = self.workers.get(worker_id)
-        if w is None or not w.alive or worker_id in self.index.fenced_on:
+        if w is None:
             return None
         try:
-            held = tuple(self.index.by_worker.get(worker_id, ()))
+            held = sorted(self.index.by_worker.get(worker_id, ()))
         except RuntimeError:                    # changed while copied: take the lock
             return None
-        live: dict[int, Attempt] = {}
+        attempts = []
         for m in held:
             job = self.jobs.get(m)
             att = job.live if job is not None else None
             if att is None:
                 return None
-            live[m] = att
-        for ref in running:
-            att = live.get(ref.job_id)
-            if att is None or att.attempt != ref.attempt:
-                return None
-        w.last_seen = time.monotonic()
-        now = time.time()
-        leases = [(AttemptRef(m, att.attempt), att.lease_end - now) for m, att in sorted(live.items())
-                  if worker_id not in att.reports]
-        return HeartbeatAnswer([], leases)
+            attempts.append((m, att.attempt, att.lease_end, worker_id in att.reports))
+        return WorkerRow(w.alive, worker_id in self.index.fenced_on, w.call_token, tuple(attempts))
+
+    def rows_mark(self) -> tuple:
+        """Changes whenever most of what the workers' rows say does (an attempt or a fence, a worker joining or
+        leaving, a lease renewed); a worker's report of a multi-server attempt, or a renewal's lease end that
+        lands just after the mark was read, do not change it (runtime.front reads every row every FULL_EVERY)."""
+        return self.index.version, self.registry.version, self.stats["renewals"]
+
+    def worker_rows(self) -> dict[str, WorkerRow | None]:
+        """Every registered worker's row (runtime.front keeps a copy), read as `worker_row` reads one: without
+        the lock, which a hold for all 1,250 workers' rows made a round's reports and `status` wait for (up
+        to 180 ms at a boundary). None for a row read while it changed."""
+        return {wid: self.worker_row(wid) for wid in list(self.workers)}
 
     @contextmanager
     def _heard(self):

@@ -45,6 +45,7 @@ from ..protocol.rpc import (
 )
 from ..protocol.text import unrunnable
 from .backoff import Backoff
+from .heartbeat_route import HeartbeatRoute
 from .isolation import (
     JOB_ENV_ALLOW,
     Refused,
@@ -157,6 +158,7 @@ class WorkerDaemon:
         self.server = None
         self.channel = open_channel(scheduler, security)
         self.stub = Stub(self.channel, "Scheduler", security.token, timeout=5.0)
+        self.route = HeartbeatRoute(scheduler, security)   # the scheduler's heartbeat port, when it has one
         self.backoff = Backoff(scheduler)
         self.refusal: InputError | None = None   # why the scheduler will never take this worker
         self.token_source = token_source
@@ -190,6 +192,7 @@ class WorkerDaemon:
         if self.server is not None:
             self.server.stop(0.5).wait(2)
         self.channel.close()
+        self.route.close()
         if self._own_dir:
             shutil.rmtree(self.work_dir, ignore_errors=True)
 
@@ -490,6 +493,7 @@ class WorkerDaemon:
         self.heartbeat_seconds, self.grace = reply.heartbeat_seconds or 2.0, reply.grace_seconds or 30.0
         self.lease_key = reply.lease_key or self.security.token
         self.round_seconds = reply.round_seconds
+        self.route.registered(reply.heartbeat_port)
         with self.lock:
             self.pending = [r for r in self.pending if r not in pending]
         self.registered.set()
@@ -549,8 +553,8 @@ class WorkerDaemon:
                                             steps=-1, reason=rep.reason)
 
     def _heartbeat(self) -> None:
-        reply = self.stub.Heartbeat(pb.HeartbeatRequest(worker_id=self.worker_id, running=self._running_refs(),
-                                                        call_token=self.call_token))
+        reply = self.route.send(self.stub, pb.HeartbeatRequest(worker_id=self.worker_id, running=self._running_refs(),
+                                                               call_token=self.call_token))
         now = time.time()
         with self.lock:
             tasks = {t.ref: t for t in self.running + self.queued}

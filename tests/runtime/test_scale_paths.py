@@ -320,3 +320,32 @@ def test_a_heartbeat_is_answered_while_every_handler_thread_waits_for_the_state(
     finally:
         callers.shutdown(wait=False)
         w.close()
+
+
+def test_status_reads_its_page_without_a_lock_held_elsewhere_and_as_it_reads_under_it(make_service):
+    """A round's reports hold the state's lock in turns at a boundary; `status` waits for it at most
+    STATUS_LOCK_WAIT, then reads its page without it (SchedulerService.status): the same reply."""
+    svc = make_service(worker_types=("v100",))
+    with svc.state.lock:
+        pass
+    ids = svc.state.submit([JOB, JobSpec("ResNet-50 (batch size 64)", 500, size="tiny"), JOB])
+    svc.state.cancel(ids[1])
+    locked = svc.status()
+    held, done = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with svc.state.lock:
+            held.set()
+            done.wait(30)                        # until status returned (30 s: it waited for the lock)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(10)
+    free = svc.status()
+    still_held = not done.is_set() and holder.is_alive()
+    done.set()
+    holder.join()
+    assert still_held                            # answered while the lock was held elsewhere
+    assert dict(free.job_counts) == dict(locked.job_counts) == {"queued": 2, "cancelled": 1}
+    assert [(j.job_id, j.status, j.reason) for j in free.jobs] == [(j.job_id, j.status, j.reason) for j in locked.jobs]
+    assert list(free.classes) == list(locked.classes)

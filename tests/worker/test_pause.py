@@ -49,11 +49,15 @@ def _killed_renewed(cl) -> list[dict]:
 
 def test_scheduler_paused_past_worker_timeout_loses_nothing(cluster_factory):
     pause = float(os.environ.get("GAVEL_NG_PAUSE_SECONDS", "5"))
-    cl = cluster_factory(round_seconds=6.0, heartbeat_seconds=0.5, worker_timeout_seconds=2.0)
+    # heartbeats answered by the scheduler's heartbeat port (runtime.front), which keeps running while the
+    # scheduler is stopped: it answers from its copy for 5 s, then leaves them to the stopped scheduler
+    cl = cluster_factory(round_seconds=6.0, heartbeat_seconds=0.5, worker_timeout_seconds=2.0, heartbeat_port=0)
     cl.start(("w-v100", "v100", 1), ("w-k80", "k80", 1))
     with cl.client() as c:
         ids = c.submit(JOBS)
         wait_for(lambda: len({e["job_id"] for e in _asked(cl)}) == 2, 180, "no job was renewed")
+        assert all("heartbeats go to the scheduler's heartbeat port" in (cl.root / f"{name}.log").read_text()
+                   for name in cl.workers)
         # stop it just after a renewal: the workers then hold the old lease end
         seen = len(_asked(cl))
         wait_for(lambda: len(_asked(cl)) > seen, 60, "no renewal", poll=0.05)
