@@ -1,11 +1,13 @@
 """The scheduler at 10,000 GPUs: heartbeats, launches and status against a real scheduler process (issue 42).
 
     python experiments/bench_runtime_scale.py [--workers 100,500,1250] [--jobs 0,5000,20000]
-        [--seconds 75] [--round-seconds 30] [--probe-workers 12] [--code DIR] [--out FILE.json]
+        [--seconds 75] [--round-seconds 30] [--probe-workers 12] [--no-heartbeat-port] [--code DIR]
+        [--out FILE.json]
     python experiments/bench_runtime_scale.py --calls [--repeat 3]
 
 A real `gavel-ng scheduler` process (las, rounds of --round-seconds, its state in a temporary
-directory) and, in a second process, simulated 8-GPU workers (experiments/scale_workers.py: they
+directory; heartbeats answered by its heartbeat port's process, runtime.front, unless
+--no-heartbeat-port) and, in a second process, simulated 8-GPU workers (experiments/scale_workers.py: they
 register, heartbeat and report as `gavel-ng worker` does, with its messages, its token and its
 5 s deadline; their Worker service accepts RunJob and runs nothing), a third of them of each of
 v100, p100 and k80. For each worker count the scheduler starts afresh; once every worker is
@@ -27,7 +29,8 @@ registered, the queue is filled to each of --jobs in turn (jobs of 2 GPUs, so 5,
   RunJob answered, or to its last `launch` event on code that does not record it), and the time
   from one round's start to the next;
 - `status` (GetStatus, default page) latency, called every 2 s from a client;
-- the scheduler process's CPU (share of one core over the window) and its RSS.
+- the scheduler process's CPU (share of one core over the window) and its RSS, and its heartbeat port's;
+  the share of heartbeats the port answered (the rest it left to the scheduler's own port).
 
 Each figure is printed beside its goal. `--code DIR` runs the scheduler from another checkout's
 gavel_ng (e.g. `git archive main | tar -x -C /tmp/before`), to measure the code before a change
