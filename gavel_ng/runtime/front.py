@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import socket
 import subprocess
 import sys
@@ -27,7 +28,9 @@ import threading
 import time
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
+from pathlib import Path
 
+from ..errors import InputError
 from ..protocol.protos import gavel_pb2 as pb
 from ..protocol.rpc import Principal, Security, caller, make_server, same
 from .credentials import principal_of, token_hash
@@ -178,7 +181,10 @@ class HeartbeatFront:
         # a fresh interpreter (`python -m gavel_ng.runtime.front`), not a fork (gRPC's threads do not survive
         # one) nor multiprocessing's spawn (it imports the caller's __main__ again)
         ours, theirs = socket.socketpair()
-        proc = subprocess.Popen([sys.executable, "-m", __name__, str(theirs.fileno())], pass_fds=(theirs.fileno(),))
+        root = str(Path(__file__).resolve().parents[2])     # this gavel_ng, however the scheduler found it
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (root, os.environ.get("PYTHONPATH"))))}
+        proc = subprocess.Popen([sys.executable, "-m", __name__, str(theirs.fileno())], pass_fds=(theirs.fileno(),),
+                                env=env)
         theirs.close()
         conn = Connection(ours.detach())
         conn.send((self.bind, self.port, self.security))
@@ -191,7 +197,8 @@ class HeartbeatFront:
             kind, value = "error", f"it exited ({proc.wait()})"
         if kind != "port":
             proc.wait(5)
-            raise RuntimeError(f"the heartbeat port's process could not serve on {self.bind}:{self.port}: {value}")
+            raise InputError("heartbeat_port", self.port, f"its process cannot serve on {self.bind}:{self.port}: "
+                                                           f"{value}")
         with self._link:                                # a new process starts from an empty copy
             self.port, self._proc, self._conn = value, proc, conn
             self._sent, self._sent_owners, self._sent_principals = {}, None, None
@@ -250,7 +257,7 @@ class HeartbeatFront:
                 self._spawn()
                 self.restarts += 1
                 return
-            except (RuntimeError, OSError) as exc:
+            except (RuntimeError, OSError, InputError) as exc:
                 log.warning("%s; trying again", exc)
 
     def stop(self) -> None:

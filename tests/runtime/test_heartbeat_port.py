@@ -242,3 +242,21 @@ def test_the_copy_is_sent_what_changed_and_every_row_again_now_and_then(make_ser
     assert port._update()[1] == {}
     monkeypatch.setattr(front, "FULL_EVERY", 0.0)
     assert port._update()[1] == {"w1": WorkerRow(True, False, "changed behind the mark's back", ())}
+
+
+def test_a_heartbeat_port_that_cannot_be_listened_on_is_a_clear_error(tmp_path):
+    import socket
+
+    from gavel_ng.errors import InputError
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    svc = SchedulerService(ClusterConfig(heartbeat_port=port), tmp_path / "state", port=0, bind="127.0.0.1")
+    try:
+        with pytest.raises(InputError, match=f"heartbeat_port={port}.*cannot serve on 127.0.0.1:{port}"):
+            svc.start()
+    finally:
+        svc.stop(grace=0.1)
+        taken.close()
