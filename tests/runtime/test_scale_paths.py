@@ -211,7 +211,8 @@ def test_a_stalled_scheduler_kills_no_worker_and_a_worker_declared_dead_gets_its
         [attempt] = w.running()
         w.beating.clear()             # it really stops: declared dead, its attempt written off
         wait_for(lambda: not svc.state.workers["w1"].alive, "a silent worker was not declared dead", 10.0)
-        assert svc.state.jobs[m].live is None and svc.state.jobs[m].fence is not None
+        with svc.state.lock:          # worker_lost marks it dead, then writes its attempts off, under the lock
+            assert svc.state.jobs[m].live is None and svc.state.jobs[m].fence is not None
         w.register()                  # back, still running it: the attempt is live again, not relaunched
         job = svc.state.jobs[m]
         assert job.live is not None and job.live.attempt == attempt.attempt and job.status == "running"
