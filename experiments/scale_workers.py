@@ -308,8 +308,9 @@ class SimWorker:
         start, sent = time.perf_counter(), time.time()
         req = pb.HeartbeatRequest(worker_id=self.worker_id, running=self._running())
         try:
-            reply = await self._via_port(req) or await self.stub["Heartbeat"](req, metadata=self.metadata,
-                                                                               timeout=DEADLINE)
+            reply = await self._via_port(req)
+            if reply is None:
+                reply = await self.stub["Heartbeat"](req, metadata=self.metadata, timeout=DEADLINE)
         except aio.AioRpcError as exc:
             if exc.code() != grpc.StatusCode.NOT_FOUND:
                 self.window.failed[exc.code().name] += 1

@@ -13,6 +13,7 @@ from ..policies.plugins import add_flag as add_plugin_flag
 
 REPEAT_EVERY_S = 3600.0   # a repeating warning is logged again at most this often, with its count
 SWITCH_INTERVAL_S = 0.001  # the scheduler process's GIL switch interval (sys.setswitchinterval; default 0.005)
+PORT_SWITCH_INTERVAL_S = 0.005   # ... when its heartbeats are answered by the heartbeat port (runtime.front)
 
 
 def add_parser(sub) -> None:
@@ -94,9 +95,11 @@ def run(args) -> int:
     if not 0 <= args.port < 65536:
         raise InputError("--port", args.port, "must be a port number")
     # the state's lock is held across SQLite calls and log writes, each of which lets go of the GIL: with the
-    # default 5 ms switch interval, getting it back behind busy gRPC threads made each such call cost up to
-    # 5 ms under the lock at 10,000 GPUs (issue 42; docs/deploy.md, "Scale")
-    sys.setswitchinterval(SWITCH_INTERVAL_S)
+    # default 5 ms switch interval, getting it back behind 625 heartbeats a second made each such call cost up
+    # to 5 ms under the lock at 10,000 GPUs. With the heartbeats in a process of their own, CPython's 5 ms
+    # gave `status` a shorter tail (max 95-151 ms against 104-273 ms in a paired trial) at the same CPU
+    # (issue 42; experiments/README.md, "Fifth pass")
+    sys.setswitchinterval(SWITCH_INTERVAL_S if config.heartbeat_port is None else PORT_SWITCH_INTERVAL_S)
     try:
         service = SchedulerService(config, args.state, port=args.port, bind=args.bind, pace_gc=True)
     except (StoreError, OSError) as exc:      # e.g. a full disk at start: one line, exit 2

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import operator
 import os
 import sqlite3
 import threading
@@ -99,6 +100,9 @@ STATUS_LOCK_WAIT = 0.05   # seconds `status` waits for the state's lock before i
 # calls with handler threads of their own (liveness.TimedPool): a worker's heartbeat, and a status read, are
 # never queued behind a round's thousands of reports and launches waiting for the state's lock
 LANES = (("express", ("Heartbeat",), 8), ("reads", ("GetStatus",), 4))   # Scheduler methods, threads
+
+
+_ORDER = operator.attrgetter("order")      # workers in registration order
 
 
 def _service_name(name: str) -> str:
@@ -738,14 +742,13 @@ class SchedulerService:
     def status(self, job_limit: int = 0, who: Principal | None = None) -> pb.StatusReply:
         """Workers, job counts by status, a page of jobs (listing.status_page; redacted where `who` does not
         manage the job) and the allocation rows and decisions of the jobs on it. Most of it is read without
-        the state's lock (`_workers_now`, the counts and the page's ids: copies atomic under the GIL); the
+        the state's lock (`_add_workers`, the counts and the page's ids: copies atomic under the GIL); the
         page's jobs, their classes and rows in one short pass (about 1 ms at 20,000 jobs and 1,250 workers),
         under the lock when it comes within STATUS_LOCK_WAIT, else without it: at a round's boundary at
         10,000 GPUs the reports' holds of the lock made `status` wait 200-300 ms for it. A page read without
         it may show a job mid-change (e.g. ended, not yet counted); one that fails to read (a dict changed
         while walked) is read again under the lock. The reply is built after."""
         st = self.state
-        workers = self._workers_now()
         first = st.index.first_unfinished(job_limit or STATUS_JOBS) if 0 <= job_limit <= MAX_STATUS_JOBS else []
         if st.lock.acquire(timeout=STATUS_LOCK_WAIT):
             try:
@@ -758,7 +761,7 @@ class SchedulerService:
             except (RuntimeError, KeyError, AttributeError, TypeError):
                 with st.lock:
                     jobs, classes, shares, decision, reply = self._status_reads(job_limit, who, first)
-        self._add_workers(reply, workers)
+        self._add_workers(reply)
         reply.jobs.extend(jobs)
         for key, rates, sources in classes:
             reply.classes.add(job_type=key[0], scale_factor=key[1], rates=dict(zip(st.worker_types, rates)),
@@ -770,36 +773,28 @@ class SchedulerService:
             reply.decision.add(job_id=job, worker_type=worker_type, gpus=gpus)
         return reply
 
-    def _workers_now(self) -> list[tuple]:
-        """(order, id, address, type, GPUs, alive, seconds since heard, jobs running there) of every worker,
-        read without the state's lock: the registry's dict and each worker's set of jobs are copied by single
-        C calls (atomic under the GIL), and a worker's fields are single reads. 1,250 workers are most of a
-        status reply's cost."""
+    def _add_workers(self, reply: pb.StatusReply) -> None:
+        """Every worker into the reply, in registration order, read without the state's lock: the registry's
+        dict and each worker's set of jobs are copied by single C calls (atomic under the GIL), and a worker's
+        fields are single reads. Each worker's message is kept until what it says changes, and only its
+        `last_seen_ago` is set anew: 1,250 workers were most of a status reply's cost, and at a boundary every
+        millisecond of it waits for the GIL again."""
         st, now = self.state, time.monotonic()
         held = st.index.by_worker
-        out = []
-        for w in list(st.workers.values()):
-            try:
-                running = tuple(held.get(w.worker_id, ()))
-            except RuntimeError:                  # changed while copied (not expected: the copy is one C call)
-                running = ()
-            out.append((w.order, w.worker_id, w.address, w.gpu_type, w.gpus, w.alive, now - w.last_seen, running))
-        return out
-
-    def _add_workers(self, reply: pb.StatusReply, workers: list[tuple]) -> None:
-        """`_workers_now`'s rows into the reply, in registration order. Each worker's message is kept until what
-        it says changes, and only its `last_seen_ago` is set anew: building 1,250 of them made a third of a
-        status reply's cost, and at a boundary every millisecond of it waits for the GIL again."""
         kept: dict[str, tuple] = {}
         with self._infos_lock:              # the status lane's threads share the kept messages
-            for _, wid, address, gpu_type, gpus, alive, ago, running in sorted(workers):
-                key = (address, gpu_type, gpus, alive, running)
-                hit = self._infos.get(wid)
+            for w in sorted(list(st.workers.values()), key=_ORDER):
+                try:
+                    running = tuple(held.get(w.worker_id, ()))
+                except RuntimeError:        # changed while copied (not expected: the copy is one C call)
+                    running = ()
+                key = (w.address, w.gpu_type, w.gpus, w.alive, running)
+                hit = self._infos.get(w.worker_id)
                 if hit is None or hit[0] != key:
-                    hit = (key, pb.WorkerInfo(worker_id=wid, address=address, gpu_type=gpu_type, gpus=gpus,
-                                              alive=alive, running_jobs=sorted(running)))
-                hit[1].last_seen_ago = ago
-                kept[wid] = hit
+                    hit = (key, pb.WorkerInfo(worker_id=w.worker_id, address=w.address, gpu_type=w.gpu_type,
+                                              gpus=w.gpus, alive=w.alive, running_jobs=sorted(running)))
+                hit[1].last_seen_ago = now - w.last_seen
+                kept[w.worker_id] = hit
             self._infos = kept              # workers gone from the registry are forgotten
             reply.workers.extend(info for _, info in kept.values())
 
