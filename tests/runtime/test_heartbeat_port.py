@@ -92,6 +92,29 @@ def test_the_port_answers_the_usual_heartbeat_and_keeps_its_worker_alive(cluster
     assert "gavel_heartbeat_port_up 1.0" in text
 
 
+def test_a_running_attempt_gets_its_lease_from_the_port_as_the_scheduler_would_give_it(cluster):
+    from gavel_ng.protocol.jobspec import JobSpec
+
+    svc, main, address = cluster
+    route = _route(svc, _register(main, address, token=""))    # FakeWorker takes the cluster token's RunJob
+    [m] = svc.state.submit([JobSpec("ResNet-18 (batch size 32)", 10**6, size="tiny")])
+    wait_for(lambda: svc.state.jobs[m].live is not None, "the job did not start", timeout=30)
+    ref = (m, svc.state.jobs[m].live.attempt)
+    port, end = None, time.monotonic() + 30
+    while port is None and time.monotonic() < end:     # until the port answers (its copy has the new attempt)
+        before, route.skip_until = route.answered, 0.0
+        reply = route.send(main, _beat(token="", running=[ref]))
+        port = reply if route.answered > before else None
+    sent = time.time()
+    theirs = svc.state.heartbeat("w1", [AttemptRef(*ref)])       # the scheduler's own answer, just after
+    assert port is not None and not port.kill and not theirs.kills
+    [lease] = port.leases
+    [(their_ref, left)] = theirs.leases
+    assert (lease.job_id, lease.attempt) == ref == (their_ref.job_id, their_ref.attempt)
+    # the copy's lease end is the scheduler's, or an earlier one (it lags a renewal by a publication at most)
+    assert sent + lease.seconds_left <= time.time() + left + 0.05
+
+
 def test_a_stray_attempt_is_killed_by_the_scheduler_not_the_copy(cluster):
     svc, main, address = cluster
     route = _route(svc, _register(main, address))
