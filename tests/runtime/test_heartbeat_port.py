@@ -72,6 +72,23 @@ def _answered(route: HeartbeatRoute, main, request, n: int = 1):
     wait_for(answered, "the port answered", timeout=30)
 
 
+def _refused(route: HeartbeatRoute, main, code: grpc.StatusCode):
+    """A predicate for wait_for: a heartbeat sent by the route is refused with `code` (by the scheduler)."""
+
+    def check() -> bool:
+        try:
+            route.send(main, _beat())
+        except grpc.RpcError as exc:
+            return exc.code() == code
+        return False
+
+    return check
+
+
+def _stub(port: int, token: str) -> Stub:
+    return Stub(open_channel(f"127.0.0.1:{port}", Security(token)), "Scheduler", token)
+
+
 def test_the_port_answers_the_usual_heartbeat_and_keeps_its_worker_alive(cluster):
     svc, main, address = cluster
     reply = _register(main, address)
@@ -130,15 +147,8 @@ def test_a_dead_worker_is_told_to_register_again(cluster):
     route = _route(svc, _register(main, address))
     _answered(route, main, _beat())
     svc.state.worker_lost(svc.state.workers["w1"], "test")
-
-    def told() -> bool:
-        try:
-            route.send(main, _beat())
-        except grpc.RpcError as exc:
-            return exc.code() == grpc.StatusCode.NOT_FOUND
-        return False
-
-    wait_for(told, "NOT_FOUND once the copy has the worker dead", timeout=10)
+    wait_for(_refused(route, main, grpc.StatusCode.NOT_FOUND), "NOT_FOUND once the copy has the worker dead",
+             timeout=10)
     assert not svc.state.workers["w1"].alive
 
 
@@ -146,31 +156,23 @@ def test_another_credential_cannot_keep_a_worker_alive_through_the_port(cluster)
     svc, main, address = cluster
     _, token_a = svc.credentials.add("node-a", role="worker")
     _, token_b = svc.credentials.add("node-b", role="worker")
-    main_a = Stub(open_channel(f"127.0.0.1:{svc.port}", Security(token_a)), "Scheduler", token_a)
+    main_a = _stub(svc.port, token_a)
     reply = _register(main_a, address)
     route_a = _route(svc, reply, token_a)
     _answered(route_a, main_a, _beat())
-    port_b = Stub(open_channel(f"127.0.0.1:{reply.heartbeat_port}", Security(token_b)), "Scheduler", token_b)
+    port_b = _stub(reply.heartbeat_port, token_b)
     assert port_b.Heartbeat(_beat()).ask_scheduler                      # the port does not decide it ...
-    main_b = Stub(open_channel(f"127.0.0.1:{svc.port}", Security(token_b)), "Scheduler", token_b)
+    main_b = _stub(svc.port, token_b)
     with pytest.raises(grpc.RpcError) as err:                           # ... the scheduler refuses it
         _route(svc, reply, token_b).send(main_b, _beat())
     assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
     assert port_b.Heartbeat(_beat(token="not-the-daemon")).ask_scheduler
-    bad = Stub(open_channel(f"127.0.0.1:{reply.heartbeat_port}", Security("nobody")), "Scheduler", "nobody")
+    bad = _stub(reply.heartbeat_port, "nobody")
     with pytest.raises(grpc.RpcError) as err:
         bad.Heartbeat(_beat())
     assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
     svc.credentials.revoke("node-a")                  # a revoked credential: the port stops answering it
-
-    def refused() -> bool:
-        try:
-            route_a.send(main_a, _beat())
-        except grpc.RpcError as exc:
-            return exc.code() == grpc.StatusCode.UNAUTHENTICATED
-        return False
-
-    wait_for(refused, "the revoked credential refused", timeout=10)
+    wait_for(_refused(route_a, main_a, grpc.StatusCode.UNAUTHENTICATED), "the revoked credential refused", timeout=10)
 
 
 def test_a_killed_port_process_is_replaced_and_heartbeats_go_to_the_scheduler_meanwhile(cluster):
