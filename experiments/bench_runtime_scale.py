@@ -28,7 +28,9 @@ registered, the queue is filled to each of --jobs in turn (jobs of 2 GPUs, so 5,
   event; on code without it, the solve's seconds), its launches (the round's start to its last
   RunJob answered, or to its last `launch` event on code that does not record it), and the time
   from one round's start to the next;
-- `status` (GetStatus, default page) latency, called every 2 s from a client;
+- `status` (GetStatus, default page) latency, called every --status-every (0.5) s from a client, so
+  that a round's boundary gets several calls (every 2 s before the sixth pass of issue 42); and the
+  same call to the heartbeat port, which serves a copy of that page (runtime.front);
 - the scheduler process's CPU (share of one core over the window) and its RSS, and its heartbeat port's;
   the share of heartbeats the port answered (the rest it left to the scheduler's own port).
 
@@ -44,13 +46,16 @@ import argparse
 import json
 import multiprocessing as mp
 import os
+import socket
 import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
+import grpc
 import numpy as np
 from local_cluster import ENV, LocalProcesses
 
@@ -160,7 +165,7 @@ def _events(db_path: Path, t0: float, t1: float) -> dict:
 
 
 def measure(sim: Sim, client, pid: int, db_path: Path, seconds: float, profile: Path | None = None,
-            probe: Sim | None = None) -> dict:
+            probe: Sim | None = None, status_every: float = 0.5, port_client=None) -> dict:
     sim.stats()                                      # starts the window
     if probe is not None:
         probe.stats()
@@ -173,7 +178,16 @@ def measure(sim: Sim, client, pid: int, db_path: Path, seconds: float, profile: 
     t0, cpu0 = time.time(), _cpu_seconds(pid)
     port_cpu0 = _cpu_seconds(port_pid) if port_pid else 0.0
     status_ms, status_at, dead_now, running = [], [], 0, 0
+    port_ms, port_at, port_errors = [], [], Counter()  # the same page from the heartbeat port (runtime.front)
     while time.time() < t0 + seconds:
+        if port_client is not None:
+            start = time.perf_counter()
+            try:
+                port_client.status()
+            except grpc.RpcError as exc:                # said in the figures, by code
+                port_errors[exc.code().name] += 1
+            port_ms.append(1000 * (time.perf_counter() - start))
+            port_at.append(round(time.time() - t0, 1))
         start = time.perf_counter()
         try:
             st = client.status()
@@ -185,7 +199,7 @@ def measure(sim: Sim, client, pid: int, db_path: Path, seconds: float, profile: 
             status_ms.append(1000 * (time.perf_counter() - start))
             status_at.append(round(time.time() - t0, 1))
             print(f"  status failed: {str(exc)[:100]}", flush=True)
-        time.sleep(max(0.0, 2.0 - (time.perf_counter() - start)))
+        time.sleep(max(0.0, status_every - (time.perf_counter() - start)))
     t1 = time.time()
     cpu = (_cpu_seconds(pid) - cpu0) / (t1 - t0)
     port_cpu = (_cpu_seconds(port_pid) - port_cpu0) / (t1 - t0) if port_pid else float("nan")
@@ -231,6 +245,8 @@ def measure(sim: Sim, client, pid: int, db_path: Path, seconds: float, profile: 
             "launches": sum(r["launches"] for r in ev["rounds"]), "rounds": ev["rounds"],
             "status_ms_p50": _pct(status_ms, 50), "status_ms_max": max(status_ms) if status_ms else float("nan"),
             "status_by_time": list(zip(status_at, status_ms)),     # (seconds into the window, ms) of each call
+            "port_status_ms_p50": _pct(port_ms, 50), "port_status_ms_max": max(port_ms) if port_ms else float("nan"),
+            "port_status_by_time": list(zip(port_at, port_ms)), "port_status_errors": dict(port_errors),
             "cpu_pct": 100 * cpu, "rss_mb": rss, "port_cpu_pct": 100 * port_cpu, "port_rss_mb": port_rss,
             # heartbeats the port answered, left to the scheduler's own port, failed there
             "port_answered": s.get("port_answered", 0), "port_asked": s.get("port_asked", 0),
@@ -250,7 +266,7 @@ def run_workers(workers: int, job_counts: list[int], args, root: Path) -> list[d
         env["PYTHONPATH"] = str(Path(args.code).resolve())
     config = {"worker_types": list(TYPES), "policy": args.policy, "round_seconds": args.round_seconds}
     if not args.no_heartbeat_port:
-        config["heartbeat_port"] = 0            # heartbeats in a process of their own (runtime.front), any port
+        config["heartbeat_port"] = _free_port()     # heartbeats, and a status page, in a process of their own
     (root / "cluster.json").write_text(json.dumps(config))
     rows = []
     with LocalProcesses(root, env) as procs:
@@ -263,6 +279,8 @@ def run_workers(workers: int, job_counts: list[int], args, root: Path) -> list[d
         sim = Sim(address, token, workers - probe_n, args.job_mode)
         probe = Sim(address, token, probe_n, args.job_mode) if probe_n else None
         try:
+            port_client = None if args.no_heartbeat_port else \
+                SchedulerClient(f"127.0.0.1:{config['heartbeat_port']}", token=token, timeout=60.0)
             with SchedulerClient(address, token=token, timeout=60.0) as client:
                 end = time.monotonic() + 120
                 while sum(w.alive for w in client.status().workers) < workers:
@@ -284,14 +302,22 @@ def run_workers(workers: int, job_counts: list[int], args, root: Path) -> list[d
                     profile = Path(args.profile) / f"w{workers}-j{jobs}.txt" if args.profile else None
                     row = {"workers": workers, "jobs": jobs, "submit_s": submit_s,
                            **measure(sim, client, pid, root / "state" / "gavel.sqlite", args.seconds, profile,
-                                     probe)}
+                                     probe, args.status_every, port_client)}
                     rows.append(row)
                     print(_line(row), flush=True)
         finally:
+            if port_client is not None:
+                port_client.close()
             sim.close()
             if probe is not None:
                 probe.close()
     return rows
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def _fmt(v, spec: str = ".0f", unit: str = "") -> str:
@@ -301,7 +327,8 @@ def _fmt(v, spec: str = ".0f", unit: str = "") -> str:
 HEADER = ("| workers | jobs (running) | heartbeat p50 / p99 (goal p99 < 100 ms); p99 between round boundaries; "
           "p99 from 10 s after the submission | "
           "heartbeats failed (goal 0 %) | "
-          "workers declared dead (goal 0) | planning / launches (goal < 5 s) | status p50 / max (goal < 200 ms) | "
+          "workers declared dead (goal 0) | planning / launches (goal < 5 s) | status p50 / max (goal < 200 ms); "
+          "from the heartbeat port | "
           "scheduler CPU (+ heartbeat port's) | scheduler RSS (+ port's) | heartbeats the port answered | "
           "load avg | simulated workers' own lag p99 / max | "
           "probe workers' heartbeat p50 / p99 / max (goal p99 < 100 ms) |\n"
@@ -314,7 +341,9 @@ def _line(r: dict) -> str:
             f"{_fmt(r.get('hb_steady_p99_ms'), '.0f')} ms | "
             f"{r['failed_pct']:.1f} % | {r['dead']:,} | "
             f"{_fmt(r['plan_s'], '.2f', ' s')} / {_fmt(r['launch_s'], '.1f', ' s')} ({r['launches']:,} launches) | "
-            f"{_fmt(r['status_ms_p50'], '.0f')} / {_fmt(r['status_ms_max'], '.0f')} ms | {r['cpu_pct']:.0f} % "
+            f"{_fmt(r['status_ms_p50'], '.0f')} / {_fmt(r['status_ms_max'], '.0f')} ms; "
+            f"{_fmt(r.get('port_status_ms_p50'), '.0f')} / {_fmt(r.get('port_status_ms_max'), '.0f')} ms | "
+            f"{r['cpu_pct']:.0f} % "
             f"(+ {_fmt(r.get('port_cpu_pct'))} %) | {r['rss_mb']:.0f} MiB (+ {_fmt(r.get('port_rss_mb'))} MiB) | "
             f"{_answered(r)} | {r['load'][0]:.1f} | {_fmt(r['sim_lag_p99_ms'], '.0f')} / "
             f"{_fmt(r.get('sim_lag_max_ms'), '.0f')} ms | {_fmt(r.get('probe_hb_p50_ms'), '.1f')} / "
@@ -384,6 +413,8 @@ def main() -> int:
     ap.add_argument("--no-heartbeat-port", action="store_true",
                     help="heartbeats to the scheduler's own port and process (before issue 42's fifth pass), not to "
                          "the heartbeat port's process (cluster-config heartbeat_port)")
+    ap.add_argument("--status-every", type=float, default=0.5,
+                    help="seconds between the bench's GetStatus calls (each waits for the one before)")
     ap.add_argument("--policy", default="las")
     ap.add_argument("--job-mode", choices=("idle", "renew"), default="idle",
                     help="idle: attempts run nothing and say nothing (their worker ends them at their lease end + "

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 WORKER_METHODS = frozenset({"RegisterWorker", "Heartbeat", "ReportDone", "ReportDones", "RunJob", "RunJobs",
                             "KillJob"})
 MAX_BATCH = 256           # items in one ReportDones or RunJobs call (bounds its memory; senders split longer lists)
+STATUS_JOBS, MAX_STATUS_JOBS = 100, 1000    # jobs listed by GetStatus: default, most
 JOB_METHODS = frozenset({"InitJob", "UpdateLease"})
 
 

@@ -297,6 +297,12 @@ def _service(name: str):
     return pb.DESCRIPTOR.services_by_name[name]
 
 
+def _serializer(message_type) -> Callable:
+    """A reply's bytes; a handler may return them already serialized (runtime.front's status page)."""
+    serialize = message_type.SerializeToString
+    return lambda reply: reply if isinstance(reply, bytes) else serialize(reply)
+
+
 def make_server(bind: str, port: int, services: dict[str, object], security: Security,
                 max_workers: int = 32, health_servicer: health.HealthServicer | None = None,
                 authenticate: Callable[[str], Principal | None] | None = None,
@@ -321,7 +327,7 @@ def make_server(bind: str, port: int, services: dict[str, object], security: Sec
             req, resp = getattr(pb, m.input_type.name), getattr(pb, m.output_type.name)
             methods[m.name] = grpc.unary_unary_rpc_method_handler(
                 getattr(impl, m.name), request_deserializer=_parser(req),
-                response_serializer=resp.SerializeToString)
+                response_serializer=_serializer(resp))
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(desc.full_name, methods),))
     own = health_servicer is None
     servicer = health.HealthServicer() if own else health_servicer

@@ -1,4 +1,5 @@
-"""Heartbeats answered by a process of their own (cluster-config `heartbeat_port`).
+"""Heartbeats, and a copy of the status page, answered by a process of their own (cluster-config
+`heartbeat_port`).
 
 At 10,000 GPUs the scheduler's one Python process runs gRPC's dispatching thread, its handler
 threads and the round's planning and launches under one GIL: a heartbeat, cheap in itself, waited
@@ -14,6 +15,14 @@ reply says `ask_scheduler` and the daemon sends that heartbeat to the scheduler'
 that is behind costs a heartbeat a second call, never a wrong answer: kills and refusals are said by
 the scheduler only, and the lease ends the port tells are at most MAX_AGE older than the scheduler's
 (an attempt's lease end only grows), far inside the grace a worker gives a lease before it stops a job.
+
+The port also serves GetStatus: the default page as an admin sees it, which the scheduler builds every
+STATUS_EVERY seconds and sends as bytes. At a round's end the scheduler's own port answered `status`
+in up to 140-200 ms (issue 42, sixth pass): its one dispatching thread works through every worker's
+end report first, each waiting for the GIL. Here nothing waits for the scheduler; the page is at most
+STATUS_EVERY old (its `now` says when it was read). Anything else (another page size, a user's own
+view, which is redacted for that user) is refused FAILED_PRECONDITION: the scheduler's own port
+answers it.
 """
 
 from __future__ import annotations
@@ -26,11 +35,15 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
 
+import grpc
+
 from ..errors import InputError
+from ..protocol.limits import STATUS_JOBS
 from ..protocol.protos import gavel_pb2 as pb
 from ..protocol.rpc import Principal, Security, caller, make_server, same
 from .credentials import principal_of, token_hash
@@ -43,6 +56,8 @@ THREADS = 8              # the port's gRPC handler threads
 MAX_AGE = 5.0            # seconds: a copy older than this answers nothing (the scheduler is stopped or starved)
 FULL_EVERY = 2.0         # seconds between reads of every row even when the state's mark did not change
 START_TIMEOUT = 60.0     # seconds for the process to start and bind its port
+STATUS_EVERY = 0.5       # seconds between the scheduler's status pages for the port
+STATUS_MAX_AGE = 5.0     # seconds: an older page is not served (the scheduler is stopped or starved)
 
 
 @dataclass
@@ -56,6 +71,7 @@ class Copy:
     principals: dict[str, Principal] = field(default_factory=dict)
     seen: dict[str, float] = field(default_factory=dict)
     read_at: float = -math.inf                      # time.monotonic() when the scheduler read the latest update
+    status: tuple[float, bytes] | None = None       # (time.monotonic() when read, the page's StatusReply bytes)
     answered: int = 0
     asked: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -98,7 +114,7 @@ class Copy:
 
 
 class FrontServicer:
-    """The Scheduler service with Heartbeat only (make_server serves the methods an object has)."""
+    """The Scheduler service with Heartbeat and GetStatus only (make_server serves the methods an object has)."""
 
     def __init__(self, copy: Copy):
         self.copy = copy
@@ -111,6 +127,20 @@ class FrontServicer:
             answer = quick_answer(row, [(r.job_id, r.attempt) for r in req.running], time.time())
         self.copy.heard(req.worker_id, answer is not None)
         return pb.HeartbeatReply(ask_scheduler=True) if answer is None else heartbeat_reply(answer)
+
+    def GetStatus(self, req, context):
+        """The page the scheduler sent (bytes, as sent), to an admin asking for the default page."""
+        who = caller()
+        sized = req.job_limit in (0, STATUS_JOBS)
+        if not sized or (who is not None and not who.is_admin):
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                          f"the heartbeat port serves the default status page ({STATUS_JOBS} jobs) to admin tokens "
+                          "only; ask the scheduler's own port for " + ("your view" if sized else "this page size"))
+        page = self.copy.status
+        if page is None or time.monotonic() - page[0] > STATUS_MAX_AGE:
+            context.abort(grpc.StatusCode.UNAVAILABLE, f"no status page from the scheduler in the last "
+                                                       f"{STATUS_MAX_AGE:g}s; ask the scheduler's own port")
+        return page[1]
 
 
 def serve(conn: Connection) -> None:
@@ -138,7 +168,11 @@ def serve(conn: Connection) -> None:
     threading.Thread(target=report, name="front-seen", daemon=True).start()
     try:
         while True:
-            copy.apply(conn.recv())
+            message = conn.recv()
+            if message[0] == "status":
+                copy.status = message[1:]
+            else:
+                copy.apply(message[1])
     except (EOFError, OSError):          # the scheduler stopped or died: so does its port
         pass
     finally:
@@ -151,9 +185,13 @@ class HeartbeatFront:
     A port process that dies is started again on the same port; meanwhile workers' heartbeats to it
     fail and go to the scheduler's own port (worker.daemon)."""
 
-    def __init__(self, state, credentials, access, security: Security, bind: str, port: int):
+    def __init__(self, state, credentials, access, security: Security, bind: str, port: int,
+                 status_page: Callable[[], bytes] | None = None):
+        """`status_page()`: the default status page as an admin sees it, serialized (the service's)."""
         self.state, self.credentials, self.access = state, credentials, access
         self.security, self.bind, self.port = security, bind, port
+        self.status_page = status_page
+        self.page_failures = 0
         self.answered = self.asked = self.restarts = 0      # heartbeats answered there, left to the scheduler
         self._stop = threading.Event()
         self._proc = self._conn = None
@@ -205,10 +243,22 @@ class HeartbeatFront:
             self._mark, self._full_at = None, -math.inf
 
     def _publish(self) -> None:
+        page_at = -math.inf
         while not self._stop.wait(PUBLISH_EVERY):
+            messages = []
+            if self.status_page is not None and time.monotonic() - page_at >= STATUS_EVERY:
+                page_at = time.monotonic()
+                try:
+                    messages.append(("status", page_at, self.status_page()))
+                except Exception:                   # a page that fails to build: said, the port's copy ages
+                    self.page_failures += 1
+                    if self.page_failures == 1 or self.page_failures % 100 == 0:
+                        log.exception("the status page for the heartbeat port failed (%d time(s) in all)",
+                                      self.page_failures)
             with self._link:
                 try:
-                    self._conn.send(self._update())
+                    for message in (("copy", self._update()), *messages):
+                        self._conn.send(message)
                 except (OSError, ValueError):       # the process died: _listen starts another
                     continue
 

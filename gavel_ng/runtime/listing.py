@@ -15,11 +15,11 @@ from collections.abc import Callable, Iterable
 
 from ..errors import InputError, require
 from ..protocol.jobspec import JobSpec
+from ..protocol.limits import MAX_STATUS_JOBS, STATUS_JOBS
 from ..protocol.protos import gavel_pb2 as pb
 from .jobs import FINISHED, JobState
 from .live import LiveIndex
 
-STATUS_JOBS, MAX_STATUS_JOBS = 100, 1000    # jobs listed by GetStatus: default, most
 PAGE_JOBS, MAX_PAGE_JOBS = 1000, 5000       # jobs per ListJobs page: default, most
 PAGE_BYTES = 3 << 20                        # a page stops once this big (the client takes 4 MiB)
 MAX_JOBS_PER_CALL = 10_000                  # jobs per SubmitJobs call

@@ -96,7 +96,9 @@ HANDLERS = 64            # gRPC handler threads (protocol.limits shares them out
 # returns another optimum than a cold one, so a simulation meant to predict this runtime solves cold too
 # (SimConfig.warm_start; experiments/sim_vs_cluster.py).
 WARM_SOLVES = False
-STATUS_LOCK_WAIT = 0.05   # seconds `status` waits for the state's lock before it reads its page without it
+# seconds `status` waits for the state's lock before it reads its page without it: none. At a boundary at 10,000
+# GPUs the lock is held most of the time, so a wait almost always ran out: 50 ms was most of a status call there
+STATUS_LOCK_WAIT = 0.0
 # calls with handler threads of their own (liveness.TimedPool): a worker's heartbeat, and a status read, are
 # never queued behind a round's thousands of reports and launches waiting for the state's lock
 LANES = (("express", ("Heartbeat",), 8), ("reads", ("GetStatus",), 4))   # Scheduler methods, threads
@@ -604,7 +606,8 @@ class SchedulerService:
             self.metrics.serve(self.bind, self.metrics_port)
         if self.config.heartbeat_port is not None:
             self.front = HeartbeatFront(self.state, self.credentials, self.access, self.security, self.bind,
-                                       self.config.heartbeat_port)
+                                       self.config.heartbeat_port,
+                                       status_page=lambda: self.status(0, None).SerializeToString())
             self.front.start()
             self.metrics.watch_front(self.front)
         self.pool = TimedPool(HANDLERS, self.state.stalls, lanes=_lanes())
@@ -744,7 +747,7 @@ class SchedulerService:
         manage the job) and the allocation rows and decisions of the jobs on it. Most of it is read without
         the state's lock (`_add_workers`, the counts and the page's ids: copies atomic under the GIL); the
         page's jobs, their classes and rows in one short pass (about 1 ms at 20,000 jobs and 1,250 workers),
-        under the lock when it comes within STATUS_LOCK_WAIT, else without it: at a round's boundary at
+        under the lock when it is free (STATUS_LOCK_WAIT), else without it: at a round's boundary at
         10,000 GPUs the reports' holds of the lock made `status` wait 200-300 ms for it. A page read without
         it may show a job mid-change (e.g. ended, not yet counted); one that fails to read (a dict changed
         while walked) is read again under the lock. The reply is built after."""

@@ -19,6 +19,7 @@ import grpc
 import pytest
 from service_helpers import FakeWorker, wait_for
 
+from gavel_ng.protocol.jobspec import JobSpec
 from gavel_ng.protocol.protos import gavel_pb2 as pb
 from gavel_ng.protocol.rpc import Security, Stub, open_channel
 from gavel_ng.runtime.config import ClusterConfig
@@ -175,6 +176,60 @@ def test_another_credential_cannot_keep_a_worker_alive_through_the_port(cluster)
     wait_for(_refused(route_a, main_a, grpc.StatusCode.UNAUTHENTICATED), "the revoked credential refused", timeout=10)
 
 
+def test_the_port_serves_the_schedulers_status_page_to_an_admin_and_refuses_other_views(cluster):
+    """The default page as the scheduler read it (at most STATUS_EVERY old), as bytes through the port's server;
+    another page size, or a user's own (redacted) view, is the scheduler's port's to answer: said, not served."""
+    svc, main, address = cluster
+    _register(main, address)
+    svc.state.submit([JobSpec("ResNet-18 (batch size 64)", 100, size="tiny")])
+    port = _stub(svc.front.port, svc.secret)
+
+    def shows_both() -> bool:
+        try:
+            page = port.GetStatus(pb.StatusRequest())
+        except grpc.RpcError as exc:     # UNAVAILABLE until the scheduler sent its first page
+            assert exc.code() == grpc.StatusCode.UNAVAILABLE
+            return False
+        return [w.worker_id for w in page.workers] == ["w1"] and len(page.jobs) == 1
+
+    wait_for(shows_both, "the port's page shows the worker and the job", timeout=10)
+    page, own = port.GetStatus(pb.StatusRequest()), main.GetStatus(pb.StatusRequest())
+    assert (page.policy, list(page.worker_types), page.jobs[0].job_id) == \
+        (own.policy, list(own.worker_types), own.jobs[0].job_id)
+    assert page.jobs[0].spec.job_type == "ResNet-18 (batch size 64)"     # an admin's view: nothing redacted
+    assert port.GetStatus(pb.StatusRequest(job_limit=100)).jobs[0].job_id == page.jobs[0].job_id   # the CLI's
+    with pytest.raises(grpc.RpcError) as err:
+        port.GetStatus(pb.StatusRequest(job_limit=5))
+    assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION and "page size" in err.value.details()
+    _, user_token = svc.credentials.add("alice", role="user")
+    as_user = _stub(svc.front.port, user_token)
+
+    def refused_as_a_view() -> bool:     # UNAUTHENTICATED until the port's copy has the new credential
+        try:
+            as_user.GetStatus(pb.StatusRequest())
+        except grpc.RpcError as exc:
+            return exc.code() == grpc.StatusCode.FAILED_PRECONDITION and "your view" in exc.details()
+        return False
+
+    wait_for(refused_as_a_view, "a user's status refused by the port", timeout=10)
+    assert len(_stub(svc.port, user_token).GetStatus(pb.StatusRequest()).workers) == 1   # the scheduler answers it
+
+
+def test_gavel_ng_status_reads_the_page_from_the_heartbeat_port(cluster, tmp_path, capsys):
+    from gavel_ng.cli import main
+
+    svc, main_stub, address = cluster
+    _register(main_stub, address)
+    (tmp_path / "token").write_text(svc.secret)
+    argv = ["status", "--scheduler", f"127.0.0.1:{svc.front.port}", "--token-file", str(tmp_path / "token"), "--json"]
+
+    def lists_the_worker() -> bool:         # exit 2 ("no status page ... yet") until the first page came
+        capsys.readouterr()
+        return main(argv) == 0 and '"worker_id": "w1"' in capsys.readouterr().out
+
+    wait_for(lists_the_worker, "gavel-ng status through the heartbeat port", timeout=10)
+
+
 def test_a_killed_port_process_is_replaced_and_heartbeats_go_to_the_scheduler_meanwhile(cluster):
     svc, main, address = cluster
     reply = _register(main, address)
@@ -246,6 +301,26 @@ def test_a_copy_the_scheduler_stopped_updating_answers_nothing():
     assert port.Heartbeat(_beat(), None).ask_scheduler
     copy.apply((time.monotonic(), {"w1": None}, None, None))      # a worker gone from the state
     assert port.Heartbeat(_beat(), None).ask_scheduler
+
+
+def test_a_status_page_the_scheduler_stopped_sending_is_not_served():
+    from gavel_ng.runtime.front import STATUS_MAX_AGE, Copy, FrontServicer
+
+    class Context:
+        def abort(self, code, details):
+            raise grpc.RpcError(code, details)
+
+    port = FrontServicer(Copy("secret"))
+    with pytest.raises(grpc.RpcError) as err:                           # none yet
+        port.GetStatus(pb.StatusRequest(), Context())
+    assert err.value.args[0] == grpc.StatusCode.UNAVAILABLE
+    page = pb.StatusReply(policy="las").SerializeToString()
+    port.copy.status = (time.monotonic(), page)
+    assert port.GetStatus(pb.StatusRequest(), Context()) == page
+    port.copy.status = (time.monotonic() - STATUS_MAX_AGE - 1, page)    # the scheduler stopped, or starved
+    with pytest.raises(grpc.RpcError) as err:
+        port.GetStatus(pb.StatusRequest(), Context())
+    assert err.value.args[0] == grpc.StatusCode.UNAVAILABLE and "own port" in err.value.args[1]
 
 
 def test_the_copy_is_sent_what_changed_and_every_row_again_now_and_then(make_service, monkeypatch):
