@@ -30,8 +30,9 @@ def add_parser(sub) -> None:
                         "0: off)")
     p.add_argument("--heartbeat-port", type=int, metavar="PORT",
                    help="answer workers' heartbeats in a process of their own on PORT (0: any free port; default: "
-                        "the config's heartbeat_port, else the scheduler's own port); for thousands of workers "
-                        "(docs/deploy.md, Scale)")
+                        "the config's heartbeat_port, else the scheduler's own port), which also serves a copy "
+                        "of the default status page to admin tokens; for thousands of workers (docs/deploy.md, "
+                        "Scale)")
     p.add_argument("--round-seconds", type=float,
                    help="round length in seconds (default: the config's, else the policy's declared interval: "
                         "360 for allocation policies, 60 for goodput, pollux, tiresias)")

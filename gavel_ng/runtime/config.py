@@ -109,8 +109,8 @@ class ClusterConfig:
     realloc_delay_seconds: float = 30.0      # round policies: what a resize costs a job (Pollux's restart factor)
     metrics_port: int = 0                    # Prometheus text at http://BIND:PORT/metrics; 0: off
     backfill: bool = True                    # GPUs a job frees mid-round run waiting jobs until the round ends
-    # heartbeats answered by a process of their own on this port (runtime.front); 0: any free port; None: by the
-    # scheduler's own port and process
+    # heartbeats answered by a process of their own on this port (runtime.front), which also serves a copy of the
+    # default status page; 0: any free port; None: by the scheduler's own port and process
     heartbeat_port: int | None = None
 
     @classmethod
