@@ -35,6 +35,9 @@ FAILED_STARTS = ("launch-failed", "no-result")
 BACKOFF_S, BACKOFF_MAX_S = 2.0, 120.0     # after the f-th failure in a row: no relaunch for 2 s x 2^(f-1), <= 2 min
 MAX_DETAIL = 500                          # characters of a failure's description kept
 LOG_EACH = 20                             # preemptions of a round logged one by one (the rest: one line)
+# the recorded statuses of an attempt that a late report may still end: written off (and its other workers' late
+# reports after the first), or recorded as started but not live here (a restart before it was claimed)
+WRITTEN_OFF = ("lost", "late", "running")
 
 
 @dataclass(frozen=True)
@@ -299,7 +302,12 @@ class JobBook:
             self._end_attempt(job, att)
 
     def _stale_report(self, job: JobState, rep: DoneReport) -> None:
-        """An attempt already written off (worker declared lost, scheduler restarted): keep its progress."""
+        """An attempt already written off (worker declared lost, scheduler restarted): keep its progress. An
+        attempt that ended with its reports is left as they recorded it: a report sent again (the worker's call
+        ran past its deadline after the scheduler took it) rewrote its end as `late`."""
+        if self.store.attempt_status(rep.job_id, rep.attempt) not in WRITTEN_OFF:
+            self.confirm_gone(job, rep.attempt, rep.worker_id)
+            return
         steps = max(int(rep.steps), job.steps_done)
         with self.store.transaction():
             self.store.update_job(job.job_id, steps_done=steps)

@@ -254,6 +254,11 @@ class StateQueries:
                          "WHERE status = 'running'")
         return [AttemptRow(r[0], r[1], [tuple(p) for p in json.loads(r[2])], r[3], r[4], r[5]) for r in rows]
 
+    def attempt_status(self, job_id: int, attempt: int) -> str | None:
+        """An attempt's recorded status (None: no such attempt)."""
+        rows = self._all("SELECT status FROM attempts WHERE job_id = ? AND attempt = ?", (job_id, attempt))
+        return rows[0][0] if rows else None
+
     def attempts(self, job_id: int | None = None) -> list[dict]:
         sql = "SELECT * FROM attempts" + (" WHERE job_id = ?" if job_id is not None else "") + \
               " ORDER BY job_id, attempt"

@@ -21,7 +21,7 @@ from gavel_ng.protocol.jobspec import JobSpec
 from gavel_ng.protocol.protos import gavel_pb2 as pb
 from gavel_ng.protocol.rpc import Stub, open_channel
 from gavel_ng.runtime.config import ClusterConfig
-from gavel_ng.runtime.jobs import Attempt, AttemptRef
+from gavel_ng.runtime.jobs import Attempt, AttemptRef, DoneReport
 from gavel_ng.runtime.measured import MeasuredTable
 from gavel_ng.runtime.state import ClusterState, Registration
 from gavel_ng.runtime.store import Store
@@ -350,3 +350,25 @@ def test_status_reads_its_page_without_a_lock_held_elsewhere_and_as_it_reads_und
     assert dict(free.job_counts) == dict(locked.job_counts) == {"queued": 2, "cancelled": 1}
     assert [(j.job_id, j.status, j.reason) for j in free.jobs] == [(j.job_id, j.status, j.reason) for j in locked.jobs]
     assert list(free.classes) == list(locked.classes)
+
+
+def test_a_report_sent_again_leaves_an_ended_attempts_record_as_it_was(tmp_path):
+    """A worker sends an end again when its call ran past its deadline though the scheduler took it: the attempt's
+    record stays as the first report left it. The late report of an attempt written off still records its end."""
+    st = _state(tmp_path)
+    _join(st, "w1")
+    [job_id] = st.submit([JOB])
+    att = _launch(st, job_id, "w1", 0)
+    end = DoneReport("w1", job_id, att.attempt, -15, steps=-1, reason="killed-lease", wall_seconds=5.0)
+    st.report(end)
+    first = st.store.attempts(job_id)
+    assert first[0]["status"] != "running"
+    st.report(end)                                   # the same end again
+    assert st.store.attempts(job_id) == first
+    lost = _launch(st, job_id, "w1", 0)
+    st.worker_lost(st.workers["w1"], "silent")       # written off ...
+    assert st.store.attempts(job_id)[1]["status"] == "lost"
+    st.report(DoneReport("w1", job_id, lost.attempt, -15, steps=-1, reason="killed", wall_seconds=3.0))
+    late = st.store.attempts(job_id)[1]              # ... and its end, when it comes, recorded
+    assert (late["status"], late["wall_seconds"]) == ("late", 3.0)
+    assert st.store.attempts(job_id)[0] == first[0]
