@@ -321,7 +321,7 @@ class SimWorker:
         for lease in reply.leases:
             t = self.tasks.get((lease.job_id, lease.attempt))
             if t is not None:
-                t.deadline = now + lease.seconds_left
+                t.deadline = max(t.deadline, now + lease.seconds_left)   # as the daemon: a lease end only grows
         for ref in reply.kill:
             t = self.tasks.get((ref.job_id, ref.attempt))
             if t is not None and t.stop is None:

@@ -13,8 +13,10 @@ cannot answer as the scheduler would (an attempt it does not know yet, a dead, u
 worker, a caller it does not recognise, a copy older than MAX_AGE) it leaves to the scheduler: the
 reply says `ask_scheduler` and the daemon sends that heartbeat to the scheduler's own port. So a copy
 that is behind costs a heartbeat a second call, never a wrong answer: kills and refusals are said by
-the scheduler only, and the lease ends the port tells are at most MAX_AGE older than the scheduler's
-(an attempt's lease end only grows), far inside the grace a worker gives a lease before it stops a job.
+the scheduler only, and the lease ends the port tells are at most MAX_AGE older than the scheduler's.
+An attempt's lease end only grows, so a worker keeps the later of the end it holds and the one it is
+told (worker.daemon): a copy behind a renewal the job already wrote down cannot shorten its lease
+(it did until issue 42's sixth pass, and a paused scheduler's worker stopped renewed jobs early).
 
 The port also serves GetStatus: the default page as an admin sees it, which the scheduler builds every
 STATUS_EVERY seconds and sends as bytes. At a round's end the scheduler's own port answered `status`
@@ -74,6 +76,7 @@ class Copy:
     status: tuple[float, bytes] | None = None       # (time.monotonic() when read, the page's StatusReply bytes)
     answered: int = 0
     asked: int = 0
+    pages: int = 0                                  # status pages served
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def apply(self, update: tuple) -> None:
@@ -106,10 +109,14 @@ class Copy:
             else:
                 self.asked += 1
 
-    def take(self) -> tuple[dict[str, float], int, int]:
+    def served_page(self) -> None:
         with self.lock:
-            out = self.seen, self.answered, self.asked
-            self.seen, self.answered, self.asked = {}, 0, 0
+            self.pages += 1
+
+    def take(self) -> tuple[dict[str, float], int, int, int]:
+        with self.lock:
+            out = self.seen, self.answered, self.asked, self.pages
+            self.seen, self.answered, self.asked, self.pages = {}, 0, 0, 0
         return out
 
 
@@ -140,6 +147,7 @@ class FrontServicer:
         if page is None or time.monotonic() - page[0] > STATUS_MAX_AGE:
             context.abort(grpc.StatusCode.UNAVAILABLE, f"no status page from the scheduler in the last "
                                                        f"{STATUS_MAX_AGE:g}s; ask the scheduler's own port")
+        self.copy.served_page()
         return page[1]
 
 
@@ -159,9 +167,9 @@ def serve(conn: Connection) -> None:
 
     def report() -> None:
         while not stop.wait(SEEN_EVERY):
-            seen, answered, asked = copy.take()
+            seen, answered, asked, pages = copy.take()
             try:
-                conn.send(("seen", seen, answered, asked))
+                conn.send(("seen", seen, answered, asked, pages))
             except OSError:
                 return
 
@@ -193,6 +201,7 @@ class HeartbeatFront:
         self.status_page = status_page
         self.page_failures = 0
         self.answered = self.asked = self.restarts = 0      # heartbeats answered there, left to the scheduler
+        self.pages = 0                                      # status pages served there
         self._stop = threading.Event()
         self._proc = self._conn = None
         self._link = threading.Lock()        # one process's pipe and what was sent through it
@@ -284,13 +293,14 @@ class HeartbeatFront:
     def _listen(self) -> None:
         while not self._stop.is_set():
             try:
-                kind, seen, answered, asked = self._conn.recv()
+                kind, seen, answered, asked, pages = self._conn.recv()
             except (EOFError, OSError):
                 if self._stop.is_set():
                     return
                 self._restart()
                 continue
             self.answered += answered
+            self.pages += pages
             self.asked += asked
             workers = self.state.workers
             for wid, t in seen.items():

@@ -560,8 +560,9 @@ class WorkerDaemon:
             tasks = {t.ref: t for t in self.running + self.queued}
             for lease in reply.leases:
                 t = tasks.get((lease.job_id, lease.attempt))
-                if t is not None:
-                    t.deadline = now + lease.seconds_left
+                if t is not None:           # an attempt's lease end only grows; an answer from the heartbeat
+                    # port's copy may be behind a renewal the job already wrote down (_read_lease)
+                    t.deadline = max(t.deadline, now + lease.seconds_left)
             for ref in reply.kill:
                 t = tasks.get((ref.job_id, ref.attempt))
                 if t is not None and t.stop_reason is None:

@@ -213,6 +213,14 @@ def test_the_port_serves_the_schedulers_status_page_to_an_admin_and_refuses_othe
 
     wait_for(refused_as_a_view, "a user's status refused by the port", timeout=10)
     assert len(_stub(svc.port, user_token).GetStatus(pb.StatusRequest()).workers) == 1   # the scheduler answers it
+    from prometheus_client import generate_latest
+
+    def counted() -> bool:               # at least the pages compared above and the CLI's page size (not refusals)
+        pages = svc.front.pages
+        return pages >= 3 and f"gavel_heartbeat_port_status_pages_total {float(pages)}" in \
+            generate_latest(svc.metrics.registry).decode()
+
+    wait_for(counted, "the port's pages served, in the scheduler's metrics", timeout=10)
 
 
 def test_gavel_ng_status_reads_the_page_from_the_heartbeat_port(cluster, tmp_path, capsys):

@@ -98,6 +98,26 @@ def running(service, tmp_path):
         daemon.stop()
 
 
+def test_a_heartbeat_answer_behind_a_renewal_does_not_shorten_the_lease_the_worker_holds(running):
+    """The heartbeat port answers from a copy up to 0.2 s behind the scheduler (5 s while the scheduler is stopped):
+    right after a renewal the job wrote down (signed, read by the daemon), that copy still says the old end. A lease
+    end only grows, so the older answer must not bring the worker's deadline back (tests/worker/test_pause.py
+    failed now and then: the worker killed a renewed attempt at its old end while the scheduler was stopped)."""
+    svc, daemon, job = running
+    with daemon.lock:
+        [task] = [t for t in daemon.running if t.ref[0] == job]
+        task.deadline = time.time() + 60.0            # as a renewal read from the job's lease file leaves it
+        held = task.deadline
+    stale = pb.HeartbeatReply(leases=[pb.LeaseUpdate(job_id=job, attempt=task.ref[1], seconds_left=5.0)])
+    daemon.route.send = lambda stub, request: stale  # the copy behind the renewal answers
+    daemon._heartbeat()
+    assert task.deadline == held
+    later = pb.HeartbeatReply(leases=[pb.LeaseUpdate(job_id=job, attempt=task.ref[1], seconds_left=120.0)])
+    daemon.route.send = lambda stub, request: later  # and a renewal told by heartbeat still extends it
+    daemon._heartbeat()
+    assert task.deadline > held + 50.0
+
+
 def test_non_finite_and_impossible_progress_is_refused_and_nothing_stored(running):
     svc, _, job = running
     stub = _stub(svc, job_token(svc.secret, job, 1))
