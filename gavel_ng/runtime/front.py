@@ -73,7 +73,7 @@ class Copy:
     principals: dict[str, Principal] = field(default_factory=dict)
     seen: dict[str, float] = field(default_factory=dict)
     read_at: float = -math.inf                      # time.monotonic() when the scheduler read the latest update
-    status: tuple[float, bytes] | None = None       # (time.monotonic() when read, the page's StatusReply bytes)
+    page: tuple[float, bytes] | None = None         # the status page: (time.monotonic() when read, its bytes)
     answered: int = 0
     asked: int = 0
     pages: int = 0                                  # status pages served
@@ -143,7 +143,7 @@ class FrontServicer:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION,
                           f"the heartbeat port serves the default status page ({STATUS_JOBS} jobs) to admin tokens "
                           "only; ask the scheduler's own port for " + ("your view" if sized else "this page size"))
-        page = self.copy.status
+        page = self.copy.page
         if page is None or time.monotonic() - page[0] > STATUS_MAX_AGE:
             context.abort(grpc.StatusCode.UNAVAILABLE, f"no status page from the scheduler in the last "
                                                        f"{STATUS_MAX_AGE:g}s; ask the scheduler's own port")
@@ -178,7 +178,7 @@ def serve(conn: Connection) -> None:
         while True:
             message = conn.recv()
             if message[0] == "status":
-                copy.status = message[1:]
+                copy.page = message[1:]
             else:
                 copy.apply(message[1])
     except (EOFError, OSError):          # the scheduler stopped or died: so does its port

@@ -121,7 +121,7 @@ class FrontCollector:
         beats.add_metric(["asked"], f.asked)
         yield beats
         yield CounterMetricFamily("gavel_heartbeat_port_status_pages", "Status pages the heartbeat port's process "
-                                  "served (the scheduler's default page, read every 0.5 s)", value=f.pages)
+                                  "served (the scheduler's default page, as an admin sees it)", value=f.pages)
         yield CounterMetricFamily("gavel_heartbeat_port_restarts", "Times the heartbeat port's process was started "
                                   "again after it ended", value=f.restarts)
         yield GaugeMetricFamily("gavel_heartbeat_port_up", "1 while the heartbeat port's process runs",

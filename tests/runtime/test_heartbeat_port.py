@@ -323,9 +323,9 @@ def test_a_status_page_the_scheduler_stopped_sending_is_not_served():
         port.GetStatus(pb.StatusRequest(), Context())
     assert err.value.args[0] == grpc.StatusCode.UNAVAILABLE
     page = pb.StatusReply(policy="las").SerializeToString()
-    port.copy.status = (time.monotonic(), page)
+    port.copy.page = (time.monotonic(), page)
     assert port.GetStatus(pb.StatusRequest(), Context()) == page
-    port.copy.status = (time.monotonic() - STATUS_MAX_AGE - 1, page)    # the scheduler stopped, or starved
+    port.copy.page = (time.monotonic() - STATUS_MAX_AGE - 1, page)    # the scheduler stopped, or starved
     with pytest.raises(grpc.RpcError) as err:
         port.GetStatus(pb.StatusRequest(), Context())
     assert err.value.args[0] == grpc.StatusCode.UNAVAILABLE and "own port" in err.value.args[1]
